@@ -1,0 +1,68 @@
+/* conv_internal.h — what the library's sources share and users never see:
+ * the variant table entry (conv_impl), the error setter, and index limits. */
+#ifndef CONV_INTERNAL_H
+#define CONV_INTERNAL_H
+
+#include "conv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One algorithm. Adding a variant = one source file defining `const conv_impl conv_impl_<name>`
+ * + one line in variants.def + its entry point's declaration in include/conv.h. */
+typedef struct conv_impl {
+    /* CONV_OK or CONV_ERR_UNSUPPORTED (with conv_set_error naming the parameter). NULL: all shapes. */
+    int (*supports)(const conv_params* p);
+    /* Bytes of workspace for this shape. NULL: needs none. */
+    int (*workspace_size)(const conv_params* p, size_t* bytes);
+    /* Runs the convolution on validated, supported parameters whose x and y element counts fit in
+     * int32 (the dispatcher splits the batch to make it so). Pointers are device pointers except
+     * for host variants; stream is a cudaStream_t. Must be graph-capture safe: no allocation,
+     * no synchronisation. */
+    int (*launch)(const conv_params* p, const float* x, const float* w, float* y,
+                  void* workspace, size_t workspace_bytes, void* stream);
+} conv_impl;
+
+/* Variant ids, generated from variants.def: CONV_ID_cpu, CONV_ID_direct, ... CONV_ID_COUNT. */
+enum conv_variant_id {
+#define CONV_VARIANT(name, on_device, exact, max_rel_error, idea) CONV_ID_##name,
+#include "variants.def"
+#undef CONV_VARIANT
+    CONV_ID_COUNT
+};
+
+/* The variant table (registry.c). impl is NULL where the variant is not built (GPU variants in a
+ * build without CUDA). */
+typedef struct conv_variant_entry {
+    conv_variant_info info;
+    const conv_impl* impl;
+} conv_variant_entry;
+const conv_variant_entry* conv_variant_entry_get(int variant);
+
+/* Resolves CONV_AUTO / CONV_AUTO_FAST for a validated shape (auto.c). */
+int conv_auto_resolve(int variant, const conv_params* p, int* chosen);
+
+/* Sets the thread-local message and returns status, so `return conv_set_error(...)` reads well. */
+int conv_set_error(int status, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void conv_clear_error(void);
+
+/* Largest element count a kernel indexes with 32-bit ints. */
+#define CONV_INDEX_LIMIT ((int64_t)2147483647)
+
+/* Output size, assuming conv_validate passed. */
+int64_t conv_out_h(const conv_params* p);
+int64_t conv_out_w(const conv_params* p);
+
+/* 1 when a CUDA device can be used right now (driver and device present); sets the error otherwise. */
+int conv_cuda_ready(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

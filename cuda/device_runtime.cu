@@ -1,0 +1,220 @@
+// device_runtime.cu — the device helpers of the C ABI (memory, copies, streams, events, device
+// facts) and the mapping of CUDA errors to conv statuses. Built only with CUDA; device_stub.c
+// stands in for it otherwise.
+#include <stdio.h>
+
+#include "cuda_util.cuh"
+
+int conv_cuda_status(cudaError_t err, const char* what) {
+    cudaGetLastError();  // clear a non-sticky error so that the next call starts clean
+    int status = CONV_ERR_CUDA;
+    if (err == cudaErrorMemoryAllocation) status = CONV_ERR_OUT_OF_MEMORY;
+    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
+        err == cudaErrorInitializationError || err == cudaErrorCompatNotSupportedOnDevice)
+        status = CONV_ERR_NO_DEVICE;
+    if (err == cudaErrorNoKernelImageForDevice)
+        return conv_set_error(CONV_ERR_CUDA,
+                              "%s failed: %s (libconv has no kernel for this GPU's architecture; "
+                              "rebuild with CMAKE_CUDA_ARCHITECTURES including it)",
+                              what, cudaGetErrorName(err));
+    return conv_set_error(status, "%s failed: %s (%s)", what, cudaGetErrorName(err),
+                          cudaGetErrorString(err));
+}
+
+int conv_cuda_ready(void) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        conv_set_error(CONV_ERR_NO_DEVICE,
+                       "no usable CUDA device: %s (%s); is the NVIDIA driver installed and a GPU "
+                       "visible (CUDA_VISIBLE_DEVICES)?",
+                       cudaGetErrorName(err), cudaGetErrorString(err));
+        cudaGetLastError();
+        return 0;
+    }
+    if (count == 0) {
+        conv_set_error(CONV_ERR_NO_DEVICE, "no CUDA device found (the driver reports 0 devices)");
+        return 0;
+    }
+    return 1;
+}
+
+#define CONV_REQUIRE_DEVICE() \
+    do { if (!conv_cuda_ready()) return CONV_ERR_NO_DEVICE; } while (0)
+#define CONV_REQUIRE(arg) \
+    do { if (!(arg)) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "%s is NULL", #arg); } while (0)
+
+extern "C" {
+
+int conv_device_count(int* count) {
+    CONV_REQUIRE(count);
+    *count = 0;
+    cudaError_t err = cudaGetDeviceCount(count);
+    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+        cudaGetLastError();
+        *count = 0;
+        return CONV_OK;  // "how many devices" has an honest answer here: none
+    }
+    CONV_CUDA_CHECK(err);
+    return CONV_OK;
+}
+
+int conv_device_name(int device, char* name, size_t name_bytes) {
+    CONV_REQUIRE(name);
+    CONV_REQUIRE_DEVICE();
+    cudaDeviceProp prop;
+    CONV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    snprintf(name, name_bytes, "%s", prop.name);
+    return CONV_OK;
+}
+
+int conv_set_device(int device) {
+    CONV_REQUIRE_DEVICE();
+    CONV_CUDA_CHECK(cudaSetDevice(device));
+    return CONV_OK;
+}
+
+int conv_get_device(int* device) {
+    CONV_REQUIRE(device);
+    CONV_REQUIRE_DEVICE();
+    CONV_CUDA_CHECK(cudaGetDevice(device));
+    return CONV_OK;
+}
+
+int conv_mem_info(size_t* free_bytes, size_t* total_bytes) {
+    CONV_REQUIRE(free_bytes);
+    CONV_REQUIRE(total_bytes);
+    CONV_REQUIRE_DEVICE();
+    CONV_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+    return CONV_OK;
+}
+
+int conv_malloc(void** ptr, size_t bytes) {
+    CONV_REQUIRE(ptr);
+    CONV_REQUIRE_DEVICE();
+    *ptr = NULL;
+    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        size_t free_bytes = 0, total_bytes = 0;
+        cudaMemGetInfo(&free_bytes, &total_bytes);
+        return conv_set_error(CONV_ERR_OUT_OF_MEMORY,
+                              "cannot allocate %zu bytes on the GPU: %zu bytes free of %zu",
+                              bytes, free_bytes, total_bytes);
+    }
+    CONV_CUDA_CHECK(err);
+    return CONV_OK;
+}
+
+int conv_free(void* ptr) {
+    CONV_CUDA_CHECK(cudaFree(ptr));
+    return CONV_OK;
+}
+
+int conv_malloc_host(void** ptr, size_t bytes) {
+    CONV_REQUIRE(ptr);
+    CONV_REQUIRE_DEVICE();
+    *ptr = NULL;
+    cudaError_t err = cudaMallocHost(ptr, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        return conv_set_error(CONV_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of pinned host memory",
+                              bytes);
+    }
+    CONV_CUDA_CHECK(err);
+    return CONV_OK;
+}
+
+int conv_free_host(void* ptr) {
+    CONV_CUDA_CHECK(cudaFreeHost(ptr));
+    return CONV_OK;
+}
+
+static int memcpy_kind(void* dst, const void* src, size_t bytes, void* stream, cudaMemcpyKind kind) {
+    if (bytes == 0) return CONV_OK;
+    CONV_REQUIRE(dst);
+    CONV_REQUIRE(src);
+    CONV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, conv_stream(stream)));
+    return CONV_OK;
+}
+
+int conv_memcpy_h2d(void* dst, const void* src, size_t bytes, void* stream) {
+    return memcpy_kind(dst, src, bytes, stream, cudaMemcpyHostToDevice);
+}
+
+int conv_memcpy_d2h(void* dst, const void* src, size_t bytes, void* stream) {
+    return memcpy_kind(dst, src, bytes, stream, cudaMemcpyDeviceToHost);
+}
+
+int conv_memcpy_d2d(void* dst, const void* src, size_t bytes, void* stream) {
+    return memcpy_kind(dst, src, bytes, stream, cudaMemcpyDeviceToDevice);
+}
+
+int conv_memset(void* ptr, int value, size_t bytes, void* stream) {
+    if (bytes == 0) return CONV_OK;
+    CONV_REQUIRE(ptr);
+    CONV_CUDA_CHECK(cudaMemsetAsync(ptr, value, bytes, conv_stream(stream)));
+    return CONV_OK;
+}
+
+int conv_stream_create(void** stream) {
+    CONV_REQUIRE(stream);
+    CONV_REQUIRE_DEVICE();
+    cudaStream_t s;
+    CONV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *stream = s;
+    return CONV_OK;
+}
+
+int conv_stream_destroy(void* stream) {
+    CONV_CUDA_CHECK(cudaStreamDestroy(conv_stream(stream)));
+    return CONV_OK;
+}
+
+int conv_stream_synchronize(void* stream) {
+    CONV_CUDA_CHECK(cudaStreamSynchronize(conv_stream(stream)));
+    return CONV_OK;
+}
+
+int conv_device_synchronize(void) {
+    CONV_REQUIRE_DEVICE();
+    CONV_CUDA_CHECK(cudaDeviceSynchronize());
+    return CONV_OK;
+}
+
+int conv_event_create(void** event) {
+    CONV_REQUIRE(event);
+    CONV_REQUIRE_DEVICE();
+    cudaEvent_t e;
+    CONV_CUDA_CHECK(cudaEventCreate(&e));
+    *event = e;
+    return CONV_OK;
+}
+
+int conv_event_destroy(void* event) {
+    CONV_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+    return CONV_OK;
+}
+
+int conv_event_record(void* event, void* stream) {
+    CONV_REQUIRE(event);
+    CONV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), conv_stream(stream)));
+    return CONV_OK;
+}
+
+int conv_event_synchronize(void* event) {
+    CONV_REQUIRE(event);
+    CONV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+    return CONV_OK;
+}
+
+int conv_event_elapsed_ms(void* start, void* stop, float* ms) {
+    CONV_REQUIRE(start);
+    CONV_REQUIRE(stop);
+    CONV_REQUIRE(ms);
+    CONV_CUDA_CHECK(cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(start),
+                                         static_cast<cudaEvent_t>(stop)));
+    return CONV_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,118 @@
+/* conv.h — the whole public C ABI of libconv (convolution forward pass for NVIDIA GPUs).
+ *
+ * Layouts: input x is NCHW (B, C, H, W); weights w are (M, C, KH, KW); output y is NCHW
+ * (B, M, OH, OW) with OH = (H + 2*pad_h - dilation_h*(KH-1) - 1) / stride_h + 1 (same for OW).
+ * All data is float32. GPU entry points take device pointers; the `cpu` variant takes host pointers.
+ *
+ * Every function returns a conv_status (CONV_OK = 0, errors negative). conv_last_error() gives a
+ * thread-local message with the detail (which argument, which CUDA error, how many bytes).
+ * The library never exits and never prints.
+ *
+ * This file is parsed as written by cffi: plain declarations only, no macros in them.
+ */
+#ifndef CONV_H
+#define CONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum conv_status {
+    CONV_OK = 0,
+    CONV_ERR_INVALID_ARGUMENT = -1,   /* a parameter or pointer is invalid; the message names it */
+    CONV_ERR_UNSUPPORTED = -2,        /* this variant cannot run this shape; the message says why */
+    CONV_ERR_NO_CUDA_BUILD = -3,      /* the library was built without a CUDA compiler */
+    CONV_ERR_NO_DEVICE = -4,          /* no CUDA driver or no CUDA device */
+    CONV_ERR_OUT_OF_MEMORY = -5,      /* a device or pinned allocation failed; the message has the bytes */
+    CONV_ERR_CUDA = -6,               /* any other CUDA runtime error; the message names it */
+    CONV_ERR_WORKSPACE_TOO_SMALL = -7,/* the workspace passed is smaller than the query said */
+    CONV_ERR_TOO_LARGE = -8,          /* a size passes what the library can index */
+    CONV_ERR_INTERNAL = -9            /* a bug in libconv */
+} conv_status;
+
+/* Pseudo-variant ids for conv2d_forward: pick the fastest supported variant for the shape.
+ * CONV_AUTO only picks exact fp32 variants; CONV_AUTO_FAST may pick reduced precision (TF32/FP16). */
+enum { CONV_AUTO = -1, CONV_AUTO_FAST = -2 };
+
+/* One parameter struct for every variant. */
+typedef struct conv_params {
+    int64_t B, C, H, W;        /* input (B, C, H, W) */
+    int64_t M, KH, KW;         /* weights (M, C, KH, KW) */
+    int64_t stride_h, stride_w;
+    int64_t pad_h, pad_w;      /* zero padding on both sides */
+    int64_t dilation_h, dilation_w;
+} conv_params;
+
+/* What the library knows of one variant. Strings are static. */
+typedef struct conv_variant_info {
+    const char* name;          /* e.g. "direct"; the same as the entry point's suffix */
+    const char* idea;          /* one line: what the variant demonstrates */
+    int on_device;             /* 1: GPU pointers; 0: host pointers (cpu) */
+    int exact;                 /* 1: fp32 arithmetic (rel. L2 error <= 1e-5); 0: reduced precision */
+    double max_rel_error;      /* the relative L2 error bound the variant is tested to */
+    int available;             /* 1 if it can run in this build on this machine */
+} conv_variant_info;
+
+/* ---- status and library facts ---- */
+const char* conv_status_string(int status);
+const char* conv_last_error(void);          /* thread-local detail of the last failure on this thread */
+const char* conv_version(void);
+int conv_built_with_cuda(void);             /* 1 if built with a CUDA compiler */
+
+/* ---- shapes ---- */
+int conv_output_size(const conv_params* params, int64_t* out_h, int64_t* out_w);
+int conv_validate(const conv_params* params);   /* CONV_OK or INVALID_ARGUMENT naming the parameter */
+
+/* ---- variants ---- */
+int conv_variant_count(void);
+int conv_variant_find(const char* name, int* variant);
+int conv_variant_get_info(int variant, conv_variant_info* info);
+/* CONV_OK if the variant runs this shape here; else a status and a message naming the reason.
+ * Accepts CONV_AUTO / CONV_AUTO_FAST. */
+int conv_variant_supports(int variant, const conv_params* params);
+
+/* ---- the dispatcher: any variant id, CONV_AUTO or CONV_AUTO_FAST ---- */
+int conv2d_workspace_size(int variant, const conv_params* params, size_t* bytes);
+int conv2d_forward(int variant, const conv_params* params, const float* x, const float* w, float* y,
+                   void* workspace, size_t workspace_bytes, void* stream);
+/* Which variant CONV_AUTO / CONV_AUTO_FAST resolves to for this shape (tuning it on first use). */
+int conv2d_auto_choice(int variant, const conv_params* params, int* chosen);
+
+/* ---- one entry point per algorithm (same signature; see README for what each shows) ---- */
+int conv2d_cpu(const conv_params* params, const float* x, const float* w, float* y,
+               void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_direct(const conv_params* params, const float* x, const float* w, float* y,
+                  void* workspace, size_t workspace_bytes, void* stream);
+
+/* ---- device helpers, so that callers need no other CUDA binding ---- */
+int conv_device_count(int* count);
+int conv_device_name(int device, char* name, size_t name_bytes);
+int conv_set_device(int device);
+int conv_get_device(int* device);
+int conv_mem_info(size_t* free_bytes, size_t* total_bytes);
+int conv_malloc(void** ptr, size_t bytes);
+int conv_free(void* ptr);
+int conv_malloc_host(void** ptr, size_t bytes);  /* pinned host memory, for overlapped copies */
+int conv_free_host(void* ptr);
+int conv_memcpy_h2d(void* dst, const void* src, size_t bytes, void* stream);
+int conv_memcpy_d2h(void* dst, const void* src, size_t bytes, void* stream);
+int conv_memcpy_d2d(void* dst, const void* src, size_t bytes, void* stream);
+int conv_memset(void* ptr, int value, size_t bytes, void* stream);
+int conv_stream_create(void** stream);
+int conv_stream_destroy(void* stream);
+int conv_stream_synchronize(void* stream);
+int conv_device_synchronize(void);
+int conv_event_create(void** event);
+int conv_event_destroy(void* event);
+int conv_event_record(void* event, void* stream);
+int conv_event_synchronize(void* event);
+int conv_event_elapsed_ms(void* start, void* stop, float* ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONV_H */
