@@ -22,6 +22,17 @@ typedef struct conv_impl {
      * no synchronisation. */
     int (*launch)(const conv_params* p, const float* x, const float* w, float* y,
                   void* workspace, size_t workspace_bytes, void* stream);
+    /* Optional, for variants with tunable launch parameters (block shape, outputs per thread, ...).
+     * num_configs = 0: not tunable. Otherwise launch_config(config) runs configuration
+     * 0 <= config < num_configs (every one must give the same result within the variant's bound),
+     * config_supports(config) says whether a configuration can run this shape (NULL: all can),
+     * config_name(config) names it for the tuning cache and reports, and launch() runs a good
+     * default. The tuner (tuner.cu) times the configurations and `auto` launches the winner. */
+    int num_configs;
+    int (*launch_config)(const conv_params* p, const float* x, const float* w, float* y,
+                         void* workspace, size_t workspace_bytes, void* stream, int config);
+    int (*config_supports)(const conv_params* p, int config);
+    const char* (*config_name)(int config);
 } conv_impl;
 
 /* Variant ids, generated from variants.def: CONV_ID_cpu, CONV_ID_direct, ... CONV_ID_COUNT. */

@@ -1,0 +1,19 @@
+"""pyconv — fast, honest convolution forward passes on NVIDIA GPUs (libconv), from Python.
+
+    import numpy as np, pyconv
+    y = pyconv.conv2d(np.random.rand(8, 1, 86, 86).astype("f4"), np.random.rand(4, 1, 7, 7).astype("f4"))
+
+`import pyconv` works on any machine; GPU calls on a machine without a GPU raise ConvNoDeviceError.
+"""
+from ._lib import (ConvError, ConvNoDeviceError, ConvOutOfMemoryError, ConvRuntimeError,
+                   ConvUnsupportedError, LibraryNotFoundError)
+from .api import Conv2dPlan, VariantInfo, conv1d, conv2d, variant_info, variants
+from .device import DeviceArray, Event, Stream, device_count, device_name, mem_info, pinned_empty
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConvError", "ConvNoDeviceError", "ConvOutOfMemoryError", "ConvRuntimeError", "ConvUnsupportedError",
+    "LibraryNotFoundError", "Conv2dPlan", "VariantInfo", "conv1d", "conv2d", "variant_info", "variants",
+    "DeviceArray", "Event", "Stream", "device_count", "device_name", "mem_info", "pinned_empty",
+]

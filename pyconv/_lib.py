@@ -1,0 +1,142 @@
+"""Finding, loading and talking to libconv.so: the cffi handle, the error types, and `check`.
+
+The library is loaded on first use, not at import, so `import pyconv` works everywhere; a missing or
+unloadable library raises LibraryNotFoundError naming every path tried.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from importlib import resources
+from pathlib import Path
+
+import cffi
+
+LIBRARY_ENV = "PYCONV_LIBRARY"  # path of another libconv.so (or the directory holding it)
+LIBRARY_NAME = "libconv.so"
+
+
+class ConvError(ValueError):
+    """Invalid arguments: the message names the argument and what is wrong with it."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class ConvRuntimeError(RuntimeError):
+    """The GPU or the library failed; carries the C status and the library's message."""
+
+    def __init__(self, message: str, status: int, status_name: str):
+        super().__init__(f"{status_name}: {message}" if message else status_name)
+        self.status = status
+        self.status_name = status_name
+        self.message = message
+
+
+class ConvUnsupportedError(ConvRuntimeError):
+    """The chosen variant cannot run this shape (the message says which parameter)."""
+
+
+class ConvNoDeviceError(ConvRuntimeError):
+    """No CUDA driver or GPU, or a library built without CUDA."""
+
+
+class ConvOutOfMemoryError(ConvRuntimeError, MemoryError):
+    """A GPU or pinned-memory allocation failed; the message says how many bytes."""
+
+
+class LibraryNotFoundError(ImportError):
+    """libconv.so could not be found or loaded."""
+
+
+def package_dir() -> Path:
+    return Path(str(resources.files("pyconv")))
+
+
+def _library_candidates() -> list[Path]:
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        path = Path(override)
+        return [path / LIBRARY_NAME if path.is_dir() else path]
+    return [package_dir() / "lib" / LIBRARY_NAME]
+
+
+def header_path() -> Path:
+    """conv.h: installed beside the library, or include/ of a source checkout."""
+    for candidate in (package_dir() / "include" / "conv.h",
+                      package_dir().parent / "include" / "conv.h"):
+        if candidate.is_file():
+            return candidate
+    raise LibraryNotFoundError(f"conv.h not found in {package_dir() / 'include'}; reinstall pyconv")
+
+
+def cdef_source(header_text: str) -> str:
+    """The declarations of conv.h as cffi wants them: no preprocessor lines, no extern "C" guard."""
+    text = re.sub(r"#ifdef __cplusplus.*?#endif", "", header_text, flags=re.S)
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+_lock = threading.Lock()
+_loaded: tuple | None = None
+
+
+def load():
+    """(ffi, lib, path) — loads libconv once."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            ffi = cffi.FFI()
+            ffi.cdef(cdef_source(header_path().read_text()))
+            errors = []
+            for path in _library_candidates():
+                if not path.is_file():
+                    errors.append(f"{path}: no such file")
+                    continue
+                try:
+                    _loaded = (ffi, ffi.dlopen(str(path)), path)
+                    break
+                except OSError as exc:
+                    errors.append(f"{path}: {exc}")
+            else:
+                raise LibraryNotFoundError(
+                    "cannot load libconv: " + "; ".join(errors)
+                    + f". Install pyconv with `pip install .`, or set {LIBRARY_ENV} to a built libconv.so.")
+    return _loaded
+
+
+def ffi():
+    return load()[0]
+
+
+def lib():
+    return load()[1]
+
+
+def library_path() -> Path:
+    return load()[2]
+
+
+_RUNTIME_ERRORS = {
+    "CONV_ERR_UNSUPPORTED": ConvUnsupportedError,
+    "CONV_ERR_NO_CUDA_BUILD": ConvNoDeviceError,
+    "CONV_ERR_NO_DEVICE": ConvNoDeviceError,
+    "CONV_ERR_OUT_OF_MEMORY": ConvOutOfMemoryError,
+}
+
+
+def error_for(status: int) -> Exception:
+    """The exception for a failed status, with the library's thread-local message."""
+    f, l = ffi(), lib()
+    name = f.string(l.conv_status_string(status)).decode()
+    message = f.string(l.conv_last_error()).decode()
+    if name in ("CONV_ERR_INVALID_ARGUMENT", "CONV_ERR_TOO_LARGE", "CONV_ERR_WORKSPACE_TOO_SMALL"):
+        return ConvError(f"{message} ({name})", status)
+    return _RUNTIME_ERRORS.get(name, ConvRuntimeError)(message, status, name)
+
+
+def check(status: int) -> None:
+    """Raises the matching exception when a libconv call did not return CONV_OK."""
+    if status != 0:
+        raise error_for(status)
