@@ -51,8 +51,39 @@ typedef struct conv_variant_entry {
 } conv_variant_entry;
 const conv_variant_entry* conv_variant_entry_get(int variant);
 
-/* Resolves CONV_AUTO / CONV_AUTO_FAST for a validated shape (auto.c). */
-int conv_auto_resolve(int variant, const conv_params* p, int* chosen);
+/* Resolves CONV_AUTO / CONV_AUTO_FAST for a validated shape (auto.c): the variant and, for a tunable
+ * one, the launch configuration (-1: its default launch). */
+int conv_auto_resolve(int variant, const conv_params* p, int* chosen, int* config);
+
+/* A variant's support for a validated shape: built, hardware usable, supports() agrees. */
+int conv_entry_supports(const conv_variant_entry* e, const conv_params* p);
+
+/* Launches a variant (config -1: default launch) over batch chunks that fit int32 indexing. */
+int conv_entry_launch(const conv_variant_entry* e, int config, const conv_params* p, const float* x,
+                      const float* w, float* y, void* workspace, size_t workspace_bytes, void* stream);
+int conv_entry_workspace(const conv_variant_entry* e, const conv_params* p, size_t* bytes);
+
+/* ---- tuning (tune_cache.c: the persistent cache; tuner.cu: the measurements) ---- */
+typedef struct conv_tune_candidate {
+    int variant;
+    int config;       /* -1: the default launch */
+} conv_tune_candidate;
+
+typedef struct conv_tune_result {
+    conv_tune_candidate best;
+    float median_ms;
+} conv_tune_result;
+
+/* Times the candidates on random data of the shape, within the tuning budget, checks each one's
+ * output against the `direct` kernel, and returns the fastest correct one (tuner.cu). */
+int conv_tune_measure(const conv_params* p, const conv_tune_candidate* candidates, int count,
+                      double budget_ms, conv_tune_result* result);
+
+/* The cache of tuning results, keyed by GPU, library version, shape and precision (tune_cache.c). */
+int conv_tune_cache_get(const char* gpu, const conv_params* p, int exact, conv_tune_result* result);
+void conv_tune_cache_put(const char* gpu, const conv_params* p, int exact, const conv_tune_result* result);
+double conv_tune_budget_ms(void);
+int conv_gpu_name(char* name, size_t bytes);  /* current device's name (device_runtime.cu) */
 
 /* Sets the thread-local message and returns status, so `return conv_set_error(...)` reads well. */
 int conv_set_error(int status, const char* fmt, ...)

@@ -52,4 +52,4 @@ static int cpu_launch(const conv_params* p, const float* x, const float* w, floa
     return CONV_OK;
 }
 
-const conv_impl conv_impl_cpu = {NULL, NULL, cpu_launch};
+const conv_impl conv_impl_cpu = {.launch = cpu_launch};

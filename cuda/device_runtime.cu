@@ -3,6 +3,9 @@
 // stands in for it otherwise.
 #include <stdio.h>
 
+#include <mutex>
+#include <string>
+
 #include "cuda_util.cuh"
 
 int conv_cuda_status(cudaError_t err, const char* what) {
@@ -37,6 +40,24 @@ int conv_cuda_ready(void) {
         return 0;
     }
     return 1;
+}
+
+// The current device's name, looked up once per device (cudaGetDeviceProperties is slow, and auto
+// asks on every call to key its tuning cache).
+int conv_gpu_name(char* name, size_t bytes) {
+    static std::mutex lock;
+    static std::string names[64];
+    int device = 0;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    if (device < 0 || device >= 64) return conv_set_error(CONV_ERR_INTERNAL, "device index %d", device);
+    std::lock_guard<std::mutex> guard(lock);
+    if (names[device].empty()) {
+        cudaDeviceProp prop;
+        CONV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+        names[device] = prop.name;
+    }
+    snprintf(name, bytes, "%s", names[device].c_str());
+    return CONV_OK;
 }
 
 #define CONV_REQUIRE_DEVICE() \

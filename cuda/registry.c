@@ -133,25 +133,25 @@ int conv_variant_get_info(int variant, conv_variant_info* info) {
     return CONV_OK;
 }
 
-/* Support of a concrete variant for a validated shape. */
-static int entry_supports(const conv_variant_entry* e, const conv_params* p) {
+int conv_entry_supports(const conv_variant_entry* e, const conv_params* p) {
     int status = check_available(e);
     if (status != CONV_OK) return status;
     return e->impl->supports ? e->impl->supports(p) : CONV_OK;
 }
 
 /* Validates, resolves auto, and checks support: the one place every call passes. */
-static int resolve(int variant, const conv_params* p, const conv_variant_entry** entry) {
+static int resolve(int variant, const conv_params* p, const conv_variant_entry** entry, int* config) {
     conv_clear_error();
+    *config = -1;
     int status = conv_validate(p);
     if (status != CONV_OK) return status;
     if (variant == CONV_AUTO || variant == CONV_AUTO_FAST) {
-        status = conv_auto_resolve(variant, p, &variant);
+        status = conv_auto_resolve(variant, p, &variant, config);
         if (status != CONV_OK) return status;
     }
     const conv_variant_entry* e = conv_variant_entry_get(variant);
     if (!e) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "variant id %d is out of range", variant);
-    status = entry_supports(e, p);
+    status = conv_entry_supports(e, p);
     if (status != CONV_OK) return status;
     *entry = e;
     return CONV_OK;
@@ -159,13 +159,15 @@ static int resolve(int variant, const conv_params* p, const conv_variant_entry**
 
 int conv_variant_supports(int variant, const conv_params* p) {
     const conv_variant_entry* e = NULL;
-    return resolve(variant, p, &e);
+    int config;
+    return resolve(variant, p, &e, &config);
 }
 
 int conv2d_auto_choice(int variant, const conv_params* p, int* chosen) {
     if (!chosen) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "chosen is NULL");
     const conv_variant_entry* e = NULL;
-    int status = resolve(variant, p, &e);
+    int config;
+    int status = resolve(variant, p, &e, &config);
     if (status == CONV_OK) *chosen = (int)(e - variant_table);
     return status;
 }
@@ -178,7 +180,7 @@ static int64_t chunk_images(const conv_params* p) {
     return chunk < p->B ? chunk : p->B;
 }
 
-static int entry_workspace(const conv_variant_entry* e, const conv_params* p, size_t* bytes) {
+int conv_entry_workspace(const conv_variant_entry* e, const conv_params* p, size_t* bytes) {
     conv_params chunk = *p;
     chunk.B = chunk_images(p);
     *bytes = 0;
@@ -188,37 +190,47 @@ static int entry_workspace(const conv_variant_entry* e, const conv_params* p, si
 int conv2d_workspace_size(int variant, const conv_params* p, size_t* bytes) {
     if (!bytes) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "bytes is NULL");
     const conv_variant_entry* e = NULL;
-    int status = resolve(variant, p, &e);
+    int config;
+    int status = resolve(variant, p, &e, &config);
     if (status != CONV_OK) return status;
-    return entry_workspace(e, p, bytes);
+    return conv_entry_workspace(e, p, bytes);
+}
+
+int conv_entry_launch(const conv_variant_entry* e, int config, const conv_params* p, const float* x,
+                      const float* w, float* y, void* workspace, size_t workspace_bytes, void* stream) {
+    const int64_t image = p->C * p->H * p->W, out_image = p->M * conv_out_h(p) * conv_out_w(p);
+    const int64_t chunk = chunk_images(p);
+    for (int64_t b0 = 0; b0 < p->B; b0 += chunk) {
+        conv_params part = *p;
+        part.B = p->B - b0 < chunk ? p->B - b0 : chunk;
+        const float* part_x = x + b0 * image;
+        float* part_y = y + b0 * out_image;
+        int status = config >= 0
+            ? e->impl->launch_config(&part, part_x, w, part_y, workspace, workspace_bytes, stream, config)
+            : e->impl->launch(&part, part_x, w, part_y, workspace, workspace_bytes, stream);
+        if (status != CONV_OK) return status;
+    }
+    return CONV_OK;
 }
 
 int conv2d_forward(int variant, const conv_params* p, const float* x, const float* w, float* y,
                    void* workspace, size_t workspace_bytes, void* stream) {
     const conv_variant_entry* e = NULL;
-    int status = resolve(variant, p, &e);
+    int config;
+    int status = resolve(variant, p, &e, &config);
     if (status != CONV_OK) return status;
     if (!x) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "x is NULL");
     if (!w) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "w is NULL");
     if (!y) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "y is NULL");
     size_t need;
-    status = entry_workspace(e, p, &need);
+    status = conv_entry_workspace(e, p, &need);
     if (status != CONV_OK) return status;
     if (workspace_bytes < need || (need > 0 && !workspace))
         return conv_set_error(CONV_ERR_WORKSPACE_TOO_SMALL,
                               "variant '%s' needs %zu bytes of workspace for this shape, got %zu%s",
                               e->info.name, need, workspace ? workspace_bytes : (size_t)0,
                               workspace ? "" : " (workspace is NULL)");
-    const int64_t image = p->C * p->H * p->W, out_image = p->M * conv_out_h(p) * conv_out_w(p);
-    const int64_t chunk = chunk_images(p);
-    for (int64_t b0 = 0; b0 < p->B; b0 += chunk) {
-        conv_params part = *p;
-        part.B = p->B - b0 < chunk ? p->B - b0 : chunk;
-        status = e->impl->launch(&part, x + b0 * image, w, y + b0 * out_image, workspace,
-                                 workspace_bytes, stream);
-        if (status != CONV_OK) return status;
-    }
-    return CONV_OK;
+    return conv_entry_launch(e, config, p, x, w, y, workspace, workspace_bytes, stream);
 }
 
 /* ---- one entry point per variant, all through the dispatcher ---- */

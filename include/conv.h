@@ -81,11 +81,41 @@ int conv2d_forward(int variant, const conv_params* params, const float* x, const
 /* Which variant CONV_AUTO / CONV_AUTO_FAST resolves to for this shape (tuning it on first use). */
 int conv2d_auto_choice(int variant, const conv_params* params, int* chosen);
 
+/* ---- auto-tuning ----
+ * CONV_AUTO / CONV_AUTO_FAST time every candidate variant (and each one's launch configurations) on
+ * random data of a new shape the first time it is seen, within a time budget, check each candidate's
+ * output against the direct kernel, and remember the fastest correct one in a cache file keyed by
+ * GPU, library version, shape and precision. Tuning allocates its own buffers: do the first call of
+ * a shape outside CUDA-graph capture. Tuning never changes results beyond the precision asked for. */
+int conv_tune_set_cache_path(const char* path); /* NULL: $PYCONV_TUNE_CACHE, else ~/.cache/pyconv/tuning.txt */
+int conv_tune_get_cache_path(char* path, size_t path_bytes);
+int conv_tune_clear(void);                       /* forget every result, in memory and in the file */
+int conv_tune_set_budget_ms(double ms);          /* budget of one shape's tuning (default 3000 ms) */
+/* What auto chose for a shape (tuning it if new): "variant[config] 0.512 ms" */
+int conv_tune_describe(int variant, const conv_params* params, char* text, size_t text_bytes);
+
 /* ---- one entry point per algorithm (same signature; see README for what each shows) ---- */
 int conv2d_cpu(const conv_params* params, const float* x, const float* w, float* y,
                void* workspace, size_t workspace_bytes, void* stream);
 int conv2d_direct(const conv_params* params, const float* x, const float* w, float* y,
                   void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_direct_const(const conv_params* params, const float* x, const float* w, float* y,
+                        void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_tiled(const conv_params* params, const float* x, const float* w, float* y,
+                 void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_unroll_gemm(const conv_params* params, const float* x, const float* w, float* y,
+                       void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_restrict_unroll(const conv_params* params, const float* x, const float* w, float* y,
+                           void* workspace, size_t workspace_bytes, void* stream);
+
+int conv2d_fused(const conv_params* params, const float* x, const float* w, float* y,
+                 void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_fp16(const conv_params* params, const float* x, const float* w, float* y,
+                void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_wmma(const conv_params* params, const float* x, const float* w, float* y,
+                void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_wmma_tf32(const conv_params* params, const float* x, const float* w, float* y,
+                     void* workspace, size_t workspace_bytes, void* stream);
 
 /* ---- device helpers, so that callers need no other CUDA binding ---- */
 int conv_device_count(int* count);
