@@ -1,0 +1,56 @@
+// conv_kernel_util.cuh — what the variant kernels share beyond cuda_util.cuh: the check that their
+// 32-bit input coordinates cannot overflow, and the launch shape of the "plane" kernels (one block
+// row per (image, group of output maps), threads over that plane's output pixels).
+#pragma once
+
+#include "cuda_util.cuh"
+
+// Output maps one thread computes in the plane kernels: each input value it loads feeds
+// MAPS_PER_THREAD accumulators instead of one.
+#define MAPS_PER_THREAD 4
+// Threads per block of the plane kernels (fewer when a plane has fewer pixels).
+#define PLANE_THREADS 256
+// gridDim.y limit; kernels loop over the planes beyond it.
+#define GRID_Y_LIMIT 65535
+
+// Kernels form input coordinates as oh*stride - pad + kh*dilation in int32, where tiled kernels let
+// oh run up to slack rows (cols) past the last output row. Every partial sum lies in
+// [-pad, reach - pad], reach = (OH-1+slack)*stride + (KH-1)*dilation, so reach must fit in int32.
+// Only shapes with paddings or strides near 2^30 fail this.
+static inline int conv_check_coords(const char* variant, const conv_params* p, int64_t slack_h,
+                                    int64_t slack_w) {
+    const int64_t reach_h = (conv_out_h(p) - 1 + slack_h) * p->stride_h + (p->KH - 1) * p->dilation_h;
+    const int64_t reach_w = (conv_out_w(p) - 1 + slack_w) * p->stride_w + (p->KW - 1) * p->dilation_w;
+    if (reach_h > CONV_INDEX_LIMIT)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "%s: input row coordinates reach %lld (H=%lld, pad_h=%lld, stride_h=%lld, "
+                              "dilation_h=%lld), more than the 32-bit index math allows",
+                              variant, (long long)reach_h, (long long)p->H, (long long)p->pad_h,
+                              (long long)p->stride_h, (long long)p->dilation_h);
+    if (reach_w > CONV_INDEX_LIMIT)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "%s: input column coordinates reach %lld (W=%lld, pad_w=%lld, stride_w=%lld, "
+                              "dilation_w=%lld), more than the 32-bit index math allows",
+                              variant, (long long)reach_w, (long long)p->W, (long long)p->pad_w,
+                              (long long)p->stride_w, (long long)p->dilation_w);
+    return CONV_OK;
+}
+
+// Launch shape of a plane kernel: one thread per pixel of a plane along x (pixels < 2^31, so at
+// most 2^26 blocks of 32+, and the last index blockIdx.x*blockDim.x + threadIdx.x still fits int32),
+// blocks over the planes along y (capped; the kernel loops over the rest).
+struct conv_plane_launch {
+    dim3 grid;
+    dim3 block;
+};
+
+static inline conv_plane_launch conv_plane_launch_for(int64_t pixels, int64_t planes) {
+    // Whole warps, but no more than the plane needs: a 7x7 plane gets 64 threads, not 256.
+    const int64_t warps = (pixels + 31) / 32;
+    const int threads = (int)(warps * 32 < PLANE_THREADS ? warps * 32 : PLANE_THREADS);
+    conv_plane_launch l;
+    l.block = dim3(threads);
+    l.grid = dim3((unsigned)((pixels + threads - 1) / threads),
+                  (unsigned)(planes < GRID_Y_LIMIT ? planes : GRID_Y_LIMIT));
+    return l;
+}

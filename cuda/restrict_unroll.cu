@@ -1,0 +1,95 @@
+// restrict_unroll.cu — the direct convolution with `__restrict__` pointers and compile-time kernel sizes.
+//   conv_restrict_unroll_kernel<KH, KW>: the loops of conv_direct_kernel (direct.cu), with three
+//   changes. (1) `const float* __restrict__` tells the compiler x and w never alias y, so it may
+//   keep loaded values in registers across the stores and route the loads through the read-only
+//   (non-coherent) cache path. (2) KH and KW are template parameters for the common square sizes
+//   1, 3, 5, 7: the filter loops unroll fully, so the per-tap offsets kh*KW+kw become immediates,
+//   the loop counters and their branches disappear, and the column tests iw0 + kw*dilation can be
+//   hoisted out of the channel loop. <0, 0> is the generic fallback with runtime sizes (any other
+//   size, rectangular ones included). (3) As in direct_const, a block works on one image and
+//   MAPS_PER_THREAD output maps and each thread computes all of them for its pixel: every input
+//   load feeds MAPS_PER_THREAD FMAs, and the weight loads are warp-uniform (one broadcast).
+#include "conv_kernel_util.cuh"
+
+// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW). KH_T = KW_T = 0: sizes from p.
+// One thread per output pixel along x; blockIdx.y walks the (image, group of MAPS_PER_THREAD maps)
+// planes. At least two blocks per SM: caps the registers at 128 (7x7 takes 80, without spills).
+template <int KH_T, int KW_T>
+__global__ void __launch_bounds__(PLANE_THREADS, 2)
+conv_restrict_unroll_kernel(conv_params p, int OH, int OW, const float* __restrict__ x,
+                            const float* __restrict__ w, float* __restrict__ y) {
+    const int KH = KH_T > 0 ? KH_T : (int)p.KH, KW = KW_T > 0 ? KW_T : (int)p.KW;
+    const int C = (int)p.C, H = (int)p.H, W = (int)p.W, M = (int)p.M;
+    const int sh = (int)p.stride_h, sw = (int)p.stride_w, ph = (int)p.pad_h, pw = (int)p.pad_w;
+    const int dh = (int)p.dilation_h, dw = (int)p.dilation_w;
+    const int KK = KH * KW, OHW = OH * OW;
+    const int groups = (M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD, planes = (int)p.B * groups;
+    // One thread per output pixel (no barriers here, so the extra threads of the last block leave).
+    const int pix = blockIdx.x * blockDim.x + threadIdx.x;
+    if (pix >= OHW) return;
+    const int oh = pix / OW, ow = pix - oh * OW;
+    const int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
+    for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+        const int b = plane / groups, m0 = (plane - b * groups) * MAPS_PER_THREAD;
+        // Maps past M (last group) compute with filter M-1, in bounds, and are not written.
+        int wbase[MAPS_PER_THREAD];
+#pragma unroll
+        for (int j = 0; j < MAPS_PER_THREAD; ++j) wbase[j] = min(m0 + j, M - 1) * C * KK;
+        float acc[MAPS_PER_THREAD] = {};
+        for (int c = 0; c < C; ++c) {
+            // An element index (int), not a pointer: the fully unrolled loops hoist one offset per
+            // tap out of the channel loop, and 32-bit offsets take half the registers of pointers.
+            const int xc = (b * C + c) * H * W;
+#pragma unroll
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = ih0 + kh * dh;
+                if (ih < 0 || ih >= H) continue;
+#pragma unroll
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = iw0 + kw * dw;
+                    if (iw < 0 || iw >= W) continue;
+                    const float v = x[xc + ih * W + iw];
+                    const int k = (c * KH + kh) * KW + kw;
+#pragma unroll
+                    for (int j = 0; j < MAPS_PER_THREAD; ++j) acc[j] += v * w[wbase[j] + k];
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < MAPS_PER_THREAD; ++j)
+            if (m0 + j < M) y[(b * M + m0 + j) * OHW + pix] = acc[j];
+    }
+}
+
+static int restrict_unroll_supports(const conv_params* p) {
+    return conv_check_coords("restrict_unroll", p, 0, 0);
+}
+
+template <int KH_T, int KW_T>
+static int restrict_unroll_run(const conv_params* p, const float* x, const float* w, float* y,
+                               cudaStream_t stream) {
+    const int OH = (int)conv_out_h(p), OW = (int)conv_out_w(p);
+    const int64_t groups = (p->M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD;
+    const conv_plane_launch l = conv_plane_launch_for((int64_t)OH * OW, p->B * groups);
+    conv_restrict_unroll_kernel<KH_T, KW_T><<<l.grid, l.block, 0, stream>>>(*p, OH, OW, x, w, y);
+    CONV_LAUNCH_CHECK(conv_restrict_unroll_kernel);
+    return CONV_OK;
+}
+
+static int restrict_unroll_launch(const conv_params* p, const float* x, const float* w, float* y, void*,
+                                  size_t, void* stream) {
+    const cudaStream_t s = conv_stream(stream);
+    if (p->KH == p->KW) {
+        switch (p->KH) {
+        case 1: return restrict_unroll_run<1, 1>(p, x, w, y, s);
+        case 3: return restrict_unroll_run<3, 3>(p, x, w, y, s);
+        case 5: return restrict_unroll_run<5, 5>(p, x, w, y, s);
+        case 7: return restrict_unroll_run<7, 7>(p, x, w, y, s);
+        default: break;
+        }
+    }
+    return restrict_unroll_run<0, 0>(p, x, w, y, s);
+}
+
+extern "C" const conv_impl conv_impl_restrict_unroll = {restrict_unroll_supports, NULL,
+                                                         restrict_unroll_launch};
