@@ -93,8 +93,10 @@ int conv_set_error(int status, const char* fmt, ...)
     ;
 void conv_clear_error(void);
 
-/* Largest element count a kernel indexes with 32-bit ints. */
-#define CONV_INDEX_LIMIT ((int64_t)2147483647)
+/* Largest element count one launch's x or y may have: kernels index with 32-bit ints, and 2^30
+ * rather than 2^31-1 leaves headroom for grid-stride loops, whose index passes the count by up to one
+ * grid's width (at most 2^29 threads here) before the loop test ends them. */
+#define CONV_INDEX_LIMIT ((int64_t)1 << 30)
 
 /* Output size, assuming conv_validate passed. */
 int64_t conv_out_h(const conv_params* p);

@@ -49,14 +49,14 @@ int conv_validate(const conv_params* p) {
                               "padded input %lldx%lld",
                               (long long)span_h, (long long)span_w, (long long)(p->H + 2 * p->pad_h),
                               (long long)(p->W + 2 * p->pad_w));
-    /* One image, one output image and the filter bank must each be indexable with int32; the
-     * batch is split by the dispatcher, so only these per-image counts are limited. */
+    /* One image, one output image and the filter bank must each fit CONV_INDEX_LIMIT; the batch
+     * is split by the dispatcher, so only these per-image counts are limited. */
     int64_t image = p->C * p->H * p->W, out_image = p->M * conv_out_h(p) * conv_out_w(p);
     int64_t filters = p->M * p->C * p->KH * p->KW;
     if (image > CONV_INDEX_LIMIT || out_image > CONV_INDEX_LIMIT || filters > CONV_INDEX_LIMIT)
         return conv_set_error(CONV_ERR_TOO_LARGE,
                               "one image (%lld elements), one output image (%lld) or the filter bank "
-                              "(%lld) has more than 2^31-1 elements",
+                              "(%lld) has more than 2^30 elements (the limit of 32-bit indexing with headroom)",
                               (long long)image, (long long)out_image, (long long)filters);
     return CONV_OK;
 }

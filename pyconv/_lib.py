@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 import cffi
@@ -55,21 +55,46 @@ def package_dir() -> Path:
     return Path(str(resources.files("pyconv")))
 
 
+def _installed_file(relative: str) -> Path | None:
+    """A file of the installed pyconv distribution. Python imports a source checkout's pyconv/ (which
+    has no built library) ahead of the installed one when run from the checkout's root; the
+    installed copy still has the library and header."""
+    try:
+        path = Path(str(metadata.distribution("pyconv").locate_file(relative)))
+    except metadata.PackageNotFoundError:
+        return None
+    return path if path.is_file() else None
+
+
+def _package_file(relative: str) -> Path:
+    """pyconv/<relative> of this package, else of the installed distribution."""
+    here = package_dir() / relative
+    return here if here.is_file() else (_installed_file(f"pyconv/{relative}") or here)
+
+
 def _library_candidates() -> list[Path]:
     override = os.environ.get(LIBRARY_ENV)
     if override:
         path = Path(override)
         return [path / LIBRARY_NAME if path.is_dir() else path]
-    return [package_dir() / "lib" / LIBRARY_NAME]
+    return [_package_file(f"lib/{LIBRARY_NAME}")]
+
+
+def include_dir() -> Path:
+    """The directory of the conv.h that ships beside libconv.so."""
+    return _package_file("include/conv.h").parent
+
+
+def library_dir() -> Path:
+    return _library_candidates()[0].parent
 
 
 def header_path() -> Path:
     """conv.h: installed beside the library, or include/ of a source checkout."""
-    for candidate in (package_dir() / "include" / "conv.h",
-                      package_dir().parent / "include" / "conv.h"):
+    for candidate in (include_dir() / "conv.h", package_dir().parent / "include" / "conv.h"):
         if candidate.is_file():
             return candidate
-    raise LibraryNotFoundError(f"conv.h not found in {package_dir() / 'include'}; reinstall pyconv")
+    raise LibraryNotFoundError(f"conv.h not found in {include_dir()}; reinstall pyconv")
 
 
 def cdef_source(header_text: str) -> str:

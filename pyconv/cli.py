@@ -14,6 +14,8 @@ from . import _lib
 # name -> (module with add_arguments(parser) and run(args) -> exit code, one-line help)
 COMMANDS = {
     "info": ("pyconv.cli", "print the library, the devices and the variants, and convolve a sample"),
+    "bench": ("pyconv.bench.cli", "time variants on a suite of shapes: op time, GFLOP/s, % of the measured floor, cuDNN beside"),
+    "lenet": ("pyconv.lenet.cli", "LeNet-5 on the Fashion-MNIST test set: op and layer times per conv layer, accuracy"),
 }
 
 
@@ -60,13 +62,13 @@ def run(args) -> int:
 
 
 def _build_flags(args) -> bool:
-    pkg = _lib.package_dir()
+    include, libdir = _lib.include_dir(), _lib.library_dir()
     if args.includes:
-        print(f"-I{pkg / 'include'}")
+        print(f"-I{include}")
     if args.libdir:
-        print(pkg / "lib")
+        print(libdir)
     if args.ldflags:
-        print(f"-L{pkg / 'lib'} -Wl,-rpath,{pkg / 'lib'} -lconv")
+        print(f"-L{libdir} -Wl,-rpath,{libdir} -lconv")
     return args.includes or args.libdir or args.ldflags
 
 

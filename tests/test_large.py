@@ -1,5 +1,5 @@
 """Batches whose x and y pass 2^31 elements: the dispatcher splits them into launches that each fit
-int32 indexing, so every variant handles them. Checked on images around the split points."""
+int32 indexing (at most 2^30 elements each), so every variant handles them. Checked on images around the split points."""
 import numpy as np
 import pytest
 from conftest import requires_gpu
@@ -46,8 +46,9 @@ def test_batch_past_2_pow_31_elements(variant, rng):
     y.fill_bytes(0xFF)
     pyconv.conv2d(x, w, padding=1, variant=variant, out=y)
     per_image = 2 * H * W
-    # y passes 2^31 elements at image 2^31 / 2048 = 2^20: check around it, and the first and last images.
-    for first in (0, (1 << 20) - 2, B - 3):
+    # Launches hold at most 2^30 elements (image 2^19 of y starts the second one) and y passes 2^31
+    # at image 2^20: check around both, and the first and last images.
+    for first in (0, (1 << 19) - 2, (1 << 20) - 2, B - 3):
         got = read_images(y, first, 3, per_image).reshape(3, 2, H, W)
         images = np.stack([block[(first + i) % BLOCK] for i in range(3)])
         ref = conv2d_reference(images, w, (1, 1), (1, 1), (1, 1))

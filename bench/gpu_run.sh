@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The GPU machine's whole job in one command:   bash bench/gpu_run.sh [OUT_DIR]   (default: $OUT)
+# Installs the cffi wheels carried in .whl/ (see shared/device/README.md), builds and installs pyconv
+# for this GPU, runs the full test suite, `python -m pyconv bench` on suites lenet and cnn5 (table,
+# JSON, CSV, PNG) and the pytest-benchmark GPU suite, and prints a short summary last.
+#   OUT_DIR/logs/<step>.log              each step's full output
+#   OUT_DIR/results/<gpu>/               copy to bench/results/<gpu>/ in the repository:
+#       lenet.{txt,json,csv,png}  cnn5.{txt,json,csv,png}  pytest-benchmark.json  gpu.txt
+# Time: about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
+# after the other steps (--max-seconds; shapes it could not start are listed as not run).
+# Environment: BENCH_VARIANTS (e.g. "direct,fused,wmma": passed to --variants), TOTAL_SECONDS,
+# SKIP_TESTS=1 (benchmarks only), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
+# this GPU only).
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-${OUT:-}}"
+if [ -z "$out" ]; then
+    echo "usage: bash bench/gpu_run.sh OUT_DIR   (or set OUT)" >&2
+    exit 2
+fi
+mkdir -p "$out/logs" && out="$(cd "$out" && pwd)"
+summary="$out/summary.txt"
+: > "$summary"
+started=$SECONDS
+total="${TOTAL_SECONDS:-480}"
+failed=0
+
+# step NAME COMMAND...: runs COMMAND with its output in logs/NAME.log; notes exit status and seconds.
+step() {
+    local name="$1" t0=$SECONDS rc
+    shift
+    "$@" > "$out/logs/$name.log" 2>&1
+    rc=$?
+    printf '%-18s exit %-3s %5ss\n' "$name" "$rc" "$((SECONDS - t0))" >> "$summary"
+    [ "$rc" -eq 0 ] || failed=1
+    return "$rc"
+}
+
+# 1. cffi and pycparser from the carried wheels (the GPU machine has no network and no cffi).
+if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
+    site="$(mktemp -d)"
+    step wheels python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$repo"/.whl/*.whl
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+# 2. Build and install for this GPU. Nothing after this can run without it.
+export CMAKE_ARGS="${CMAKE_ARGS:--DCMAKE_CUDA_ARCHITECTURES=native}"
+if ! step install python3 -m pip install -q --no-build-isolation --no-deps "$repo"; then
+    tail -n 30 "$out/logs/install.log"
+    cat "$summary"
+    exit 1
+fi
+
+# Everything below runs outside the checkout, so that the installed pyconv (with its libconv.so) is
+# imported rather than the source tree's pyconv/, which holds no library.
+cd "$out"
+gpu="$(python3 -c 'import re, pyconv; print(re.sub(r"[^a-z0-9]+", "-", pyconv.device_name(0).lower()).strip("-"))' \
+       2> "$out/logs/gpu-name.log")"
+if [ -z "$gpu" ]; then
+    echo "no usable GPU: $(tail -n 1 "$out/logs/gpu-name.log")" | tee -a "$summary"
+    exit 1
+fi
+res="$out/results/$gpu"
+mkdir -p "$res"
+# The card's state as found (read-only queries: clocks and power are left as they are).
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu \
+    --format=csv > "$res/gpu.txt" 2>&1
+variants=()
+[ -n "${BENCH_VARIANTS:-}" ] && variants=(--variants "$BENCH_VARIANTS")
+plot_lenet=() plot_cnn5=()
+if python3 -c 'import matplotlib' 2> /dev/null; then
+    plot_lenet=(--plot "$res/lenet.png") plot_cnn5=(--plot "$res/cnn5.png")
+else
+    echo "no matplotlib here: no plots" >> "$summary"
+fi
+
+# 3. The full test suite (GPU tests included), unless SKIP_TESTS=1.
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+    step tests python3 -m pytest -q -p no:cacheprovider "$repo/tests"
+fi
+
+# 4. The LeNet bench.
+step bench-lenet python3 -m pyconv bench --suite lenet "${variants[@]}" \
+    --json "$res/lenet.json" --csv "$res/lenet.csv" "${plot_lenet[@]}"
+cp "$out/logs/bench-lenet.log" "$res/lenet.txt"
+
+# 5. The cnn5 bench, in the time that is left but the pytest-benchmark suite's minute.
+left=$((total - (SECONDS - started) - 80))
+[ "$left" -ge 60 ] || left=60
+step bench-cnn5 python3 -m pyconv bench --suite cnn5 "${variants[@]}" --max-seconds "$left" \
+    --json "$res/cnn5.json" --csv "$res/cnn5.csv" "${plot_cnn5[@]}"
+cp "$out/logs/bench-cnn5.log" "$res/cnn5.txt"
+
+# 6. pytest-benchmark's GPU suite, saved for pytest-benchmark's compare.
+step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test_bench_gpu.py" --benchmark-only \
+    --benchmark-min-rounds=5 --benchmark-max-time=0.2 --benchmark-json="$res/pytest-benchmark.json"
+
+# 7. The summary, last.
+{
+    echo "== pyconv on $gpu, $((SECONDS - started)) s in all; full logs in $out/logs, results in $res"
+    grep -m1 '^GPU ceilings' "$res/lenet.txt"
+    grep -m1 '^cuDNN:' "$res/lenet.txt"
+    [ -f "$out/logs/tests.log" ] && echo "tests: $(tail -n 1 "$out/logs/tests.log")"
+    echo "pytest-benchmark: $(tail -n 1 "$out/logs/pytest-benchmark.log")"
+    grep -m1 'max-seconds .* reached' "$res/cnn5.txt"
+    grep -h 'failed with an error' "$res/lenet.txt" "$res/cnn5.txt"
+    python3 -m pyconv.bench.summary "$res/lenet.json" "$res/cnn5.json"
+} >> "$summary" 2>&1
+cat "$summary"
+exit "$failed"

@@ -1,0 +1,353 @@
+// direct_regblock.cu — direct convolution with register blocking, exact fp32 (FFMA only).
+//   conv_regblock_fast_kernel<K, MT, PT, ...>: stride 1, dilation 1, square K in {1, 3, 5, 7}.
+//     A thread owns MT output maps x PT output rows of one output column (a vertical strip). For
+//     each filter column kw it loads the strip's input column segment (PT + K - 1 values) into
+//     registers once, and each value feeds up to MT*K multiply-adds instead of the one of
+//     `direct`. The weights of the block's MT maps sit in shared memory as [tap][map], so one
+//     16-byte broadcast load (LDS.128) gives four maps' weights, each used for PT FMAs.
+//     Consecutive lanes take consecutive output columns, so every load of x and every store of y
+//     is coalesced across the warp (a horizontal strip per thread would scatter each lane's stores
+//     over separate 32-byte sectors). kh and kw are unrolled: the loads are fixed offsets from the
+//     channel's base pointer (one IMAD.WIDE per row, no pointer array to hold in registers).
+//     CHECKED = false (no padding, OH >= PT): no bounds tests at all; the last strip of a column
+//     is moved up to end on the last output row, recomputing rows of the strip above bit for bit
+//     (same operations in the same order), so it stores all its rows unconditionally.
+//   conv_regblock_generic_kernel<MT, PT, ...>: any stride, padding, dilation and KH x KW. Same
+//     thread tile, but each tap's PT inputs are loaded with bounds tests (MT FMAs per load): the
+//     correct fallback for every shape the fast kernel does not template.
+// Both walk the filter in chunks of taps (tap = (c, kh, kw), the order of w's rows) that fit a
+// fixed shared-memory budget, so any C*KH*KW runs, and both loop over batches of items so that a
+// launch may be one persistent wave (weights staged once per block).
+// Measured on the H100 (bench/PERF_NOTES.md): the fully unrolled K = 7 loop is 1568 FFMA per
+// channel at MT x PT = 4 x 8 and already costs instruction-cache stalls at 4 x 17 (43% of the
+// stall cycles); that, not the FFMA count, is what limits the larger tiles.
+#include "conv_kernel_util.cuh"
+
+// Floats of weights per shared-memory fill (16 KB), so that several blocks share an SM.
+constexpr int REGBLOCK_SMEM_FLOATS = 4096;
+// Tallest strip of any configuration: strips may run this many rows minus one past OH.
+constexpr int REGBLOCK_MAX_PT = 17;
+
+// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31.
+struct regblock_shape {
+    int C, H, W, M, OH, OW, KH, KW;
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int strips;      // ceil(OH / PT): vertical strips per output column
+    int items;       // B * strips * OW: one strip of one column per thread
+    int groups;      // ceil(M / MT): map groups, over blockIdx.y
+    int chunk_taps;  // taps whose MT weights one shared-memory fill holds
+};
+
+// Copies taps [t0, t0 + n) of maps [m0, m0 + MT) into s_w as [tap][map], zeros past M.
+template <int MT>
+__device__ void regblock_stage_weights(const float* __restrict__ w, int taps, int M, int m0, int t0,
+                                       int n, float* s_w) {
+    __syncthreads();  // nobody still reads the previous fill
+    for (int e = threadIdx.x; e < n * MT; e += blockDim.x) {
+        const int m = e / n, t = e - m * n;  // tap fastest: coalesced reads of w
+        s_w[t * MT + m] = m0 + m < M ? __ldg(w + (m0 + m) * taps + t0 + t) : 0.0f;
+    }
+    __syncthreads();
+}
+
+// Writes a thread's MT x PT tile, maps below M only; rows below OH only unless ALL_ROWS.
+template <int MT, int PT, bool ALL_ROWS>
+__device__ __forceinline__ void regblock_store(const regblock_shape& s, float (&acc)[MT][PT], float* y, int b,
+                                               int m0, int oh0, int ow) {
+    const int OHW = s.OH * s.OW;
+    float* yp = y + ((b * s.M + m0) * s.OH + oh0) * s.OW + ow;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+        if (m0 + m >= s.M) break;
+#pragma unroll
+        for (int r = 0; r < PT; ++r)
+            if (ALL_ROWS || oh0 + r < s.OH) yp[m * OHW + r * s.OW] = acc[m][r];
+    }
+}
+
+// Item = (image, strip, output column), column fastest so that a warp's lanes are neighbours.
+__device__ __forceinline__ void regblock_decode(const regblock_shape& s, int item, int& b, int& strip, int& ow) {
+    ow = item % s.OW;
+    const int rest = item / s.OW;
+    strip = rest % s.strips;
+    b = rest / s.strips;
+}
+
+// Stride 1, dilation 1, K x K taps; one thread = MT maps x PT rows of one output column.
+// The bounds tests of CHECKED need registers: it asks for one block per SM fewer.
+template <int K, int MT, int PT, int THREADS, int MIN_BLOCKS, bool CHECKED>
+__global__ void __launch_bounds__(THREADS, CHECKED && MIN_BLOCKS > 1 ? MIN_BLOCKS - 1 : MIN_BLOCKS)
+    conv_regblock_fast_kernel(regblock_shape s, const float* __restrict__ x, const float* __restrict__ w,
+                              float* __restrict__ y) {
+    constexpr int KK = K * K, Q = MT / 4, ROWS = PT + K - 1;
+    static_assert(ROWS <= 32, "row validity is a 32-bit mask");
+    constexpr unsigned ROWS_ALL = ROWS == 32 ? ~0u : (1u << ROWS) - 1;
+    extern __shared__ float4 s_w4[];  // [tap in fill][MT / 4]
+    const int HW = s.H * s.W, step = gridDim.x * THREADS;
+    const int chunk_c = s.chunk_taps / KK;  // channels per fill
+    const bool one_fill = chunk_c >= s.C;
+    for (int g = blockIdx.y; g < s.groups; g += gridDim.y) {
+        if (one_fill) regblock_stage_weights<MT>(w, s.C * KK, s.M, g * MT, 0, s.C * KK, (float*)s_w4);
+        for (int first = blockIdx.x * THREADS; first < s.items; first += step) {
+            // Spare lanes of the last batch redo the last item and store nothing: every thread
+            // must reach the barriers of the weight fills.
+            const bool owner = first + (int)threadIdx.x < s.items;
+            const int item = owner ? first + threadIdx.x : s.items - 1;
+            int b, strip, ow;
+            regblock_decode(s, item, b, strip, ow);
+            const int oh0 = CHECKED ? strip * PT : min(strip * PT, s.OH - PT);
+            const int ih0 = oh0 - s.pad_h, iw0 = ow - s.pad_w;
+            unsigned rows_ok = 0;  // bit i: input row ih0 + i lies in the image
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i) rows_ok |= (unsigned)((unsigned)(ih0 + i) < (unsigned)s.H) << i;
+            // Channel 0, row ih0, column iw0; rows and columns outside the image are never read.
+            const float* xc = x + (b * s.C * s.H + ih0) * s.W + iw0;
+
+            float acc[MT][PT];
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int r = 0; r < PT; ++r) acc[m][r] = 0.0f;
+
+            for (int c0 = 0; c0 < s.C; c0 += chunk_c) {
+                const int cn = min(chunk_c, s.C - c0);
+                if (!one_fill)
+                    regblock_stage_weights<MT>(w, s.C * KK, s.M, g * MT, c0 * KK, cn * KK, (float*)s_w4);
+#pragma unroll 1
+                for (int c = 0; c < cn; ++c, xc += HW) {
+                    const float4* wc = s_w4 + c * KK * Q;
+#pragma unroll
+                    for (int kw = 0; kw < K; ++kw) {
+                        const bool col_ok = !CHECKED || (unsigned)(iw0 + kw) < (unsigned)s.W;
+                        float col[ROWS];
+                        if (!CHECKED || (col_ok && rows_ok == ROWS_ALL)) {  // away from the padding
+#pragma unroll
+                            for (int i = 0; i < ROWS; ++i) col[i] = __ldg(xc + i * s.W + kw);
+                        } else {
+#pragma unroll
+                            for (int i = 0; i < ROWS; ++i)
+                                col[i] = col_ok && ((rows_ok >> i) & 1u) ? __ldg(xc + i * s.W + kw) : 0.0f;
+                        }
+#pragma unroll
+                        for (int kh = 0; kh < K; ++kh) {
+#pragma unroll
+                            for (int q = 0; q < Q; ++q) {
+                                const float4 wv = wc[(kh * K + kw) * Q + q];
+#pragma unroll
+                                for (int r = 0; r < PT; ++r) {
+                                    acc[4 * q + 0][r] = fmaf(wv.x, col[r + kh], acc[4 * q + 0][r]);
+                                    acc[4 * q + 1][r] = fmaf(wv.y, col[r + kh], acc[4 * q + 1][r]);
+                                    acc[4 * q + 2][r] = fmaf(wv.z, col[r + kh], acc[4 * q + 2][r]);
+                                    acc[4 * q + 3][r] = fmaf(wv.w, col[r + kh], acc[4 * q + 3][r]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if (owner) regblock_store<MT, PT, !CHECKED>(s, acc, y, b, g * MT, oh0, ow);
+        }
+    }
+}
+
+// Any stride, padding, dilation, KH x KW; one thread = MT maps x PT rows of one output column.
+template <int MT, int PT, int THREADS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_regblock_generic_kernel(regblock_shape s,
+                                                                        const float* __restrict__ x,
+                                                                        const float* __restrict__ w,
+                                                                        float* __restrict__ y) {
+    constexpr int Q = MT / 4;
+    extern __shared__ float4 s_w4[];  // [tap in fill][MT / 4]
+    const int HW = s.H * s.W, taps = s.C * s.KH * s.KW;
+    const bool one_fill = s.chunk_taps >= taps;
+    for (int g = blockIdx.y; g < s.groups; g += gridDim.y) {
+        if (one_fill) regblock_stage_weights<MT>(w, taps, s.M, g * MT, 0, taps, (float*)s_w4);
+        for (int first = blockIdx.x * THREADS; first < s.items; first += gridDim.x * THREADS) {
+            const bool owner = first + (int)threadIdx.x < s.items;
+            const int item = owner ? first + threadIdx.x : s.items - 1;
+            int b, strip, ow;
+            regblock_decode(s, item, b, strip, ow);
+            const int oh0 = strip * PT;
+            const int ih_first = oh0 * s.stride_h - s.pad_h, iw_first = ow * s.stride_w - s.pad_w;
+            const float* xb = x + b * s.C * HW;
+
+            float acc[MT][PT];
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int r = 0; r < PT; ++r) acc[m][r] = 0.0f;
+
+            int c = 0, kh = 0, kw = 0;  // the next tap, carried across fills
+            for (int t0 = 0; t0 < taps; t0 += s.chunk_taps) {
+                const int n = min(s.chunk_taps, taps - t0);
+                if (!one_fill) regblock_stage_weights<MT>(w, taps, s.M, g * MT, t0, n, (float*)s_w4);
+#pragma unroll 1
+                for (int t = 0; t < n; ++t) {
+                    const int iw = iw_first + kw * s.dil_w, ih = ih_first + kh * s.dil_h;
+                    const bool colok = (unsigned)iw < (unsigned)s.W;
+                    const float* xc = xb + c * HW + iw;
+                    float v[PT];
+#pragma unroll
+                    for (int r = 0; r < PT; ++r) {
+                        const int ihr = ih + r * s.stride_h;
+                        v[r] = (colok && (unsigned)ihr < (unsigned)s.H) ? __ldg(xc + ihr * s.W) : 0.0f;
+                    }
+#pragma unroll
+                    for (int q = 0; q < Q; ++q) {
+                        const float4 wv = s_w4[t * Q + q];
+#pragma unroll
+                        for (int r = 0; r < PT; ++r) {
+                            acc[4 * q + 0][r] = fmaf(wv.x, v[r], acc[4 * q + 0][r]);
+                            acc[4 * q + 1][r] = fmaf(wv.y, v[r], acc[4 * q + 1][r]);
+                            acc[4 * q + 2][r] = fmaf(wv.z, v[r], acc[4 * q + 2][r]);
+                            acc[4 * q + 3][r] = fmaf(wv.w, v[r], acc[4 * q + 3][r]);
+                        }
+                    }
+                    if (++kw == s.KW) {
+                        kw = 0;
+                        if (++kh == s.KH) { kh = 0; ++c; }
+                    }
+                }
+            }
+            if (owner) regblock_store<MT, PT, false>(s, acc, y, b, g * MT, oh0, ow);
+        }
+    }
+}
+
+// ---- host side ----
+
+static regblock_shape regblock_shape_for(const conv_params* p, int MT, int PT, bool fast) {
+    regblock_shape s;
+    s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;
+    s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KH = (int)p->KH; s.KW = (int)p->KW;
+    s.stride_h = (int)p->stride_h; s.stride_w = (int)p->stride_w;
+    s.pad_h = (int)p->pad_h; s.pad_w = (int)p->pad_w;
+    s.dil_h = (int)p->dilation_h; s.dil_w = (int)p->dilation_w;
+    s.strips = conv_ceil_div(s.OH, PT);
+    s.items = (int)(p->B * s.strips * s.OW);  // <= B*OH*OW, which the dispatcher keeps < 2^31
+    s.groups = conv_ceil_div(s.M, MT);
+    const int taps = s.C * s.KH * s.KW, per_fill = REGBLOCK_SMEM_FLOATS / MT;
+    if (fast) {  // whole channels per fill: the fast kernel walks taps channel by channel
+        const int kk = s.KH * s.KW, chans = per_fill / kk;
+        s.chunk_taps = (chans < s.C ? chans : s.C) * kk;
+    } else {
+        s.chunk_taps = per_fill < taps ? per_fill : taps;
+    }
+    return s;
+}
+
+static bool regblock_is_fast(const conv_params* p) {
+    return p->stride_h == 1 && p->stride_w == 1 && p->dilation_h == 1 && p->dilation_w == 1 &&
+           p->KH == p->KW && (p->KH == 1 || p->KH == 3 || p->KH == 5 || p->KH == 7);
+}
+
+typedef void (*regblock_kernel)(regblock_shape, const float*, const float*, float*);
+
+// wave = 1: one wave of persistent blocks (as many as fit on the GPU at once), each looping over
+// batches of items: the weights are staged once per block and the warps drift apart, so that some
+// load while others compute. wave = 0: a block per batch of items.
+static int regblock_launch_grid(regblock_kernel kernel, const regblock_shape& s, int threads, size_t smem,
+                                bool wave_only, cudaStream_t stream, const float* x, const float* w, float* y) {
+    int device, sms, per_sm = 0;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    const long long gy = s.groups < GRID_Y_LIMIT ? s.groups : GRID_Y_LIMIT;
+    const long long wave = (long long)sms * (per_sm > 0 ? per_sm : 1);
+    const long long need = ((long long)s.items + threads - 1) / threads;
+    long long gx = wave_only ? (wave + gy - 1) / gy : need;
+    if (gx > need) gx = need;
+    if (gx > (1LL << 31) - 1) gx = (1LL << 31) - 1;
+    kernel<<<dim3((unsigned)gx, (unsigned)gy), threads, smem, stream>>>(s, x, w, y);
+    CONV_LAUNCH_CHECK(kernel);
+    return CONV_OK;
+}
+
+template <int K, int MT, int PT, int THREADS, int MIN_BLOCKS>
+static regblock_kernel regblock_fast_kernel_for(bool checked) {
+    return checked ? conv_regblock_fast_kernel<K, MT, PT, THREADS, MIN_BLOCKS, true>
+                   : conv_regblock_fast_kernel<K, MT, PT, THREADS, MIN_BLOCKS, false>;
+}
+
+// One configuration: the fast kernel where it applies, the generic one elsewhere.
+template <int MT, int PT, int THREADS, int MIN_BLOCKS, bool WAVE>
+static int regblock_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream) {
+    static_assert(MT % 4 == 0 && PT <= REGBLOCK_MAX_PT, "maps per thread come in float4s");
+    const bool fast = regblock_is_fast(p);
+    const regblock_shape s = regblock_shape_for(p, MT, PT, fast);
+    const size_t smem = (size_t)s.chunk_taps * MT * sizeof(float);
+    regblock_kernel kernel = conv_regblock_generic_kernel<MT, PT, THREADS, MIN_BLOCKS>;
+    if (fast) {
+        const bool checked = s.pad_h != 0 || s.pad_w != 0 || s.OH < PT;
+        switch (s.KH) {
+            case 1: kernel = regblock_fast_kernel_for<1, MT, PT, THREADS, MIN_BLOCKS>(checked); break;
+            case 3: kernel = regblock_fast_kernel_for<3, MT, PT, THREADS, MIN_BLOCKS>(checked); break;
+            case 5: kernel = regblock_fast_kernel_for<5, MT, PT, THREADS, MIN_BLOCKS>(checked); break;
+            default: kernel = regblock_fast_kernel_for<7, MT, PT, THREADS, MIN_BLOCKS>(checked); break;
+        }
+    }
+    return regblock_launch_grid(kernel, s, THREADS, smem, WAVE, stream, x, w, y);
+}
+
+typedef int (*regblock_runner)(const conv_params*, const float*, const float*, float*, cudaStream_t);
+
+// The tunable configurations: maps per thread x rows per thread x threads per block (with the
+// blocks per SM that __launch_bounds__ asks for, which caps the registers at 64K / (threads *
+// blocks)), and one persistent wave of blocks or a block per batch of items.
+static const struct {
+    const char* name;
+    regblock_runner run;
+} REGBLOCK_CONFIGS[] = {
+    {"m4_p8_t256_wave", regblock_run<4, 8, 256, 2, true>},
+    {"m4_p8_t256_grid", regblock_run<4, 8, 256, 2, false>},
+    {"m4_p10_t256_wave", regblock_run<4, 10, 256, 2, true>},
+    {"m4_p16_t128_wave", regblock_run<4, 16, 128, 3, true>},
+    {"m4_p17_t128_wave", regblock_run<4, 17, 128, 3, true>},
+    {"m8_p8_t256_grid", regblock_run<8, 8, 256, 2, false>},
+    {"m8_p17_t128_wave", regblock_run<8, 17, 128, 2, true>},
+    {"m16_p8_t128_grid", regblock_run<16, 8, 128, 2, false>},
+};
+constexpr int REGBLOCK_NUM_CONFIGS = (int)(sizeof REGBLOCK_CONFIGS / sizeof REGBLOCK_CONFIGS[0]);
+
+// Below this many threads (at 8 rows per strip) the batch fills the H100 only a few times over, and
+// taller strips (fewer, longer threads) ran faster: C3 at B=100 0.030 ms with 17 rows vs 0.043.
+constexpr long long REGBLOCK_SMALL_THREADS = 1LL << 18;
+
+// The default, from the H100 sweep (bench/PERF_NOTES.md): 4 maps x 8 rows in one persistent wave
+// won both LeNet layers at B=10000 (C1 0.75 ms, C3 1.96 ms), even on C3, where 8 rows waste 6 of
+// 40 and 17 rows waste none: the larger unrolled loops of more maps or rows lost more to
+// instruction-cache misses than they saved. Many maps (no data) get 8 per thread, so that x is
+// re-read fewer times; small batches get the strip height that wastes the fewest rows.
+static int regblock_default_config(const conv_params* p) {
+    if (p->M > 16) return 5;
+    const int64_t OH = conv_out_h(p);
+    const long long threads = (long long)p->B * ((OH + 7) / 8) * conv_out_w(p) * ((p->M + 3) / 4);
+    if (threads >= REGBLOCK_SMALL_THREADS) return 0;
+    const int64_t rows10 = (OH + 9) / 10 * 10, rows17 = (OH + 16) / 17 * 17;
+    return rows17 <= rows10 ? 4 : 2;
+}
+
+static int regblock_supports(const conv_params* p) {
+    return conv_check_coords("direct_regblock", p, REGBLOCK_MAX_PT - 1, 0);
+}
+
+static int regblock_launch_config(const conv_params* p, const float* x, const float* w, float* y,
+                                  void*, size_t, void* stream, int config) {
+    if (config < 0 || config >= REGBLOCK_NUM_CONFIGS)
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "direct_regblock: config %d is out of range [0, %d)",
+                              config, REGBLOCK_NUM_CONFIGS);
+    return REGBLOCK_CONFIGS[config].run(p, x, w, y, conv_stream(stream));
+}
+
+static int regblock_launch(const conv_params* p, const float* x, const float* w, float* y, void* ws,
+                           size_t ws_bytes, void* stream) {
+    return regblock_launch_config(p, x, w, y, ws, ws_bytes, stream, regblock_default_config(p));
+}
+
+static const char* regblock_config_name(int config) {
+    return config >= 0 && config < REGBLOCK_NUM_CONFIGS ? REGBLOCK_CONFIGS[config].name : NULL;
+}
+
+extern "C" const conv_impl conv_impl_direct_regblock = {
+    regblock_supports, NULL, regblock_launch, REGBLOCK_NUM_CONFIGS, regblock_launch_config, NULL,
+    regblock_config_name};

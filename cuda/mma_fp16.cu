@@ -1,0 +1,398 @@
+// mma_fp16.cu — implicit GEMM on the tensor cores through mma.sync.aligned.m16n8k16 (fp16
+// operands, fp32 accumulation; sm_80 and newer), fp32 in and out.
+//   conv_mma_fp16_kernel<MTILES, NT>: GEMM rows = output maps (MTILES tiles of 16), columns =
+//   output pixels of one image, reduction k = taps (c, kh, kw) with kw padded to an even count
+//   KWP, so that the two consecutive k values of a fragment register are always the neighbours
+//   kw, kw + 1 of one input row.
+//   A persistent block writes, once, the weights as ready-made A fragments into shared memory
+//   (one LDS.128 per warp, k-step and 16 maps, reused over NT pixel tiles) and a table of tap
+//   offsets. Then, for each unit (a band of output rows of one image), it copies the input rows
+//   the band needs into shared memory with cp.async (4-byte copies, zero-filled outside the image)
+//   one unit AHEAD, so that the global loads of the next unit are in flight while the tensor cores
+//   work on this one; a short pass turns the fp32 band into fp16 pairs
+//   P[c][row][j] = (x[j], x[j + dilation_w]), so that each B fragment register is one 32-bit LDS
+//   at (pixel base + tap offset): no im2col buffer and no index arithmetic per element in the k
+//   loop. A warp computes 16*MTILES maps x 8*NT pixels in fp32 registers and stores them as
+//   8-byte pairs (four lanes fill one 32-byte sector).
+//   Measured on the H100 (bench/PERF_NOTES.md): C3 0.80 ms, C1 1.10 ms, about 40% of the copy
+//   bandwidth; staging the loads ahead (cp.async) and storing 16-byte rows through shared memory
+//   did not help (the latter ran 1.5 ms), and the profiler shows the SMs idle a quarter to a third
+//   of the time, which points at the per-unit barriers and the uneven end of the persistent loop.
+//
+// Error bound. Only the operands are rounded to fp16 (unit roundoff u = 2^-11); products and sums
+// are fp32. Each product then carries a relative error of at most 2u, independent between
+// products, so for zero-mean data the relative L2 error of y is about u*sqrt(2/3) ~ 4e-4 at worst
+// and ~2.5e-4 for uniform data whatever C*KH*KW is (fp32 accumulation adds ~1e-7). The variant is
+// held to 1e-3. Range: |x| and |w| must stay below 65504 (fp16 max; larger values become inf) and
+// values below 6.1e-5 in magnitude lose relative precision (fp16 subnormals).
+#include <cuda_fp16.h>
+
+#include "conv_kernel_util.cuh"
+
+// Maps per block: up to 4 m16 tiles of accumulators per warp.
+constexpr int MMA_MAX_MAPS = 64;
+// A fragments in shared memory: k-steps x m-tiles of 512 bytes each (48 KB).
+constexpr int MMA_MAX_A_TILES = 96;
+// Shared memory a block may use (opted in above the default 48 KB) ...
+constexpr int MMA_SMEM_LIMIT = 96 * 1024;
+// ... and what the choice of band height aims for: three blocks per SM (or six, for the
+// configuration that trades taller bands for more blocks).
+constexpr int MMA_SMEM_TARGET = 72 * 1024;
+constexpr int MMA_SMEM_TARGET_SHORT = 36 * 1024;
+
+// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31.
+struct mma_shape {
+    int C, H, W, M, OH, OW, KH, KW;
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int kwp;                   // KW rounded up to even: k = (c*KH + kh)*kwp + kw
+    int ksteps;                // ceil(C*KH*kwp / 16)
+    int tile_rows;             // output rows per unit
+    int tiles;                 // units per image
+    int units;                 // B * tiles
+    int band_rows, band_cols;  // input rows and columns (as fp16 pairs) one unit stages, per channel
+    int raw_cols;              // band_cols + dil_w: the fp32 columns the pairs are made of
+    int pair_stores;           // 1: every even pixel index of y is 8-byte aligned
+};
+
+__device__ __forceinline__ uint32_t mma_pack_half2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits: the smaller k
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// (c, kh, kw) of tap k in the padded order; c == C past the last tap.
+__device__ __forceinline__ void mma_tap(const mma_shape& s, int k, int& c, int& kh, int& kw) {
+    const int row = k / s.kwp;
+    kw = k - row * s.kwp;
+    c = row / s.KH;
+    kh = row - c * s.KH;
+}
+
+// Where in a unit's band the pair for tap k (k even) starts, relative to the pixel's base.
+__device__ int mma_tap_offset(const mma_shape& s, int k) {
+    int c, kh, kw;
+    mma_tap(s, k, c, kh, kw);
+    return c < s.C ? (c * s.band_rows + kh * s.dil_h) * s.band_cols + kw * s.dil_w : 0;
+}
+
+// Which halves of the pair for tap k (k even) are real taps. Padded taps have zero weights but read
+// real input (the next column, or the pixel itself past the last channel); masking their input to
+// zero keeps 0 * Inf = NaN out of outputs whose window holds no Inf, as IEEE arithmetic expects.
+__device__ uint32_t mma_tap_mask(const mma_shape& s, int k) {
+    int c, kh, kw;
+    mma_tap(s, k, c, kh, kw);
+    if (c >= s.C) return 0u;
+    return kw + 1 < s.KW ? 0xffffffffu : 0x0000ffffu;  // the low half holds tap k
+}
+
+// W[m, k] in the padded order: zero for padded maps, padded kw and taps past the last channel.
+__device__ float mma_weight(const mma_shape& s, const float* __restrict__ w, int m, int k) {
+    int c, kh, kw;
+    mma_tap(s, k, c, kh, kw);
+    return m < s.M && c < s.C && kw < s.KW ? __ldg(w + ((m * s.C + c) * s.KH + kh) * s.KW + kw) : 0.0f;
+}
+
+// 4-byte asynchronous copy global -> shared; src_bytes = 0 writes a zero instead.
+__device__ __forceinline__ void mma_cp_async4(float* dst, const float* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mma_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void mma_cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// Issues the copies of unit's input band (fp32, [c][row][raw_cols], zeros outside the image) into
+// s_raw; one warp per row, lanes along it.
+__device__ void mma_issue_band(const mma_shape& s, const float* __restrict__ x, int unit, float* s_raw) {
+    const int b = unit / s.tiles, ih_first = (unit - b * s.tiles) * s.tile_rows * s.stride_h - s.pad_h;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    for (int q = warp; q < s.C * s.band_rows; q += nwarps) {
+        const int c = q / s.band_rows, ih = ih_first + q - c * s.band_rows;
+        const bool row_ok = (unsigned)ih < (unsigned)s.H;
+        const float* src = x + ((b * s.C + c) * s.H + (row_ok ? ih : 0)) * s.W;
+        float* dst = s_raw + q * s.raw_cols;
+        for (int j = lane; j < s.raw_cols; j += 32) {
+            const int iw = j - s.pad_w;
+            const bool ok = row_ok && (unsigned)iw < (unsigned)s.W;
+            mma_cp_async4(dst + j, ok ? src + iw : x, ok ? 4 : 0);
+        }
+    }
+    mma_cp_async_commit();
+}
+
+// D += A * B for one m16n8k16 tile: a = A fragment (4 x f16x2), b0/b1 = B fragment (2 x f16x2).
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+#endif
+}
+
+// One persistent block: A fragments and tap offsets once, then per unit a band of fp16 input
+// pairs and 16*MTILES maps x 8*NT pixels per warp pass.
+template <int MTILES, int NT>
+__global__ void __launch_bounds__(256) conv_mma_fp16_kernel(mma_shape s, const float* __restrict__ x,
+                                                            const float* __restrict__ w,
+                                                            float* __restrict__ y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    __trap();  // supports() refuses GPUs below sm_80; this image exists only for fat binaries
+#else
+    extern __shared__ uint4 smem[];
+    uint4* s_a = smem;                                                       // [kstep][mtile][lane]
+    int4* s_koff = reinterpret_cast<int4*>(s_a + s.ksteps * MTILES * 32);   // [kstep][lane % 4]: offsets, masks
+    uint32_t* s_band = reinterpret_cast<uint32_t*>(s_koff + s.ksteps * 4);  // [c][row][col] pairs
+    float* s_raw = reinterpret_cast<float*>(s_band + s.C * s.band_rows * s.band_cols);  // [c][row][raw col]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int g = lane >> 2, tig = lane & 3;
+
+    if (blockIdx.x < s.units) mma_issue_band(s, x, blockIdx.x, s_raw);
+    // A fragment register i of lane l holds maps l/4 + 8*(i&1) and taps 2*(l%4) + 8*(i/2), +1.
+    uint32_t* s_a32 = reinterpret_cast<uint32_t*>(s_a);
+    for (int e = threadIdx.x; e < s.ksteps * MTILES * 128; e += blockDim.x) {
+        const int i = e & 3, l = (e >> 2) & 31, tile = e >> 7;
+        const int m = (tile % MTILES) * 16 + (l >> 2) + 8 * (i & 1);
+        const int k = (tile / MTILES) * 16 + 2 * (l & 3) + 8 * (i >> 1);
+        s_a32[e] = mma_pack_half2(mma_weight(s, w, m, k), mma_weight(s, w, m, k + 1));
+    }
+    // B fragment registers of lane l: taps 2*(l%4), +1 (b0) and 8 more (b1), at pixel g = l/4.
+    for (int e = threadIdx.x; e < s.ksteps * 4; e += blockDim.x) {
+        const int k = (e >> 2) * 16 + 2 * (e & 3);
+        s_koff[e] = make_int4(mma_tap_offset(s, k), mma_tap_offset(s, k + 8), (int)mma_tap_mask(s, k),
+                              (int)mma_tap_mask(s, k + 8));
+    }
+
+    const int OHW = s.OH * s.OW;
+    for (int unit = blockIdx.x; unit < s.units; unit += gridDim.x) {
+        const int b = unit / s.tiles, oh_first = (unit - b * s.tiles) * s.tile_rows;
+        const int npix = min(s.tile_rows, s.OH - oh_first) * s.OW;
+        mma_cp_async_wait_all();
+        __syncthreads();  // this unit's fp32 band has landed; nobody still reads the pairs
+
+        // fp32 band -> fp16 pairs (the second element dil_w columns to the right).
+        for (int q = warp; q < s.C * s.band_rows; q += nwarps) {
+            const float* src = s_raw + q * s.raw_cols;
+            uint32_t* dst = s_band + q * s.band_cols;
+            for (int j = lane; j < s.band_cols; j += 32) dst[j] = mma_pack_half2(src[j], src[j + s.dil_w]);
+        }
+        __syncthreads();  // pairs ready, the fp32 band free for the next unit's copies
+        if (unit + gridDim.x < s.units) mma_issue_band(s, x, unit + gridDim.x, s_raw);
+
+        float* y_unit = y + b * s.M * OHW + oh_first * s.OW;
+        const int passes = (npix + 8 * NT - 1) / (8 * NT);
+        for (int pass = warp; pass < passes; pass += nwarps) {
+            const int p0 = pass * 8 * NT;
+            // Band offset of this lane's B column (pixel p0 + 8j + g) in each n8 tile; pixels
+            // past the unit repeat the last one and are not stored.
+            int base[NT];
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int p = min(p0 + 8 * j + g, npix - 1), oh = p / s.OW, ow = p - oh * s.OW;
+                base[j] = oh * s.stride_h * s.band_cols + ow * s.stride_w;
+            }
+            float acc[MTILES][NT][4];
+#pragma unroll
+            for (int t = 0; t < MTILES; ++t)
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) acc[t][j][r] = 0.0f;
+
+#pragma unroll 2
+            for (int ks = 0; ks < s.ksteps; ++ks) {
+                const int4 off = s_koff[ks * 4 + tig];
+                uint4 a[MTILES];
+#pragma unroll
+                for (int t = 0; t < MTILES; ++t) a[t] = s_a[(ks * MTILES + t) * 32 + lane];
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    const uint32_t b0 = s_band[base[j] + off.x] & (uint32_t)off.z;
+                    const uint32_t b1 = s_band[base[j] + off.y] & (uint32_t)off.w;
+#pragma unroll
+                    for (int t = 0; t < MTILES; ++t) mma_m16n8k16(acc[t][j], a[t], b0, b1);
+                }
+            }
+
+            // D fragment: registers 0,1 = map g, pixels 2*tig, +1; registers 2,3 = map g + 8.
+#pragma unroll
+            for (int t = 0; t < MTILES; ++t) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int m = t * 16 + g + 8 * h;
+                    if (m >= s.M) continue;
+                    float* ym = y_unit + m * OHW;
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) {
+                        const int p = p0 + 8 * j + 2 * tig;
+                        const float v0 = acc[t][j][2 * h], v1 = acc[t][j][2 * h + 1];
+                        if (s.pair_stores && p + 1 < npix) {
+                            *reinterpret_cast<float2*>(ym + p) = make_float2(v0, v1);
+                        } else {
+                            if (p < npix) ym[p] = v0;
+                            if (p + 1 < npix) ym[p + 1] = v1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+#endif
+}
+
+// ---- host side ----
+
+static int64_t mma_kwp(const conv_params* p) { return p->KW + (p->KW & 1); }
+static int64_t mma_ksteps(const conv_params* p) { return (p->C * p->KH * mma_kwp(p) + 15) / 16; }
+static int64_t mma_mtiles(const conv_params* p) { return (p->M + 15) / 16; }
+static int64_t mma_band_cols(const conv_params* p) {
+    return (conv_out_w(p) - 1) * p->stride_w + (mma_kwp(p) - 2) * p->dilation_w + 1;
+}
+static int64_t mma_band_rows(const conv_params* p, int64_t tile_rows) {
+    return (tile_rows - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1;
+}
+// Shared memory of a block whose units are tile_rows output rows: A fragments, tap offsets, the
+// band as fp16 pairs and as fp32.
+static int64_t mma_smem_bytes(const conv_params* p, int64_t tile_rows) {
+    return mma_ksteps(p) * mma_mtiles(p) * 512 + mma_ksteps(p) * 4 * 16 +
+           p->C * mma_band_rows(p, tile_rows) * (2 * mma_band_cols(p) + p->dilation_w) * 4;
+}
+
+static int mma_supports(const conv_params* p) {
+    if (p->M > MMA_MAX_MAPS)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16: M=%lld output maps; this variant keeps at most %d per block",
+                              (long long)p->M, MMA_MAX_MAPS);
+    if (mma_ksteps(p) * mma_mtiles(p) > MMA_MAX_A_TILES)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16: C*KH*KW = %lld*%lld*%lld taps (kw padded to %lld) for M=%lld maps "
+                              "need %lld A-fragment tiles in shared memory, more than %d",
+                              (long long)p->C, (long long)p->KH, (long long)p->KW, (long long)mma_kwp(p),
+                              (long long)p->M, (long long)(mma_ksteps(p) * mma_mtiles(p)), MMA_MAX_A_TILES);
+    int status = conv_check_coords("mma_fp16", p, 0, 0);  // also keeps the band sizes below 2^31
+    if (status != CONV_OK) return status;
+    if (mma_band_rows(p, 1) * (2 * mma_band_cols(p) + p->dilation_w) > MMA_SMEM_LIMIT ||
+        mma_smem_bytes(p, 1) > MMA_SMEM_LIMIT)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16: one output row needs an input band of C=%lld channels x %lld rows x "
+                              "%lld columns (W=%lld) in fp32 and fp16, which with the weights is more than "
+                              "the %d bytes of shared memory this variant gives a block",
+                              (long long)p->C, (long long)mma_band_rows(p, 1), (long long)mma_band_cols(p),
+                              (long long)p->W, MMA_SMEM_LIMIT);
+    int device, major, minor;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major < 8)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16: needs compute capability 8.0 or newer (mma.sync m16n8k16 with fp16 "
+                              "operands); device %d is %d.%d",
+                              device, major, minor);
+    return CONV_OK;
+}
+
+// target: the shared memory the band height is chosen for.
+static mma_shape mma_shape_for(const conv_params* p, const float* y, int sms, int64_t target) {
+    mma_shape s;
+    s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;
+    s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KH = (int)p->KH; s.KW = (int)p->KW;
+    s.stride_h = (int)p->stride_h; s.stride_w = (int)p->stride_w;
+    s.pad_h = (int)p->pad_h; s.pad_w = (int)p->pad_w;
+    s.dil_h = (int)p->dilation_h; s.dil_w = (int)p->dilation_w;
+    s.kwp = (int)mma_kwp(p);
+    s.ksteps = (int)mma_ksteps(p);
+    // The tallest band within the target, but small enough for about four units per SM on small
+    // batches.
+    int64_t rows = 1;
+    while (rows < s.OH && mma_smem_bytes(p, rows + 1) <= target) ++rows;
+    const int64_t enough = (p->B * s.OH + 4 * (int64_t)sms - 1) / (4 * (int64_t)sms);
+    if (rows > enough) rows = enough;
+    s.tile_rows = (int)rows;
+    s.tiles = conv_ceil_div(s.OH, s.tile_rows);
+    s.units = (int)(p->B * s.tiles);
+    s.band_rows = (int)mma_band_rows(p, rows);
+    s.band_cols = (int)mma_band_cols(p);
+    s.raw_cols = s.band_cols + s.dil_w;
+    const int64_t OHW = (int64_t)s.OH * s.OW;
+    s.pair_stores = OHW % 2 == 0 && (s.OW % 2 == 0 || s.tiles == 1) && ((uintptr_t)y & 7) == 0;
+    return s;
+}
+
+template <int MTILES, int NT>
+static int mma_run_tiles(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream,
+                         int warps, int64_t target) {
+    int device, sms, per_sm = 0;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const mma_shape s = mma_shape_for(p, y, sms, target);
+    const size_t smem = (size_t)mma_smem_bytes(p, s.tile_rows);
+    CONV_CUDA_CHECK(cudaFuncSetAttribute(conv_mma_fp16_kernel<MTILES, NT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_fp16_kernel<MTILES, NT>,
+                                                                  warps * 32, smem));
+    const int64_t resident = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    const unsigned blocks = (unsigned)(s.units < resident ? s.units : resident);
+    conv_mma_fp16_kernel<MTILES, NT><<<blocks, warps * 32, smem, stream>>>(s, x, w, y);
+    CONV_LAUNCH_CHECK(conv_mma_fp16_kernel);
+    return CONV_OK;
+}
+
+// One configuration (pixel tiles per warp pass, warps per block, band height target) for any
+// supported M.
+template <int NT, int WARPS, bool SHORT>
+static int mma_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream) {
+    const int64_t target = SHORT ? MMA_SMEM_TARGET_SHORT : MMA_SMEM_TARGET;
+    switch (mma_mtiles(p)) {
+        case 1: return mma_run_tiles<1, NT>(p, x, w, y, stream, WARPS, target);
+        case 2: return mma_run_tiles<2, NT>(p, x, w, y, stream, WARPS, target);
+        case 3: return mma_run_tiles<3, NT>(p, x, w, y, stream, WARPS, target);
+        default: return mma_run_tiles<4, NT>(p, x, w, y, stream, WARPS, target);
+    }
+}
+
+typedef int (*mma_runner)(const conv_params*, const float*, const float*, float*, cudaStream_t);
+
+// The tunable configurations: n8 pixel tiles per warp pass x warps per block, tall bands (3 blocks
+// per SM) or short ones (6).
+static const struct {
+    const char* name;
+    mma_runner run;
+} MMA_CONFIGS[] = {
+    {"n4_w8", mma_run<4, 8, false>}, {"n8_w8", mma_run<8, 8, false>}, {"n2_w8", mma_run<2, 8, false>},
+    {"n4_w4", mma_run<4, 4, false>}, {"n8_w4", mma_run<8, 4, false>}, {"n4_w8_short", mma_run<4, 8, true>},
+};
+constexpr int MMA_NUM_CONFIGS = (int)(sizeof MMA_CONFIGS / sizeof MMA_CONFIGS[0]);
+
+// The default, from the H100 sweep (bench/PERF_NOTES.md): 8 warps; 8 pixel tiles per pass for
+// few maps (C1: 1.10 ms vs 1.19 with 4), 4 for more (C3: 0.80 ms vs 0.83 with 8).
+static int mma_default_config(const conv_params* p) { return p->M <= 8 ? 1 : 0; }
+
+static int mma_launch_config(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
+                             void* stream, int config) {
+    if (config < 0 || config >= MMA_NUM_CONFIGS)
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16: config %d is out of range [0, %d)", config,
+                              MMA_NUM_CONFIGS);
+    return MMA_CONFIGS[config].run(p, x, w, y, conv_stream(stream));
+}
+
+static int mma_launch(const conv_params* p, const float* x, const float* w, float* y, void* ws, size_t ws_bytes,
+                      void* stream) {
+    return mma_launch_config(p, x, w, y, ws, ws_bytes, stream, mma_default_config(p));
+}
+
+static const char* mma_config_name(int config) {
+    return config >= 0 && config < MMA_NUM_CONFIGS ? MMA_CONFIGS[config].name : NULL;
+}
+
+extern "C" const conv_impl conv_impl_mma_fp16 = {mma_supports, NULL, mma_launch, MMA_NUM_CONFIGS,
+                                                 mma_launch_config, NULL, mma_config_name};

@@ -1,0 +1,151 @@
+"""`python -m pyconv bench`: variants on a suite of shapes — median op time, GFLOP/s, GB/s, the shape's
+floor from ceilings measured on this machine and the % of it reached, with cuDNN beside every row when
+PyTorch is importable — as one table, and as JSON / CSV / PNG on request.
+
+Without a usable GPU it says so and times the cpu variant only, against CPU ceilings measured with
+NumPy; GPU variants asked for by name are listed as unavailable, with the library's reason.
+"""
+from __future__ import annotations
+
+import datetime
+import platform
+import sys
+import time
+
+from .. import _lib, api, device
+from . import report, roofline, runner, shapes, summary, timing
+from .ceilings import measure_cpu, measure_gpu
+from .cudnn import Cudnn
+
+METHOD = ("op time = median per-call time of timed rounds of several calls, after warm-up (GPU: each "
+          "round one CUDA-graph replay between two events, for ours and cuDNN alike; host: perf_counter "
+          "around synchronous calls); operand sets cycled so that together they are at least twice the "
+          "last-level cache; floor = max(min bytes (x, w, y in fp32, once) / copy bandwidth, flops / rate "
+          "of the variant's unit), ceilings measured at the start of the run")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--suite", default="lenet",
+                        help="lenet, cnn5, or a CSV file of shapes (columns: C,H,W,M,K or KH,KW; optional "
+                             "name, B, stride, pad, dilation, group; see pyconv/bench/shapes.py)")
+    parser.add_argument("--variants", nargs="+", metavar="NAME",
+                        help="variants to time (spaces or commas); default: every GPU variant plus auto and "
+                             "auto_fast, or only cpu without a GPU")
+    parser.add_argument("--batch", nargs="+", metavar="B", help="batch sizes, replacing the suite's")
+    parser.add_argument("--json", metavar="PATH", help="write the rows and the run's facts as JSON")
+    parser.add_argument("--csv", metavar="PATH", help="write the rows as CSV")
+    parser.add_argument("--plot", metavar="PATH", help="draw time per variant per shape against cuDNN and "
+                                                       "the floor (needs matplotlib: pyconv[plot])")
+    parser.add_argument("--budget-ms", type=float, default=timing.DEFAULT_BUDGET_MS,
+                        help=f"timed rounds per case fill about this many ms (default {timing.DEFAULT_BUDGET_MS:g}); "
+                             f"a case slower than that keeps its {timing.PROBE_REPS}-round probe")
+    parser.add_argument("--max-seconds", type=float,
+                        help="start no new shape after this many seconds; the rest are listed as not run")
+    parser.add_argument("--no-cudnn", action="store_true", help="do not time cuDNN even if PyTorch is there")
+    parser.add_argument("--unit", action="append", metavar="VARIANT=UNIT", default=[],
+                        help="the unit a reduced-precision variant computes on (fp16, fp16_tensor, "
+                             "tf32_tensor), where its name and idea do not say it")
+
+
+def _split(values) -> list:
+    return [item for value in values or () for item in value.replace(",", " ").split()]
+
+
+def _batches(values) -> list:
+    try:
+        batches = [int(b) for b in _split(values)]
+    except ValueError:
+        raise _lib.ConvError(f"--batch wants integers, got {' '.join(values)}") from None
+    if any(b < 1 for b in batches):
+        raise _lib.ConvError(f"--batch values must be >= 1, got {batches}")
+    return batches
+
+
+def _variants(values, infos, have_gpu: bool) -> list:
+    names = _split(values)
+    if not names:
+        return ([v.name for v in infos if v.on_device and v.available] + ["auto", "auto_fast"]) if have_gpu \
+            else ["cpu"]
+    known = [v.name for v in infos] + ["auto", "auto_fast"]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise _lib.ConvError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def run(args) -> int:
+    infos = api.variant_info()
+    have_gpu = device.device_count() > 0
+    if not have_gpu:
+        reason = next((v.reason for v in infos if v.on_device), "")
+        print(f"no usable GPU ({reason}): timing the cpu variant only")
+    variants = _variants(args.variants, infos, have_gpu)
+    suite = shapes.load_suite(args.suite, _batches(args.batch))
+    overrides = roofline.parse_overrides(args.unit)
+    if args.plot:
+        import importlib.util
+        if importlib.util.find_spec("matplotlib") is None:  # say so now, not after an hour of timing
+            raise _lib.ConvError("--plot needs matplotlib: pip install 'pyconv[plot]' (or pip install matplotlib)")
+
+    gpu_name = device.device_name(0) if have_gpu else ""
+    gpu_ceilings = measure_gpu(gpu_name) if have_gpu else None
+    cudnn = Cudnn("--no-cudnn" if args.no_cudnn else "" if have_gpu else "no GPU")
+    bench = runner.Runner(variants, args.budget_ms, cudnn, overrides, gpu_ceilings, measure_cpu)
+    if not have_gpu or "cpu" in variants:
+        bench.cpu_ceilings()
+
+    f, l = _lib.ffi(), _lib.lib()
+    meta = {"tool": "python -m pyconv bench", "command": " ".join(sys.argv), "suite": args.suite,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "device": gpu_name or "cpu only (no usable GPU)",
+            "libconv": f.string(l.conv_version()).decode(), "library": str(_lib.library_path()),
+            "cudnn": cudnn.describe(),
+            "method": METHOD, "budget_ms": args.budget_ms, "variants": variants}
+
+    print(f"pyconv bench: suite {args.suite}, {len(suite)} shapes x {len(variants)} variants on "
+          f"{meta['device']} (libconv {meta['libconv']}, {meta['library']})")
+    if gpu_ceilings:
+        print(f"GPU ceilings, measured now: {gpu_ceilings.describe()}")
+    cpu_in_header = bench.cpu_measured is not None
+    if cpu_in_header:
+        print(f"CPU ceilings, measured now: {bench.cpu_measured.describe()}")
+    print(f"cuDNN: {meta['cudnn']}")
+    print(f"method: {METHOD}")
+    table = report.Table(suite, variants, [v.name for v in infos])
+    print(table.header())
+
+    rows, start = [], time.monotonic()
+
+    def save() -> None:  # after every shape, so that an interrupted run keeps what it measured
+        meta["ceilings"] = {k: c.as_dict() for k, c in (("gpu", gpu_ceilings), ("cpu", bench.cpu_measured)) if c}
+        if args.json:
+            report.write_json(args.json, meta, rows)
+        if args.csv:
+            report.write_csv(args.csv, rows)
+
+    for i, shape in enumerate(suite):
+        if args.max_seconds is not None and time.monotonic() - start > args.max_seconds:
+            rows += [runner.Row(s, v, status="not run", message=f"--max-seconds {args.max_seconds:g} reached")
+                     for s in suite[i:] for v in variants]
+            print(f"--max-seconds {args.max_seconds:g} reached: {len(suite) - i} shapes not run")
+            save()
+            break
+        shape_rows = bench.run_shape(shape)
+        for row in shape_rows:
+            print(table.line(row), flush=True)
+        rows += shape_rows
+        save()
+    if bench.cpu_measured and not cpu_in_header:
+        print(f"CPU ceilings (measured for host rows): {bench.cpu_measured.describe()}")
+    dicts = [r.as_dict() for r in rows]
+    print("\nsummary:")
+    for line in summary.lines(dicts):
+        print("  " + line)
+    if args.plot:
+        from .plot import plot
+        plot(dicts, args.plot, f"pyconv bench {args.suite} on {meta['device']}")
+        print(f"plot: {args.plot}")
+    errors = sum(r.status == "error" for r in rows)
+    if errors:
+        print(f"{errors} rows failed with an error (see the table)", file=sys.stderr)
+    return 1 if errors else 0

@@ -1,0 +1,96 @@
+"""The measuring protocol, one for every side — our GPU variants (conv2d_time: CUDA-graph replays),
+the host variant (a host clock around synchronous calls) and cuDNN (cudnn.py: torch CUDA-graph
+replays) — so that their numbers compare.
+
+A Side is run(calls, warmup, reps) -> per-call ms of each of reps timed rounds, where a round is
+`calls` calls cycling through the operand sets, after `warmup` untimed rounds; and min_calls, the
+shortest round that still cycles through every set (a graph replays the same calls every round, so on
+the GPU that is one call per set; the host side carries its rotation on from round to round, so one).
+measure() first probes with PROBE_REPS rounds of min_calls, then sizes the real run from the probe:
+rounds of about REPLAY_MS (so event resolution and the graph launch vanish into it), as many as fit in
+the time budget (MIN_REPS..MAX_REPS). A case whose single round costs more than 2/5 of the budget
+keeps the probe's median: slow naive variants on large shapes cost seconds, not minutes, and their
+rows say how many rounds stand behind them.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from .._lib import check, ffi, lib
+
+REPLAY_MS = 1.0
+MAX_CALLS = 100
+PROBE_REPS = 3
+MIN_REPS, MAX_REPS = 5, 50
+DEFAULT_BUDGET_MS = 20.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float   # per call
+    min_ms: float
+    max_ms: float
+    calls: int         # calls per timed round (per graph)
+    reps: int          # timed rounds the median is over
+
+    @classmethod
+    def of(cls, times, calls: int) -> "Timing":
+        return cls(statistics.median(times), min(times), max(times), calls, len(times))
+
+
+class Side(NamedTuple):
+    run: Callable
+    min_calls: int
+
+
+def measure(side: Side, budget_ms: float = DEFAULT_BUDGET_MS) -> Timing:
+    least = side.min_calls
+    probe = side.run(least, 1, PROBE_REPS)
+    per_call = max(statistics.median(probe), 1e-6)
+    calls = min(max(math.ceil(REPLAY_MS / per_call), least), max(MAX_CALLS, least))
+    round_ms = calls * per_call
+    if round_ms * MIN_REPS > 2 * budget_ms:
+        return Timing.of(probe, least)
+    reps = min(max(int(budget_ms / round_ms), MIN_REPS), MAX_REPS)
+    return Timing.of(side.run(calls, 2, reps), calls)
+
+
+def device_run(variant_id: int, params, sets, workspace, workspace_bytes: int) -> Side:
+    """Our GPU side: conv2d_time captures `calls` launches into a graph and times its replays."""
+    f, l = ffi(), lib()
+    xs, ws, ys = sets.pointer_arrays()
+    ws_ptr = workspace.handle if workspace is not None else f.NULL
+
+    def run(calls: int, warmup: int, reps: int) -> list:
+        median, times = f.new("float*"), f.new("float[]", reps)
+        check(l.conv2d_time(variant_id, params, xs, ws, ys, sets.n, ws_ptr, workspace_bytes, f.NULL, calls,
+                            warmup, reps, median, times))
+        return list(times)
+    return Side(run, sets.n)
+
+
+def host_run(variant_id: int, params, sets, workspace, workspace_bytes: int) -> Side:
+    """Our host side (the cpu variant): its calls return when y is written, so a host clock is exact.
+    The rotation carries on across rounds, so a round may be a single call."""
+    f, l = ffi(), lib()
+    operands = [sets.pointers(i) for i in range(sets.n)]
+    ws_ptr = f.cast("void*", workspace.ctypes.data) if workspace is not None else f.NULL
+    turn = itertools.count()
+
+    def one_round(calls: int) -> float:
+        start = time.perf_counter()
+        for _ in range(calls):
+            x, w, y = operands[next(turn) % sets.n]
+            check(l.conv2d_forward(variant_id, params, x, w, y, ws_ptr, workspace_bytes, f.NULL))
+        return (time.perf_counter() - start) * 1e3 / calls
+
+    def run(calls: int, warmup: int, reps: int) -> list:
+        for _ in range(warmup):
+            one_round(calls)
+        return [one_round(calls) for _ in range(reps)]
+    return Side(run, 1)
