@@ -9,7 +9,8 @@
 # Time: about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
 # after the other steps (--max-seconds; shapes it could not start are listed as not run).
 # Environment: BENCH_VARIANTS (e.g. "direct,fused,wmma": passed to --variants), TOTAL_SECONDS,
-# SKIP_TESTS=1 (benchmarks only), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
+# SKIP_TESTS=1 (benchmarks only), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
 # this GPU only).
 set -uo pipefail
 
@@ -80,6 +81,16 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     step tests python3 -m pytest -q -p no:cacheprovider "$repo/tests"
 fi
 
+# 3b. compute-sanitizer memcheck + racecheck over every GPU variant on small shapes.
+if [ "${SKIP_TESTS:-0}" != 1 ] && command -v compute-sanitizer > /dev/null; then
+    step sanitize "$repo/tests/sanitize/run.sh" "$out/logs"
+fi
+
+# 3c. The main job: LeNet-5 on the 10,000 Fashion-MNIST test images, every variant (LENET_DATA: a
+# directory with the idx files, where the Debian package is not installed).
+step lenet python3 -m pyconv lenet --batch 10000 --variant all ${LENET_DATA:+--data "$LENET_DATA"}
+cp "$out/logs/lenet.log" "$res/lenet-inference.txt"
+
 # 4. The LeNet bench.
 step bench-lenet python3 -m pyconv bench --suite lenet "${variants[@]}" \
     --json "$res/lenet.json" --csv "$res/lenet.csv" "${plot_lenet[@]}"
@@ -108,4 +119,8 @@ step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test
     python3 -m pyconv.bench.summary "$res/lenet.json" "$res/cnn5.json"
 } >> "$summary" 2>&1
 cat "$summary"
+# PACK_RESULTS=1: one archive instead of many files, for transports that return only a few files.
+if [ "${PACK_RESULTS:-0}" = 1 ]; then
+    tar czf "$out/results.tgz" -C "$out" results logs && rm -rf "$out/results" "$out/logs"
+fi
 exit "$failed"

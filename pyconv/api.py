@@ -105,11 +105,14 @@ class Conv2dPlan:
                  precision: str = "exact"):
         f, l = ffi(), lib()
         self.params, self.out_shape = make_params(tuple(x_shape), tuple(w_shape), stride, padding, dilation)
+        requested = variant_id(variant, precision)
         chosen = f.new("int*")
-        check(l.conv2d_auto_choice(variant_id(variant, precision), self.params, chosen))
-        self.variant_id = chosen[0]
+        check(l.conv2d_auto_choice(requested, self.params, chosen))  # tunes a new shape here, not in launch
+        # An auto plan launches through auto, which also applies the tuned launch configuration of
+        # the chosen variant (a launch by the variant's own id would take its default configuration).
+        self.variant_id = requested
         info = f.new("conv_variant_info*")
-        check(l.conv_variant_get_info(self.variant_id, info))
+        check(l.conv_variant_get_info(chosen[0], info))
         self.variant = f.string(info.name).decode()
         self.on_device = bool(info.on_device)
         ws_bytes = f.new("size_t*")

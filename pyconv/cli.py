@@ -14,7 +14,8 @@ from . import _lib
 # name -> (module with add_arguments(parser) and run(args) -> exit code, one-line help)
 COMMANDS = {
     "info": ("pyconv.cli", "print the library, the devices and the variants, and convolve a sample"),
-    "bench": ("pyconv.bench.cli", "time variants on a suite of shapes: op time, GFLOP/s, % of the measured floor, cuDNN beside"),
+    "tune": ("pyconv.tune_cli", "pre-tune auto on a suite of shapes, show its choices, or clear the cache"),
+    "bench": ("pyconv.bench.cli", "time variants on a suite of shapes: op time, GFLOP/s, %% of the measured floor, cuDNN beside"),
     "lenet": ("pyconv.lenet.cli", "LeNet-5 on the Fashion-MNIST test set: op and layer times per conv layer, accuracy"),
 }
 

@@ -1,0 +1,40 @@
+"""`python -m pyconv tune`: pre-tune `auto` on a suite of shapes (so that no first call pays for
+tuning), show what it picks, or clear the tuning cache."""
+from __future__ import annotations
+
+import sys
+
+from . import device, tuning
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--suite", default="lenet", help="lenet, cnn5 or a CSV of shapes (as for bench)")
+    parser.add_argument("--batch", type=int, nargs="+", metavar="B", help="batch sizes, replacing the suite's")
+    parser.add_argument("--precision", choices=("exact", "fast", "both"), default="both")
+    parser.add_argument("--budget-ms", type=float, help="tuning budget per new shape (default 3000)")
+    parser.add_argument("--clear", action="store_true", help="forget every tuning result first")
+
+
+def run(args) -> int:
+    from .bench import shapes
+
+    if args.batch and any(b < 1 for b in args.batch):
+        print(f"error: --batch values must be >= 1, got {args.batch}", file=sys.stderr)
+        return 2
+    if args.clear:
+        tuning.clear()
+        print(f"cleared {tuning.cache_path()}")
+    if args.budget_ms is not None:
+        tuning.set_budget_ms(args.budget_ms)
+    if device.device_count() == 0:
+        print("no usable GPU: auto is the cpu variant here, nothing to tune")
+        return 0
+    suite = shapes.load_suite(args.suite, args.batch)
+    precisions = ("exact", "fast") if args.precision == "both" else (args.precision,)
+    print(f"tuning cache: {tuning.cache_path()} ({device.device_name(0)})")
+    for shape in suite:
+        for precision in precisions:
+            choice = tuning.describe(shape.x_shape, shape.w_shape, shape.stride, shape.pad, shape.dilation,
+                                     precision)
+            print(f"{shape.name:44s} B={shape.B:<6d} {precision:5s} -> {choice}", flush=True)
+    return 0

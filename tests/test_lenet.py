@@ -1,0 +1,345 @@
+"""LeNet-5 on Fashion-MNIST: the idx loader and resize, the host layers against independent float64
+code, the shipped weights' accuracy, every variant's predictions against `cpu`, the stream pipeline,
+and the command's handling of bad input."""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pyconv
+from conftest import requires_gpu
+from pyconv.cli import main
+from pyconv.lenet import data, model, network
+from pyconv.lenet.layers import PipelineOptions, chunk_bounds
+from pyconv.lenet.progress import Progress
+
+# The shipped weights get exactly this many of the first PINNED_IMAGES test images right with the
+# cpu variant (measured when weights.npz was trained). A change means the loader, the resize, the
+# host layers or the weights changed.
+PINNED_IMAGES = 500
+PINNED_CORRECT = 456  # 0.912; the smallest top-2 probability margin among them is 0.014
+GPU_SUBSET = 2000  # images the GPU variants are checked on (all 10,000 with `--variant all`)
+
+QUIET = Progress(enabled=False)
+FAST = PipelineOptions(streams=3, chunks=7, repeats=1)  # uneven chunks on fewer streams than chunks
+
+
+def _gpu() -> bool:
+    return pyconv.device_count() > 0
+
+
+def _real_data_dir():
+    """The installed Fashion-MNIST; in CI its absence is a failure, elsewhere a skip."""
+    try:
+        return data.find_data_dir()
+    except data.DataError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs the data set: {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def test_set():
+    images, labels = data.load_split("test", _real_data_dir())
+    return images, labels
+
+
+def _run(images, labels, variant, options=FAST):
+    buffers = network.Buffers(len(images), pinned=_gpu())
+    data.resize(images, out=buffers.x)
+    return network.forward(buffers, model.load_weights(), variant, options, QUIET)
+
+
+@pytest.fixture(scope="module")
+def cpu_subset(test_set):
+    images, labels = test_set[0][:GPU_SUBSET], test_set[1][:GPU_SUBSET]
+    return images, labels, _run(images, labels, "cpu")
+
+
+# ---- the data ----
+
+def write_idx(path, array: np.ndarray, header: bytes | None = None) -> None:
+    """An idx file of uint8 `array`, gzipped when the name ends in .gz; `header` overrides the first 4 bytes."""
+    head = header if header is not None else bytes([0, 0, 0x08, array.ndim])
+    raw = head + struct.pack(f">{array.ndim}I", *array.shape) + array.astype(np.uint8).tobytes()
+    path.write_bytes(gzip.compress(raw) if path.suffix == ".gz" else raw)
+
+
+def make_data_dir(directory, n=6, gz=True, images=None, labels=None):
+    rng = np.random.default_rng(7)
+    images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8) if images is None else images
+    labels = (np.arange(n) % 10).astype(np.uint8) if labels is None else labels
+    suffix = ".gz" if gz else ""
+    write_idx(directory / f"t10k-images-idx3-ubyte{suffix}", images)
+    write_idx(directory / f"t10k-labels-idx1-ubyte{suffix}", labels)
+    return images, labels
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_idx_files_read_back(tmp_path, gz):
+    images, labels = make_data_dir(tmp_path, gz=gz)
+    got_images, got_labels = data.load_split("test", tmp_path)
+    assert np.array_equal(got_images, images) and np.array_equal(got_labels, labels)
+
+
+@pytest.mark.parametrize("corruption, message", [
+    ("not gzip", "cannot decompress"),
+    ("bad magic", "bad header"),
+    ("truncated", "corrupt"),
+    ("count mismatch", "labels"),
+    ("bad label", "not a class"),
+    ("wrong size", "expected 28x28"),
+])
+def test_corrupt_idx_is_named(tmp_path, corruption, message):
+    make_data_dir(tmp_path)
+    images_file, labels_file = tmp_path / "t10k-images-idx3-ubyte.gz", tmp_path / "t10k-labels-idx1-ubyte.gz"
+    if corruption == "not gzip":
+        images_file.write_bytes(b"this is not gzip data")
+    elif corruption == "bad magic":
+        write_idx(images_file, np.zeros((6, 28, 28)), header=b"\x00\x00\x0d\x03")
+    elif corruption == "truncated":
+        images_file.write_bytes(gzip.compress(gzip.decompress(images_file.read_bytes())[:-100]))
+    elif corruption == "count mismatch":
+        write_idx(labels_file, np.zeros(5))
+    elif corruption == "bad label":
+        write_idx(labels_file, np.full(6, 12))
+    elif corruption == "wrong size":
+        write_idx(images_file, np.zeros((6, 32, 32)))
+    with pytest.raises(data.DataError, match=message):
+        data.load_split("test", tmp_path)
+
+
+def test_missing_data_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(data, "DEFAULT_DIR", tmp_path / "nowhere")
+    monkeypatch.setattr(data, "_dpkg_dirs", lambda: [])
+    with pytest.raises(data.DataError, match="apt-get install dataset-fashion-mnist"):
+        data.find_data_dir()
+
+
+def test_resize_is_bilinear_half_pixel_in_unit_range():
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (3, 28, 28), dtype=np.uint8)
+    x = data.resize(images)
+    assert x.shape == (3, 1, 86, 86) and x.dtype == np.float32
+    assert 0.0 <= x.min() and x.max() <= 1.0
+    assert np.all(data.resize(np.full((1, 28, 28), 51, np.uint8)) == np.float32(51 / 255))
+    # Output pixel (10, 40) by hand: src = (dst + 0.5) * 28/86 - 0.5 on each axis.
+    sy, sx = (10 + 0.5) * 28 / 86 - 0.5, (40 + 0.5) * 28 / 86 - 0.5
+    y0, x0 = int(np.floor(sy)), int(np.floor(sx))
+    fy, fx = sy - y0, sx - x0
+    img = images[0].astype(np.float64) / 255
+    expected = ((1 - fy) * ((1 - fx) * img[y0, x0] + fx * img[y0, x0 + 1])
+                + fy * ((1 - fx) * img[y0 + 1, x0] + fx * img[y0 + 1, x0 + 1]))
+    assert x[0, 0, 10, 40] == np.float32(expected)
+
+
+def test_resize_matches_pytorch_interpolate():
+    torch = pytest.importorskip("torch", reason="PyTorch (the optional train extra) is not installed")
+    images = np.random.default_rng(2).integers(0, 256, (4, 28, 28), dtype=np.uint8)
+    ref = torch.nn.functional.interpolate(torch.from_numpy(images[:, None] / 255.0), size=(86, 86),
+                                          mode="bilinear", align_corners=False).numpy()
+    np.testing.assert_allclose(data.resize(images), ref, atol=1e-6)
+
+
+# ---- the host layers and the whole network against float64 code written independently ----
+
+def _pool_oracle(y: np.ndarray, k: int) -> np.ndarray:
+    B, M, H, W = y.shape
+    OH, OW = -(-H // k), -(-W // k)
+    out = np.empty((B, M, OH, OW), y.dtype)
+    for i in range(OH):
+        for j in range(OW):
+            out[:, :, i, j] = y[:, :, i * k:(i + 1) * k, j * k:(j + 1) * k].max(axis=(2, 3))
+    return np.maximum(out, 0)
+
+
+@pytest.mark.parametrize("shape, k", [((3, 4, 80, 80), 2), ((3, 16, 34, 34), 4), ((2, 1, 7, 9), 3)])
+def test_relu_maxpool_ceil_mode(shape, k):
+    y = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    assert np.array_equal(model.relu_maxpool(y, k), _pool_oracle(y, k))
+
+
+def _conv_oracle(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    windows = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))  # (B,C,OH,OW,KH,KW)
+    return np.einsum("bchwij,mcij->bmhw", windows, w)
+
+
+def test_network_matches_float64_oracle(test_set):
+    images, labels = test_set[0][:40], test_set[1][:40]
+    weights = model.load_weights()
+    x = data.resize(images).astype(np.float64)
+    h = _pool_oracle(_conv_oracle(x, weights.c1.astype(np.float64)), 2)
+    h = _pool_oracle(_conv_oracle(h, weights.c3.astype(np.float64)), 4).reshape(len(x), -1)
+    h = np.maximum(h @ weights.f5_w.T.astype(np.float64) + weights.f5_b, 0)
+    logits = h @ weights.f6_w.T.astype(np.float64) + weights.f6_b
+    expected = np.exp(logits - logits.max(1, keepdims=True))
+    expected /= expected.sum(1, keepdims=True)
+    result = _run(images, labels, "cpu")
+    assert result.probabilities.shape == (40, 10)
+    np.testing.assert_allclose(result.probabilities, expected, atol=1e-5)
+    assert np.array_equal(result.predictions, expected.argmax(1))
+
+
+# ---- the shipped weights ----
+
+def test_shipped_weights_and_recipe():
+    weights = model.load_weights()
+    for name, shape in model.EXPECTED.items():
+        assert getattr(weights, name).shape == shape and getattr(weights, name).dtype == np.float32
+    assert weights.meta["test_accuracy"] >= 0.89
+    assert "seed" in weights.meta and "recipe" in weights.meta
+
+
+def test_training_network_is_the_inference_network(test_set):
+    torch = pytest.importorskip("torch", reason="PyTorch (the optional train extra) is not installed")
+    from pyconv.lenet import train
+
+    weights = model.load_weights()
+    net = train.build_network(torch)
+    state = {k: torch.from_numpy(v) for k, v in {
+        "c1.weight": weights.c1, "c3.weight": weights.c3, "f5.weight": weights.f5_w,
+        "f5.bias": weights.f5_b, "f6.weight": weights.f6_w, "f6.bias": weights.f6_b}.items()}
+    net.load_state_dict(state, strict=True)
+    images, labels = test_set[0][:64], test_set[1][:64]
+    with torch.no_grad():
+        expected = torch.softmax(net(torch.from_numpy(data.resize(images))), 1).numpy()
+    np.testing.assert_allclose(_run(images, labels, "cpu").probabilities, expected, atol=1e-5)
+
+
+def test_training_without_torch_says_what_to_install(monkeypatch):
+    from pyconv.lenet import train
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    with pytest.raises(SystemExit, match=r"pip install '.\[train\]'"):
+        train.main(["--epochs", "1"])
+
+
+def test_pinned_accuracy_of_shipped_weights(test_set):
+    images, labels = test_set[0][:PINNED_IMAGES], test_set[1][:PINNED_IMAGES]
+    result = _run(images, labels, "cpu")
+    assert int((result.predictions == labels).sum()) == PINNED_CORRECT
+
+
+# ---- every variant against cpu ----
+
+def _variants(exact: bool):
+    # Skip marks, not pytest.skip in the body, so that the cpu reference is not computed for nothing.
+    return [pytest.param(v.name, id=v.name, marks=pytest.mark.skipif(
+                not v.available, reason=f"{v.name} is not available here: {v.reason}"))
+            for v in pyconv.variant_info() if v.on_device and v.exact == exact]
+
+
+@pytest.mark.parametrize("name", _variants(exact=True))
+def test_exact_variant_predicts_as_cpu(cpu_subset, name):
+    images, labels, reference = cpu_subset
+    result = _run(images, labels, name)
+    assert np.array_equal(result.predictions, reference.predictions)
+
+
+@pytest.mark.parametrize("name", _variants(exact=False))
+def test_reduced_precision_variant_within_bounds(cpu_subset, name):
+    images, labels, reference = cpu_subset
+    result = _run(images, labels, name)
+    assert (result.predictions == reference.predictions).mean() >= network.MIN_AGREEMENT
+    assert reference.accuracy(labels) - result.accuracy(labels) <= network.MAX_ACCURACY_LOSS
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", [v.name for v in pyconv.variant_info() if v.on_device and v.available])
+def test_stream_pipeline_writes_every_output(name):
+    from pyconv.lenet.gpu_layer import GpuConvLayer
+
+    info = {v.name: v for v in pyconv.variant_info()}[name]
+    rng = np.random.default_rng(4)
+    x = pyconv.pinned_empty((23, 4, 40, 40))
+    x[...] = rng.uniform(-1, 1, x.shape)
+    w = rng.uniform(-1, 1, model.C3_SHAPE).astype(np.float32)
+    y = pyconv.pinned_empty((23,) + model.C3_OUT)
+    y.fill(np.nan)  # poison: every element must be written by some chunk
+    plan = pyconv.Conv2dPlan(x.shape, w.shape, variant=name)
+    times = GpuConvLayer(w, x.shape, plan, FAST).run(x, y, QUIET)
+    reference = pyconv.conv2d(np.asarray(x), w, variant="cpu")
+    assert not np.isnan(y).any()
+    assert np.linalg.norm(y - reference) / np.linalg.norm(reference) <= info.max_rel_error
+    assert times.op_ms > 0 and times.overlapped_ms > 0 and times.layer_ms >= times.op_ms
+
+
+def test_chunks_cover_the_batch_once():
+    for batch, chunks in [(10000, 16), (23, 7), (3, 16), (1, 1)]:
+        bounds = chunk_bounds(batch, chunks)
+        assert bounds[0][0] == 0 and bounds[-1][1] == batch
+        assert all(a < b for a, b in bounds) and all(b == c for (_, b), (c, _) in zip(bounds, bounds[1:]))
+
+
+# ---- the command ----
+
+def test_command_runs_on_a_small_data_dir(tmp_path, capsys):
+    make_data_dir(tmp_path, n=8)
+    assert main(["lenet", "--data", str(tmp_path), "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "C1 conv" in out and "C3 conv" in out and "rest of the network" in out and "accuracy:" in out
+
+
+def test_command_all_variants_table(tmp_path, capsys, test_set):
+    # Real images: on random noise two classes can tie closely enough for reduced precision to flip.
+    make_data_dir(tmp_path, images=test_set[0][:100], labels=test_set[1][:100])
+    rc = main(["lenet", "--data", str(tmp_path), "--variant", "all", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "predictions vs cpu" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    infos = [v for v in pyconv.variant_info() if v.available]
+    for v in infos:
+        assert v.name in rows
+        if v.exact and v.name != "cpu":
+            assert "100.00% same" in rows[v.name] or f"{v.name}: unsupported" in out
+    # 100 images are too few for the reduced-precision bounds (one image is 1%); those are checked
+    # on GPU_SUBSET images above and on all 10,000 by `--variant all` on a GPU.
+    assert rc == 0 or any(not v.exact for v in infos)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--variant", "no_such_variant"], "unknown variant 'no_such_variant'"),
+    (["--batch", "0"], "--batch must be at least 1"),
+    (["--batch", "7"], "--batch 7 is more than the 6 images"),
+    (["--streams", "0"], "--streams must be at least 1"),
+])
+def test_bad_arguments_are_named(tmp_path, capsys, argv, message):
+    make_data_dir(tmp_path)
+    assert main(["lenet", "--data", str(tmp_path)] + argv) != 0
+    assert message in capsys.readouterr().err
+
+
+def test_unavailable_variant_says_why(tmp_path, capsys):
+    unavailable = [v for v in pyconv.variant_info() if not v.available]
+    if not unavailable:
+        pytest.skip("every variant is available here")
+    make_data_dir(tmp_path)
+    assert main(["lenet", "--data", str(tmp_path), "--variant", unavailable[0].name]) != 0
+    assert "cannot run here" in capsys.readouterr().err
+
+
+def test_missing_data_dir(tmp_path, capsys):
+    assert main(["lenet", "--data", str(tmp_path / "missing")]) != 0
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_data_dir_without_files(tmp_path, capsys):
+    assert main(["lenet", "--data", str(tmp_path)]) != 0
+    assert "apt-get install dataset-fashion-mnist" in capsys.readouterr().err
+
+
+def test_corrupt_idx_through_the_command_no_traceback(tmp_path):
+    make_data_dir(tmp_path)
+    (tmp_path / "t10k-labels-idx1-ubyte.gz").write_bytes(b"\x1f\x8b broken")
+    # A fresh interpreter from another directory, so the installed pyconv is the one run.
+    proc = subprocess.run([sys.executable, "-m", "pyconv", "lenet", "--data", str(tmp_path)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert "t10k-labels-idx1-ubyte.gz is corrupt" in proc.stderr
+    assert "Traceback" not in proc.stderr
