@@ -54,3 +54,21 @@ static inline conv_plane_launch conv_plane_launch_for(int64_t pixels, int64_t pl
                   (unsigned)(planes < GRID_Y_LIMIT ? planes : GRID_Y_LIMIT));
     return l;
 }
+
+// One plane of a plane kernel: image b and output maps m0 .. m0+MAPS_PER_THREAD-1, with the offset of
+// each map's filters in w (M, C*KK). Maps past M (last group) use filter M-1, so reads stay in bounds;
+// the kernels do not write them.
+struct conv_plane {
+    int b, m0;
+    int wbase[MAPS_PER_THREAD];
+};
+
+__device__ __forceinline__ conv_plane conv_plane_at(int plane, int groups, int M, int filter_size) {
+    conv_plane q;
+    q.b = plane / groups;
+    q.m0 = (plane - q.b * groups) * MAPS_PER_THREAD;
+#pragma unroll
+    for (int j = 0; j < MAPS_PER_THREAD; ++j) q.wbase[j] = min(q.m0 + j, M - 1) * filter_size;
+    return q;
+}
+

@@ -30,11 +30,9 @@ conv_restrict_unroll_kernel(conv_params p, int OH, int OW, const float* __restri
     const int oh = pix / OW, ow = pix - oh * OW;
     const int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
     for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-        const int b = plane / groups, m0 = (plane - b * groups) * MAPS_PER_THREAD;
-        // Maps past M (last group) compute with filter M-1, in bounds, and are not written.
-        int wbase[MAPS_PER_THREAD];
-#pragma unroll
-        for (int j = 0; j < MAPS_PER_THREAD; ++j) wbase[j] = min(m0 + j, M - 1) * C * KK;
+        const conv_plane q = conv_plane_at(plane, groups, M, C * KK);
+        const int b = q.b, m0 = q.m0;
+        const int* wbase = q.wbase;
         float acc[MAPS_PER_THREAD] = {};
         for (int c = 0; c < C; ++c) {
             // An element index (int), not a pointer: the fully unrolled loops hoist one offset per

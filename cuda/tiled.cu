@@ -94,11 +94,9 @@ conv_tiled_kernel(conv_params p, int OH, int OW, int tiles_w, int in_th, int in_
     const int first_tap = (ty * sh) * in_tw + tx * sw;
     const int groups = (M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD, planes = (int)p.B * groups;
     for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-        const int b = plane / groups, m0 = (plane - b * groups) * MAPS_PER_THREAD;
-        // Maps past M (last group) compute with filter M-1, in bounds, and are not written.
-        int wbase[MAPS_PER_THREAD];
-#pragma unroll
-        for (int j = 0; j < MAPS_PER_THREAD; ++j) wbase[j] = min(m0 + j, M - 1) * C * KK;
+        const conv_plane q = conv_plane_at(plane, groups, M, C * KK);
+        const int b = q.b, m0 = q.m0;
+        const int* wbase = q.wbase;
         float acc[MAPS_PER_THREAD] = {};
         for (int c0 = 0; c0 < C; c0 += cs) {
             const int nc = min(cs, C - c0);
