@@ -8,7 +8,8 @@
 #       lenet.{txt,json,csv,png}  cnn5.{txt,json,csv,png}  pytest-benchmark.json  gpu.txt
 # Time: about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
 # after the other steps (--max-seconds; shapes it could not start are listed as not run).
-# Environment: BENCH_VARIANTS (e.g. "direct,fused,wmma": passed to --variants), TOTAL_SECONDS,
+# Environment: BENCH_VARIANTS (e.g. "direct,fused,wmma": passed to --variants), CNN5_VARIANTS (the
+# same for the cnn5 suite only), TOTAL_SECONDS,
 # SKIP_TESTS=1 (benchmarks only), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
 # this GPU only).
@@ -69,6 +70,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,po
     --format=csv > "$res/gpu.txt" 2>&1
 variants=()
 [ -n "${BENCH_VARIANTS:-}" ] && variants=(--variants "$BENCH_VARIANTS")
+cnn5_variants=("${variants[@]}")
+[ -n "${CNN5_VARIANTS:-}" ] && cnn5_variants=(--variants "$CNN5_VARIANTS")
 plot_lenet=() plot_cnn5=()
 if python3 -c 'import matplotlib' 2> /dev/null; then
     plot_lenet=(--plot "$res/lenet.png") plot_cnn5=(--plot "$res/cnn5.png")
@@ -99,7 +102,7 @@ cp "$out/logs/bench-lenet.log" "$res/lenet.txt"
 # 5. The cnn5 bench, in the time that is left but the pytest-benchmark suite's minute.
 left=$((total - (SECONDS - started) - 80))
 [ "$left" -ge 60 ] || left=60
-step bench-cnn5 python3 -m pyconv bench --suite cnn5 "${variants[@]}" --max-seconds "$left" \
+step bench-cnn5 python3 -m pyconv bench --suite cnn5 "${cnn5_variants[@]}" --max-seconds "$left" \
     --json "$res/cnn5.json" --csv "$res/cnn5.csv" "${plot_cnn5[@]}"
 cp "$out/logs/bench-cnn5.log" "$res/cnn5.txt"
 

@@ -7,8 +7,16 @@
 //     16-byte broadcast load (LDS.128) gives four maps' weights, each used for PT FMAs.
 //     Consecutive lanes take consecutive output columns, so every load of x and every store of y
 //     is coalesced across the warp (a horizontal strip per thread would scatter each lane's stores
-//     over separate 32-byte sectors). kh and kw are unrolled: the loads are fixed offsets from the
-//     channel's base pointer (one IMAD.WIDE per row, no pointer array to hold in registers).
+//     over separate 32-byte sectors).
+//     KWLOOP = false: kh and kw unrolled; the loads are fixed offsets from the channel's base
+//     pointer (one IMAD.WIDE per row, no pointer array to hold in registers). Best for small tiles
+//     (4 maps x 8 rows: 1568 FFMA per channel), whose body still fits the instruction caches.
+//     KWLOOP = true: (channel, kw) walked by a run-time loop, kh unrolled, and the next column's
+//     loads issued before this column's FMAs. The body is K times smaller (7*MT*PT FFMA), so the
+//     large tiles that reuse each load and each weight more stop missing in the instruction
+//     caches (unrolled 4 x 17 lost 43% of its issue slots to instruction fetch). It costs a
+//     pointer step per row and a register copy per value per column, which is why it loses on
+//     small tiles.
 //     CHECKED = false (no padding, OH >= PT): no bounds tests at all; the last strip of a column
 //     is moved up to end on the last output row, recomputing rows of the strip above bit for bit
 //     (same operations in the same order), so it stores all its rows unconditionally.
@@ -18,9 +26,9 @@
 // Both walk the filter in chunks of taps (tap = (c, kh, kw), the order of w's rows) that fit a
 // fixed shared-memory budget, so any C*KH*KW runs, and both loop over batches of items so that a
 // launch may be one persistent wave (weights staged once per block).
-// Measured on the H100 (bench/PERF_NOTES.md): the fully unrolled K = 7 loop is 1568 FFMA per
-// channel at MT x PT = 4 x 8 and already costs instruction-cache stalls at 4 x 17 (43% of the
-// stall cycles); that, not the FFMA count, is what limits the larger tiles.
+// Measured on the H100 (bench/PERF_NOTES.md, B = 10000): C1 (M = 4) 0.75 ms with 4 x 8 unrolled
+// (every KWLOOP tile was slower there, 0.78-0.87); C3 (M = 16) 1.59 ms with 8 x 17 KWLOOP
+// (unrolled 4 x 8: 1.96; unrolled 8 x 17: 2.37).
 #include "conv_kernel_util.cuh"
 
 // Floats of weights per shared-memory fill (16 KB), so that several blocks share an SM.
@@ -73,15 +81,30 @@ __device__ __forceinline__ void regblock_decode(const regblock_shape& s, int ite
     b = rest / s.strips;
 }
 
+// Loads the ROWS input values of one column segment (xp = its top, rows W apart). CHECKED: rows
+// outside the image (rows_ok) and columns outside it (col_ok) read as zero and are never touched;
+// the branch-free path runs wherever the whole segment lies inside the image.
+template <int ROWS, bool CHECKED>
+__device__ __forceinline__ void regblock_load_col(const float* xp, int W, bool col_ok, unsigned rows_ok,
+                                                  float (&col)[ROWS]) {
+    constexpr unsigned ROWS_ALL = ROWS == 32 ? ~0u : (1u << ROWS) - 1;
+    if (!CHECKED || (col_ok && rows_ok == ROWS_ALL)) {
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) col[i] = __ldg(xp + i * W);
+    } else {
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) col[i] = col_ok && ((rows_ok >> i) & 1u) ? __ldg(xp + i * W) : 0.0f;
+    }
+}
+
 // Stride 1, dilation 1, K x K taps; one thread = MT maps x PT rows of one output column.
 // The bounds tests of CHECKED need registers: it asks for one block per SM fewer.
-template <int K, int MT, int PT, int THREADS, int MIN_BLOCKS, bool CHECKED>
+template <int K, int MT, int PT, int THREADS, int MIN_BLOCKS, bool CHECKED, bool KWLOOP>
 __global__ void __launch_bounds__(THREADS, CHECKED && MIN_BLOCKS > 1 ? MIN_BLOCKS - 1 : MIN_BLOCKS)
     conv_regblock_fast_kernel(regblock_shape s, const float* __restrict__ x, const float* __restrict__ w,
                               float* __restrict__ y) {
     constexpr int KK = K * K, Q = MT / 4, ROWS = PT + K - 1;
     static_assert(ROWS <= 32, "row validity is a 32-bit mask");
-    constexpr unsigned ROWS_ALL = ROWS == 32 ? ~0u : (1u << ROWS) - 1;
     extern __shared__ float4 s_w4[];  // [tap in fill][MT / 4]
     const int HW = s.H * s.W, step = gridDim.x * THREADS;
     const int chunk_c = s.chunk_taps / KK;  // channels per fill
@@ -113,21 +136,56 @@ __global__ void __launch_bounds__(THREADS, CHECKED && MIN_BLOCKS > 1 ? MIN_BLOCK
                 const int cn = min(chunk_c, s.C - c0);
                 if (!one_fill)
                     regblock_stage_weights<MT>(w, s.C * KK, s.M, g * MT, c0 * KK, cn * KK, (float*)s_w4);
+                if constexpr (KWLOOP) {
+                    // (c, kw) walked at run time, kh unrolled: a K times smaller loop body (7*MT*PT
+                    // FFMA for K = 7) that fits the instruction caches. The next column's loads
+                    // (the next channel's first column after the last kw) are issued before this
+                    // column's FMAs, so their latency hides behind them; the last step reloads its
+                    // own column instead of reading past the chunk.
+                    const int steps = cn * K;
+                    const float* xp = xc;     // column (c, kw): channel c's base + kw
+                    const float4* wp = s_w4;  // weights of (c, kh = 0, kw)
+                    int kw = 0;
+                    float col[ROWS];
+                    regblock_load_col<ROWS, CHECKED>(xp, s.W, (unsigned)iw0 < (unsigned)s.W, rows_ok, col);
+#pragma unroll 1
+                    for (int t = 0; t < steps; ++t) {
+                        const bool last_kw = kw == K - 1, more = t + 1 < steps;
+                        const float* np = !last_kw ? xp + 1 : more ? xp - (K - 1) + HW : xp;
+                        const int nkw = !last_kw ? kw + 1 : more ? 0 : kw;
+                        float nxt[ROWS];
+                        regblock_load_col<ROWS, CHECKED>(np, s.W, (unsigned)(iw0 + nkw) < (unsigned)s.W, rows_ok,
+                                                         nxt);
+#pragma unroll
+                        for (int kh = 0; kh < K; ++kh) {
+#pragma unroll
+                            for (int q = 0; q < Q; ++q) {
+                                const float4 wv = wp[kh * K * Q + q];
+#pragma unroll
+                                for (int r = 0; r < PT; ++r) {
+                                    acc[4 * q + 0][r] = fmaf(wv.x, col[r + kh], acc[4 * q + 0][r]);
+                                    acc[4 * q + 1][r] = fmaf(wv.y, col[r + kh], acc[4 * q + 1][r]);
+                                    acc[4 * q + 2][r] = fmaf(wv.z, col[r + kh], acc[4 * q + 2][r]);
+                                    acc[4 * q + 3][r] = fmaf(wv.w, col[r + kh], acc[4 * q + 3][r]);
+                                }
+                            }
+                        }
+#pragma unroll
+                        for (int i = 0; i < ROWS; ++i) col[i] = nxt[i];
+                        wp += last_kw ? (KK - K + 1) * Q : Q;
+                        xp = np;
+                        kw = nkw;
+                    }
+                    xc += cn * HW;
+                } else {
 #pragma unroll 1
                 for (int c = 0; c < cn; ++c, xc += HW) {
                     const float4* wc = s_w4 + c * KK * Q;
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw) {
-                        const bool col_ok = !CHECKED || (unsigned)(iw0 + kw) < (unsigned)s.W;
                         float col[ROWS];
-                        if (!CHECKED || (col_ok && rows_ok == ROWS_ALL)) {  // away from the padding
-#pragma unroll
-                            for (int i = 0; i < ROWS; ++i) col[i] = __ldg(xc + i * s.W + kw);
-                        } else {
-#pragma unroll
-                            for (int i = 0; i < ROWS; ++i)
-                                col[i] = col_ok && ((rows_ok >> i) & 1u) ? __ldg(xc + i * s.W + kw) : 0.0f;
-                        }
+                        regblock_load_col<ROWS, CHECKED>(xc + kw, s.W, (unsigned)(iw0 + kw) < (unsigned)s.W,
+                                                         rows_ok, col);
 #pragma unroll
                         for (int kh = 0; kh < K; ++kh) {
 #pragma unroll
@@ -143,6 +201,7 @@ __global__ void __launch_bounds__(THREADS, CHECKED && MIN_BLOCKS > 1 ? MIN_BLOCK
                             }
                         }
                     }
+                }
                 }
             }
             if (owner) regblock_store<MT, PT, !CHECKED>(s, acc, y, b, g * MT, oh0, ow);
@@ -263,14 +322,14 @@ static int regblock_launch_grid(regblock_kernel kernel, const regblock_shape& s,
     return CONV_OK;
 }
 
-template <int K, int MT, int PT, int THREADS, int MIN_BLOCKS>
+template <int K, int MT, int PT, int THREADS, int MIN_BLOCKS, bool KWLOOP>
 static regblock_kernel regblock_fast_kernel_for(bool checked) {
-    return checked ? conv_regblock_fast_kernel<K, MT, PT, THREADS, MIN_BLOCKS, true>
-                   : conv_regblock_fast_kernel<K, MT, PT, THREADS, MIN_BLOCKS, false>;
+    return checked ? conv_regblock_fast_kernel<K, MT, PT, THREADS, MIN_BLOCKS, true, KWLOOP>
+                   : conv_regblock_fast_kernel<K, MT, PT, THREADS, MIN_BLOCKS, false, KWLOOP>;
 }
 
 // One configuration: the fast kernel where it applies, the generic one elsewhere.
-template <int MT, int PT, int THREADS, int MIN_BLOCKS, bool WAVE>
+template <int MT, int PT, int THREADS, int MIN_BLOCKS, bool WAVE, bool KWLOOP>
 static int regblock_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream) {
     static_assert(MT % 4 == 0 && PT <= REGBLOCK_MAX_PT, "maps per thread come in float4s");
     const bool fast = regblock_is_fast(p);
@@ -280,10 +339,10 @@ static int regblock_run(const conv_params* p, const float* x, const float* w, fl
     if (fast) {
         const bool checked = s.pad_h != 0 || s.pad_w != 0 || s.OH < PT;
         switch (s.KH) {
-            case 1: kernel = regblock_fast_kernel_for<1, MT, PT, THREADS, MIN_BLOCKS>(checked); break;
-            case 3: kernel = regblock_fast_kernel_for<3, MT, PT, THREADS, MIN_BLOCKS>(checked); break;
-            case 5: kernel = regblock_fast_kernel_for<5, MT, PT, THREADS, MIN_BLOCKS>(checked); break;
-            default: kernel = regblock_fast_kernel_for<7, MT, PT, THREADS, MIN_BLOCKS>(checked); break;
+            case 1: kernel = regblock_fast_kernel_for<1, MT, PT, THREADS, MIN_BLOCKS, KWLOOP>(checked); break;
+            case 3: kernel = regblock_fast_kernel_for<3, MT, PT, THREADS, MIN_BLOCKS, KWLOOP>(checked); break;
+            case 5: kernel = regblock_fast_kernel_for<5, MT, PT, THREADS, MIN_BLOCKS, KWLOOP>(checked); break;
+            default: kernel = regblock_fast_kernel_for<7, MT, PT, THREADS, MIN_BLOCKS, KWLOOP>(checked); break;
         }
     }
     return regblock_launch_grid(kernel, s, THREADS, smem, WAVE, stream, x, w, y);
@@ -293,19 +352,18 @@ typedef int (*regblock_runner)(const conv_params*, const float*, const float*, f
 
 // The tunable configurations: maps per thread x rows per thread x threads per block (with the
 // blocks per SM that __launch_bounds__ asks for, which caps the registers at 64K / (threads *
-// blocks)), and one persistent wave of blocks or a block per batch of items.
+// blocks)), one persistent wave of blocks or a block per batch of items, and ("_kwloop") the
+// run-time kw loop. Each kept one wins a measured case: C1 (4 x 8), C3 (8 x 17 kwloop), C1 and C3
+// at B = 100 (4 x 10, 4 x 17); 8 x 8 is the default for M > 16.
 static const struct {
     const char* name;
     regblock_runner run;
 } REGBLOCK_CONFIGS[] = {
-    {"m4_p8_t256_wave", regblock_run<4, 8, 256, 2, true>},
-    {"m4_p8_t256_grid", regblock_run<4, 8, 256, 2, false>},
-    {"m4_p10_t256_wave", regblock_run<4, 10, 256, 2, true>},
-    {"m4_p16_t128_wave", regblock_run<4, 16, 128, 3, true>},
-    {"m4_p17_t128_wave", regblock_run<4, 17, 128, 3, true>},
-    {"m8_p8_t256_grid", regblock_run<8, 8, 256, 2, false>},
-    {"m8_p17_t128_wave", regblock_run<8, 17, 128, 2, true>},
-    {"m16_p8_t128_grid", regblock_run<16, 8, 128, 2, false>},
+    {"m4_p8_t256_wave", regblock_run<4, 8, 256, 2, true, false>},
+    {"m4_p10_t256_wave", regblock_run<4, 10, 256, 2, true, false>},
+    {"m4_p17_t128_wave", regblock_run<4, 17, 128, 3, true, false>},
+    {"m8_p8_t256_grid", regblock_run<8, 8, 256, 2, false, false>},
+    {"m8_p17_t128_wave_kwloop", regblock_run<8, 17, 128, 2, true, true>},
 };
 constexpr int REGBLOCK_NUM_CONFIGS = (int)(sizeof REGBLOCK_CONFIGS / sizeof REGBLOCK_CONFIGS[0]);
 
@@ -313,18 +371,21 @@ constexpr int REGBLOCK_NUM_CONFIGS = (int)(sizeof REGBLOCK_CONFIGS / sizeof REGB
 // taller strips (fewer, longer threads) ran faster: C3 at B=100 0.030 ms with 17 rows vs 0.043.
 constexpr long long REGBLOCK_SMALL_THREADS = 1LL << 18;
 
-// The default, from the H100 sweep (bench/PERF_NOTES.md): 4 maps x 8 rows in one persistent wave
-// won both LeNet layers at B=10000 (C1 0.75 ms, C3 1.96 ms), even on C3, where 8 rows waste 6 of
-// 40 and 17 rows waste none: the larger unrolled loops of more maps or rows lost more to
-// instruction-cache misses than they saved. Many maps (no data) get 8 per thread, so that x is
-// re-read fewer times; small batches get the strip height that wastes the fewest rows.
+// The default, from the H100 sweeps (bench/PERF_NOTES.md). Large batches: 4 maps x 8 rows, fully
+// unrolled, in one persistent wave for M <= 4 (C1 0.75 ms: the run-time kw loop lost there, its
+// per-step pointer and copy overhead weighs more than the instruction-cache stalls of this small
+// body); for more maps with 7x7 filters, 8 maps x 17 rows with the run-time kw loop (C3 1.59 ms vs
+// 1.96 with 4 x 8), where 17-row strips pad no more rows than 8-row ones. Many maps (no data) get
+// 8 per thread, so that x is re-read fewer times; small batches get the strip height that wastes
+// the fewest rows.
 static int regblock_default_config(const conv_params* p) {
-    if (p->M > 16) return 5;
+    if (p->M > 16) return 3;
     const int64_t OH = conv_out_h(p);
     const long long threads = (long long)p->B * ((OH + 7) / 8) * conv_out_w(p) * ((p->M + 3) / 4);
-    if (threads >= REGBLOCK_SMALL_THREADS) return 0;
-    const int64_t rows10 = (OH + 9) / 10 * 10, rows17 = (OH + 16) / 17 * 17;
-    return rows17 <= rows10 ? 4 : 2;
+    const int64_t rows8 = (OH + 7) / 8 * 8, rows10 = (OH + 9) / 10 * 10, rows17 = (OH + 16) / 17 * 17;
+    if (threads >= REGBLOCK_SMALL_THREADS)
+        return p->M > 4 && p->KH == 7 && p->KW == 7 && rows17 <= rows8 && regblock_is_fast(p) ? 4 : 0;
+    return rows17 <= rows10 ? 2 : 1;
 }
 
 static int regblock_supports(const conv_params* p) {

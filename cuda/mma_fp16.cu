@@ -1,6 +1,6 @@
 // mma_fp16.cu — implicit GEMM on the tensor cores through mma.sync.aligned.m16n8k16 (fp16
 // operands, fp32 accumulation; sm_80 and newer), fp32 in and out.
-//   conv_mma_fp16_kernel<MTILES, NT>: GEMM rows = output maps (MTILES tiles of 16), columns =
+//   conv_mma_fp16_kernel<MTILES, NT, WARPS>: GEMM rows = output maps (MTILES tiles of 16), columns =
 //   output pixels of one image, reduction k = taps (c, kh, kw) with kw padded to an even count
 //   KWP, so that the two consecutive k values of a fragment register are always the neighbours
 //   kw, kw + 1 of one input row.
@@ -14,10 +14,14 @@
 //   at (pixel base + tap offset): no im2col buffer and no index arithmetic per element in the k
 //   loop. A warp computes 16*MTILES maps x 8*NT pixels in fp32 registers and stores them as
 //   8-byte pairs (four lanes fill one 32-byte sector).
+//   B addresses: the tap table holds byte offsets, so each B register costs one IMAD (pixel base
+//   * 4 + offset) and one LDS with the band's address as its uniform operand, not an add, a
+//   scaling LEA and the LDS: the profiler showed the kernel issue-bound (0.67 instructions per
+//   cycle per scheduler with 5.4 warps each, shared memory limiting a block to 3 per SM).
 //   Measured on the H100 (bench/PERF_NOTES.md): C3 0.80 ms, C1 1.10 ms, about 40% of the copy
 //   bandwidth; staging the loads ahead (cp.async) and storing 16-byte rows through shared memory
-//   did not help (the latter ran 1.5 ms), and the profiler shows the SMs idle a quarter to a third
-//   of the time, which points at the per-unit barriers and the uneven end of the persistent loop.
+//   did not help (the latter ran 1.5 ms); 16 warps per block and one block per unit (no persistent
+//   loop) did not help on C3 either.
 //
 // Error bound. Only the operands are rounded to fp16 (unit roundoff u = 2^-11); products and sums
 // are fp32. Each product then carries a relative error of at most 2u, independent between
@@ -142,8 +146,8 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint4& a, uint
 
 // One persistent block: A fragments and tap offsets once, then per unit a band of fp16 input
 // pairs and 16*MTILES maps x 8*NT pixels per warp pass.
-template <int MTILES, int NT>
-__global__ void __launch_bounds__(256) conv_mma_fp16_kernel(mma_shape s, const float* __restrict__ x,
+template <int MTILES, int NT, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, const float* __restrict__ x,
                                                             const float* __restrict__ w,
                                                             float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -169,7 +173,7 @@ __global__ void __launch_bounds__(256) conv_mma_fp16_kernel(mma_shape s, const f
     // B fragment registers of lane l: taps 2*(l%4), +1 (b0) and 8 more (b1), at pixel g = l/4.
     for (int e = threadIdx.x; e < s.ksteps * 4; e += blockDim.x) {
         const int k = (e >> 2) * 16 + 2 * (e & 3);
-        s_koff[e] = make_int4(mma_tap_offset(s, k), mma_tap_offset(s, k + 8), (int)mma_tap_mask(s, k),
+        s_koff[e] = make_int4(4 * mma_tap_offset(s, k), 4 * mma_tap_offset(s, k + 8), (int)mma_tap_mask(s, k),
                               (int)mma_tap_mask(s, k + 8));
     }
 
@@ -193,13 +197,16 @@ __global__ void __launch_bounds__(256) conv_mma_fp16_kernel(mma_shape s, const f
         const int passes = (npix + 8 * NT - 1) / (8 * NT);
         for (int pass = warp; pass < passes; pass += nwarps) {
             const int p0 = pass * 8 * NT;
-            // Band offset of this lane's B column (pixel p0 + 8j + g) in each n8 tile; pixels
-            // past the unit repeat the last one and are not stored.
+            // Band offset in bytes of this lane's B column (pixel p0 + 8j + g) in each n8 tile;
+            // pixels past the unit repeat the last one and are not stored. Byte offsets (the
+            // table's too) make each B address one 3-input add (band + base + offset) instead of
+            // an add and a scaling LEA: 8 of the ~41 instructions per k-step.
+            const char* band = reinterpret_cast<const char*>(s_band);
             int base[NT];
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const int p = min(p0 + 8 * j + g, npix - 1), oh = p / s.OW, ow = p - oh * s.OW;
-                base[j] = oh * s.stride_h * s.band_cols + ow * s.stride_w;
+                base[j] = 4 * (oh * s.stride_h * s.band_cols + ow * s.stride_w);
             }
             float acc[MTILES][NT][4];
 #pragma unroll
@@ -217,8 +224,8 @@ __global__ void __launch_bounds__(256) conv_mma_fp16_kernel(mma_shape s, const f
                 for (int t = 0; t < MTILES; ++t) a[t] = s_a[(ks * MTILES + t) * 32 + lane];
 #pragma unroll
                 for (int j = 0; j < NT; ++j) {
-                    const uint32_t b0 = s_band[base[j] + off.x] & (uint32_t)off.z;
-                    const uint32_t b1 = s_band[base[j] + off.y] & (uint32_t)off.w;
+                    const uint32_t b0 = *reinterpret_cast<const uint32_t*>(band + (base[j] + off.x)) & (uint32_t)off.z;
+                    const uint32_t b1 = *reinterpret_cast<const uint32_t*>(band + (base[j] + off.y)) & (uint32_t)off.w;
 #pragma unroll
                     for (int t = 0; t < MTILES; ++t) mma_m16n8k16(acc[t][j], a[t], b0, b1);
                 }
@@ -328,54 +335,59 @@ static mma_shape mma_shape_for(const conv_params* p, const float* y, int sms, in
     return s;
 }
 
-template <int MTILES, int NT>
+template <int MTILES, int NT, int WARPS>
 static int mma_run_tiles(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream,
-                         int warps, int64_t target) {
+                         int64_t target, bool persistent) {
+    const int warps = WARPS;
     int device, sms, per_sm = 0;
     CONV_CUDA_CHECK(cudaGetDevice(&device));
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     const mma_shape s = mma_shape_for(p, y, sms, target);
     const size_t smem = (size_t)mma_smem_bytes(p, s.tile_rows);
-    CONV_CUDA_CHECK(cudaFuncSetAttribute(conv_mma_fp16_kernel<MTILES, NT>,
+    CONV_CUDA_CHECK(cudaFuncSetAttribute(conv_mma_fp16_kernel<MTILES, NT, WARPS>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_fp16_kernel<MTILES, NT>,
+    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_fp16_kernel<MTILES, NT, WARPS>,
                                                                   warps * 32, smem));
     const int64_t resident = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
-    const unsigned blocks = (unsigned)(s.units < resident ? s.units : resident);
-    conv_mma_fp16_kernel<MTILES, NT><<<blocks, warps * 32, smem, stream>>>(s, x, w, y);
+    const unsigned blocks = (unsigned)(s.units < resident || !persistent ? s.units : resident);
+    conv_mma_fp16_kernel<MTILES, NT, WARPS><<<blocks, warps * 32, smem, stream>>>(s, x, w, y);
     CONV_LAUNCH_CHECK(conv_mma_fp16_kernel);
     return CONV_OK;
 }
 
 // One configuration (pixel tiles per warp pass, warps per block, band height target) for any
 // supported M.
-template <int NT, int WARPS, bool SHORT>
+template <int NT, int WARPS, bool SHORT, bool PERSISTENT = true>
 static int mma_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream) {
     const int64_t target = SHORT ? MMA_SMEM_TARGET_SHORT : MMA_SMEM_TARGET;
     switch (mma_mtiles(p)) {
-        case 1: return mma_run_tiles<1, NT>(p, x, w, y, stream, WARPS, target);
-        case 2: return mma_run_tiles<2, NT>(p, x, w, y, stream, WARPS, target);
-        case 3: return mma_run_tiles<3, NT>(p, x, w, y, stream, WARPS, target);
-        default: return mma_run_tiles<4, NT>(p, x, w, y, stream, WARPS, target);
+        case 1: return mma_run_tiles<1, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+        case 2: return mma_run_tiles<2, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+        case 3: return mma_run_tiles<3, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+        default: return mma_run_tiles<4, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
     }
 }
 
 typedef int (*mma_runner)(const conv_params*, const float*, const float*, float*, cudaStream_t);
 
 // The tunable configurations: n8 pixel tiles per warp pass x warps per block, tall bands (3 blocks
-// per SM) or short ones (6).
+// per SM) or short ones (6), one persistent wave or ("_grid") one block per unit, where the hardware
+// starts the next block as one ends and each block builds its own A fragments (C1 1.11 ms vs 1.16
+// persistent in the sweep; C3 no better).
 static const struct {
     const char* name;
     mma_runner run;
 } MMA_CONFIGS[] = {
     {"n4_w8", mma_run<4, 8, false>}, {"n8_w8", mma_run<8, 8, false>}, {"n2_w8", mma_run<2, 8, false>},
     {"n4_w4", mma_run<4, 4, false>}, {"n8_w4", mma_run<8, 4, false>}, {"n4_w8_short", mma_run<4, 8, true>},
+    {"n8_w8_grid", mma_run<8, 8, false, false>},
 };
 constexpr int MMA_NUM_CONFIGS = (int)(sizeof MMA_CONFIGS / sizeof MMA_CONFIGS[0]);
 
-// The default, from the H100 sweep (bench/PERF_NOTES.md): 8 warps; 8 pixel tiles per pass for
-// few maps (C1: 1.10 ms vs 1.19 with 4), 4 for more (C3: 0.80 ms vs 0.83 with 8).
-static int mma_default_config(const conv_params* p) { return p->M <= 8 ? 1 : 0; }
+// The default, from the H100 sweeps (bench/PERF_NOTES.md): 8 warps; for few maps 8 pixel tiles
+// per pass, one block per unit (C1: 1.11 ms vs 1.16 persistent and 1.21 with 4 tiles), for more 4
+// tiles in a persistent wave (C3: 0.83 ms vs 0.88 with 8, 0.93 one block per unit).
+static int mma_default_config(const conv_params* p) { return p->M <= 8 ? 6 : 0; }
 
 static int mma_launch_config(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
                              void* stream, int config) {

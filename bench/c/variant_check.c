@@ -15,7 +15,6 @@
  * median with GFLOP/s and GB/s (x + w + y bytes once each). Shapes whose x and y fit in L2 rotate
  * over several input/output buffers so that the timings are not of the cache. The summary table
  * is printed last. Exit status: 0 when every supported case passed. */
-#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -127,21 +126,11 @@ typedef struct {
     int nchecked;
 } shape_data;
 
-static void run_case(const shape* sh, shape_data* d, const char* spec, int reps) {
+static void run_case(const shape* sh, shape_data* d, const char* variant, int reps) {
     const conv_params* p = &sh->p;
     result* r = &results[num_results++];
     memset(r, 0, sizeof *r);
-    snprintf(r->variant, sizeof r->variant, "%s", spec);
-    /* DEVHOOK: "variant:N" runs configuration N through the library's temporary env-var hook. */
-    char variant[64];
-    snprintf(variant, sizeof variant, "%s", spec);
-    char* colon = strchr(variant, ':');
-    unsetenv("CONV_DEV_REGBLOCK_CONFIG");
-    unsetenv("CONV_DEV_MMA_CONFIG");
-    if (colon) {
-        *colon = '\0';
-        setenv(!strcmp(variant, "mma_fp16") ? "CONV_DEV_MMA_CONFIG" : "CONV_DEV_REGBLOCK_CONFIG", colon + 1, 1);
-    }
+    snprintf(r->variant, sizeof r->variant, "%s", variant);
     snprintf(r->shape, sizeof r->shape, "%s", sh->name);
     int id;
     CHECK(conv_variant_find(variant, &id));
@@ -151,7 +140,7 @@ static void run_case(const shape* sh, shape_data* d, const char* spec, int reps)
     int status = conv_variant_supports(id, p);
     if (status == CONV_ERR_UNSUPPORTED) {
         r->status = "UNSUPPORTED";
-        printf("%-22s %-11s UNSUPPORTED: %s\n", variant, sh->name, conv_last_error());
+        printf("%-16s %-11s UNSUPPORTED: %s\n", variant, sh->name, conv_last_error());
         return;
     }
     CHECK(status);
@@ -187,7 +176,7 @@ static void run_case(const shape* sh, shape_data* d, const char* spec, int reps)
 
     if (reps == 0) { /* correctness only (e.g. under compute-sanitizer) */
         if (ws) CHECK(conv_free(ws));
-        printf("%-22s %-11s %s rel_err %.2e (bound %.0e) unwritten %zu\n", variant, sh->name, r->status,
+        printf("%-16s %-11s %s rel_err %.2e (bound %.0e) unwritten %zu\n", variant, sh->name, r->status,
                r->rel_err, r->bound, unwritten);
         return;
     }
@@ -213,7 +202,7 @@ static void run_case(const shape* sh, shape_data* d, const char* spec, int reps)
     r->gflops = flops / (r->ms * 1e6);
     r->gbps = bytes / (r->ms * 1e6);
     if (ws) CHECK(conv_free(ws));
-    printf("%-22s %-11s %s rel_err %.2e (bound %.0e) unwritten %zu  median %.4f ms (min %.4f max %.4f) "
+    printf("%-16s %-11s %s rel_err %.2e (bound %.0e) unwritten %zu  median %.4f ms (min %.4f max %.4f) "
            "%.0f GFLOP/s %.0f GB/s\n",
            variant, sh->name, r->status, r->rel_err, r->bound, unwritten, r->ms, times[0],
            times[reps - 1], r->gflops, r->gbps);
@@ -286,7 +275,7 @@ int main(int argc, char** argv) {
         d.ref = malloc(d.nchecked * out_image * sizeof(double));
         for (int i = 0; i < d.nchecked; ++i) reference_image(p, OH, OW, d.h_x, d.h_w, d.checked[i], d.ref + i * out_image);
 
-        char list[4096];
+        char list[512];
         snprintf(list, sizeof list, "%s", variants);
         for (char* v = strtok(list, ","); v; v = strtok(NULL, ",")) run_case(sh, &d, v, reps);
         for (int i = 0; i < d.rot; ++i) {
@@ -298,17 +287,17 @@ int main(int argc, char** argv) {
     }
 
     int failed = 0, skipped = 0;
-    printf("\n%-22s %-11s %-11s %9s %9s %9s %9s\n", "variant", "shape", "status", "rel_err", "median_ms",
+    printf("\n%-16s %-11s %-11s %9s %9s %9s %9s\n", "variant", "shape", "status", "rel_err", "median_ms",
            "GFLOP/s", "GB/s");
     for (int i = 0; i < num_results; ++i) {
         const result* r = &results[i];
         failed += !strcmp(r->status, "FAIL");
         if (!strcmp(r->status, "UNSUPPORTED")) {
             ++skipped;
-            printf("%-22s %-11s %-11s\n", r->variant, r->shape, r->status);
+            printf("%-16s %-11s %-11s\n", r->variant, r->shape, r->status);
             continue;
         }
-        printf("%-22s %-11s %-11s %9.2e %9.4f %9.0f %9.0f\n", r->variant, r->shape, r->status, r->rel_err, r->ms,
+        printf("%-16s %-11s %-11s %9.2e %9.4f %9.0f %9.0f\n", r->variant, r->shape, r->status, r->rel_err, r->ms,
                r->gflops, r->gbps);
     }
     printf("%d passed, %d failed, %d skipped\n", num_results - failed - skipped, failed, skipped);
