@@ -116,6 +116,7 @@ def test_corrupt_idx_is_named(tmp_path, corruption, message):
 
 
 def test_missing_data_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYCONV_LENET_DATA", raising=False)
     monkeypatch.setattr(data, "DEFAULT_DIR", tmp_path / "nowhere")
     monkeypatch.setattr(data, "_dpkg_dirs", lambda: [])
     with pytest.raises(data.DataError, match="apt-get install dataset-fashion-mnist"):
