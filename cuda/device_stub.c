@@ -1,5 +1,5 @@
-/* device_stub.c — the device helpers in a build without CUDA: each says so. Only the pure queries
- * have a real answer (no devices). */
+/* device_stub.c — the device helpers and the benchmarking entry points in a build without CUDA
+ * (CMake compiles this file only there): each says so. Only the pure queries have a real answer. */
 #include "conv_internal.h"
 
 #define NO_CUDA() \
@@ -36,3 +36,22 @@ int conv_event_destroy(void* event) { (void)event; return NO_CUDA(); }
 int conv_event_record(void* event, void* stream) { (void)event; (void)stream; return NO_CUDA(); }
 int conv_event_synchronize(void* event) { (void)event; return NO_CUDA(); }
 int conv_event_elapsed_ms(void* start, void* stop, float* ms) { (void)start; (void)stop; (void)ms; return NO_CUDA(); }
+
+/* The benchmarking entry points (ceilings.cu, timing.cu in a CUDA build). */
+int conv_measure_ceilings(conv_ceilings* out) {
+    (void)out;
+    return conv_set_error(CONV_ERR_NO_CUDA_BUILD,
+                          "conv_measure_ceilings measures a GPU, but libconv was built without a CUDA "
+                          "compiler (install the CUDA toolkit and rebuild)");
+}
+
+int conv2d_time(int variant, const conv_params* params, const float* const* xs, const float* const* ws,
+                float* const* ys, int n_sets, void* workspace, size_t workspace_bytes, void* stream,
+                int calls, int warmup, int reps, float* median_ms, float* times_ms) {
+    (void)variant; (void)params; (void)xs; (void)ws; (void)ys; (void)n_sets; (void)workspace;
+    (void)workspace_bytes; (void)stream; (void)calls; (void)warmup; (void)reps; (void)median_ms;
+    (void)times_ms;
+    return conv_set_error(CONV_ERR_NO_CUDA_BUILD,
+                          "conv2d_time times GPU variants, but libconv was built without a CUDA compiler "
+                          "(install the CUDA toolkit and rebuild); time the cpu variant with a host clock");
+}
