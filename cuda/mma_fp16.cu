@@ -29,9 +29,9 @@
 // and ~2.5e-4 for uniform data whatever C*KH*KW is (fp32 accumulation adds ~1e-7). The variant is
 // held to 1e-3. Range: |x| and |w| must stay below 65504 (fp16 max; larger values become inf) and
 // values below 6.1e-5 in magnitude lose relative precision (fp16 subnormals).
-#include <cuda_fp16.h>
-
 #include "conv_kernel_util.cuh"
+#include "mma_rowwin.h"
+#include "mma_sync.cuh"
 
 // Maps per block: up to 4 m16 tiles of accumulators per warp.
 constexpr int MMA_MAX_MAPS = 64;
@@ -57,11 +57,6 @@ struct mma_shape {
     int raw_cols;              // band_cols + dil_w: the fp32 columns the pairs are made of
     int pair_stores;           // 1: every even pixel index of y is 8-byte aligned
 };
-
-__device__ __forceinline__ uint32_t mma_pack_half2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits: the smaller k
-    return *reinterpret_cast<const uint32_t*>(&h);
-}
 
 // (c, kh, kw) of tap k in the padded order; c == C past the last tap.
 __device__ __forceinline__ void mma_tap(const mma_shape& s, int k, int& c, int& kh, int& kw) {
@@ -132,16 +127,6 @@ __device__ void mma_issue_band(const mma_shape& s, const float* __restrict__ x, 
         }
     }
     mma_cp_async_commit();
-}
-
-// D += A * B for one m16n8k16 tile: a = A fragment (4 x f16x2), b0/b1 = B fragment (2 x f16x2).
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-#endif
 }
 
 // One persistent block: A fragments and tap offsets once, then per unit a band of fp16 input
@@ -370,31 +355,66 @@ static int mma_run(const conv_params* p, const float* x, const float* w, float* 
 
 typedef int (*mma_runner)(const conv_params*, const float*, const float*, float*, cudaStream_t);
 
-// The tunable configurations: n8 pixel tiles per warp pass x warps per block, tall bands (3 blocks
-// per SM) or short ones (6), one persistent wave or ("_grid") one block per unit, where the hardware
-// starts the next block as one ends and each block builds its own A fragments (C1 1.11 ms vs 1.16
-// persistent in the sweep; C3 no better).
+// The row-window kernel (mma_rowwin.cu) with strips of ROWS output rows, where it fits.
+template <int ROWS>
+static int mma_run_rowwin(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream) {
+    const int status = mma_rowwin_fits(p, ROWS);
+    return status != CONV_OK ? status : mma_rowwin_run(p, x, w, y, stream, ROWS);
+}
+
+// The tunable configurations. Banded kernel (any supported shape): n8 pixel tiles per warp pass x
+// warps per block, tall bands (3 blocks per SM) or short ones (6), one persistent wave or ("_grid")
+// one block per unit, where the hardware starts the next block as one ends and each block builds
+// its own A fragments (C1 1.11 ms vs 1.16 persistent in the sweep; C3 no better). Row-window kernel
+// ("rowwin_rR", stride 1 down the rows, no dilation, KH in {3, 5, 7}, KW <= 8, M <= 32): strips of R
+// output rows.
 static const struct {
     const char* name;
     mma_runner run;
+    int rowwin_rows;  // 0: the banded kernel
 } MMA_CONFIGS[] = {
-    {"n4_w8", mma_run<4, 8, false>}, {"n8_w8", mma_run<8, 8, false>}, {"n2_w8", mma_run<2, 8, false>},
-    {"n4_w4", mma_run<4, 4, false>}, {"n8_w4", mma_run<8, 4, false>}, {"n4_w8_short", mma_run<4, 8, true>},
-    {"n8_w8_grid", mma_run<8, 8, false, false>},
+    {"n4_w8", mma_run<4, 8, false>, 0},         {"n8_w8", mma_run<8, 8, false>, 0},
+    {"n2_w8", mma_run<2, 8, false>, 0},         {"n4_w4", mma_run<4, 4, false>, 0},
+    {"n8_w4", mma_run<8, 4, false>, 0},         {"n4_w8_short", mma_run<4, 8, true>, 0},
+    {"n8_w8_grid", mma_run<8, 8, false, false>, 0},
+    {"rowwin_r8", mma_run_rowwin<8>, 8},        {"rowwin_r12", mma_run_rowwin<12>, 12},
+    {"rowwin_r16", mma_run_rowwin<16>, 16},
 };
 constexpr int MMA_NUM_CONFIGS = (int)(sizeof MMA_CONFIGS / sizeof MMA_CONFIGS[0]);
 
-// The default, from the H100 sweeps (bench/PERF_NOTES.md): 8 warps; for few maps 8 pixel tiles
-// per pass, one block per unit (C1: 1.11 ms vs 1.16 persistent and 1.21 with 4 tiles), for more 4
-// tiles in a persistent wave (C3: 0.83 ms vs 0.88 with 8, 0.93 one block per unit).
-static int mma_default_config(const conv_params* p) { return p->M <= 8 ? 6 : 0; }
-
-static int mma_launch_config(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
-                             void* stream, int config) {
+static int mma_config_supports(const conv_params* p, int config) {
     if (config < 0 || config >= MMA_NUM_CONFIGS)
         return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16: config %d is out of range [0, %d)", config,
                               MMA_NUM_CONFIGS);
-    return MMA_CONFIGS[config].run(p, x, w, y, conv_stream(stream));
+    return MMA_CONFIGS[config].rowwin_rows ? mma_rowwin_fits(p, MMA_CONFIGS[config].rowwin_rows) : CONV_OK;
+}
+
+// The default. Where the row window fits: the strip height that computes the fewest rows (the last
+// strip overlaps its neighbour), the taller on a tie. Elsewhere, from the H100 sweeps of the banded
+// kernel (bench/PERF_NOTES.md): 8 warps; for few maps 8 pixel tiles per pass, one block per unit
+// (C1: 1.11 ms vs 1.16 persistent and 1.21 with 4 tiles), for more 4 tiles in a persistent wave
+// (C3: 0.83 ms vs 0.88 with 8, 0.93 one block per unit).
+static int mma_default_config(const conv_params* p) {
+    int best = -1;
+    int64_t best_rows = 0;
+    for (int c = 0; c < MMA_NUM_CONFIGS; ++c) {
+        const int rows = MMA_CONFIGS[c].rowwin_rows;
+        if (!rows || mma_rowwin_fits(p, rows) != CONV_OK) continue;
+        const int64_t computed = (conv_out_h(p) + rows - 1) / rows * rows;
+        if (best < 0 || computed <= best_rows) {
+            best = c;
+            best_rows = computed;
+        }
+    }
+    conv_clear_error();
+    if (best >= 0) return best;
+    return p->M <= 8 ? 6 : 0;
+}
+
+static int mma_launch_config(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
+                             void* stream, int config) {
+    const int status = mma_config_supports(p, config);
+    return status != CONV_OK ? status : MMA_CONFIGS[config].run(p, x, w, y, conv_stream(stream));
 }
 
 static int mma_launch(const conv_params* p, const float* x, const float* w, float* y, void* ws, size_t ws_bytes,
@@ -407,4 +427,4 @@ static const char* mma_config_name(int config) {
 }
 
 extern "C" const conv_impl conv_impl_mma_fp16 = {mma_supports, NULL, mma_launch, MMA_NUM_CONFIGS,
-                                                 mma_launch_config, NULL, mma_config_name};
+                                                 mma_launch_config, mma_config_supports, mma_config_name};

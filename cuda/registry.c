@@ -213,17 +213,14 @@ int conv_entry_launch(const conv_variant_entry* e, int config, const conv_params
     return CONV_OK;
 }
 
-int conv2d_forward(int variant, const conv_params* p, const float* x, const float* w, float* y,
-                   void* workspace, size_t workspace_bytes, void* stream) {
-    const conv_variant_entry* e = NULL;
-    int config;
-    int status = resolve(variant, p, &e, &config);
-    if (status != CONV_OK) return status;
+/* Checks the pointers and the workspace, then launches configuration `config` (-1: default). */
+static int forward(const conv_variant_entry* e, int config, const conv_params* p, const float* x, const float* w,
+                   float* y, void* workspace, size_t workspace_bytes, void* stream) {
     if (!x) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "x is NULL");
     if (!w) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "w is NULL");
     if (!y) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "y is NULL");
     size_t need;
-    status = conv_entry_workspace(e, p, &need);
+    int status = conv_entry_workspace(e, p, &need);
     if (status != CONV_OK) return status;
     if (workspace_bytes < need || (need > 0 && !workspace))
         return conv_set_error(CONV_ERR_WORKSPACE_TOO_SMALL,
@@ -231,6 +228,73 @@ int conv2d_forward(int variant, const conv_params* p, const float* x, const floa
                               e->info.name, need, workspace ? workspace_bytes : (size_t)0,
                               workspace ? "" : " (workspace is NULL)");
     return conv_entry_launch(e, config, p, x, w, y, workspace, workspace_bytes, stream);
+}
+
+int conv2d_forward(int variant, const conv_params* p, const float* x, const float* w, float* y,
+                   void* workspace, size_t workspace_bytes, void* stream) {
+    const conv_variant_entry* e = NULL;
+    int config;
+    int status = resolve(variant, p, &e, &config);
+    if (status != CONV_OK) return status;
+    return forward(e, config, p, x, w, y, workspace, workspace_bytes, stream);
+}
+
+/* ---- launch configurations ---- */
+
+/* The entry of a concrete variant, for the configuration calls. */
+static int concrete_entry(int variant, const conv_variant_entry** entry) {
+    if (variant == CONV_AUTO || variant == CONV_AUTO_FAST)
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT,
+                              "launch configurations belong to a concrete variant, not to auto");
+    *entry = conv_variant_entry_get(variant);
+    if (!*entry) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "variant id %d is out of range", variant);
+    return CONV_OK;
+}
+
+static int config_count(const conv_variant_entry* e) { return e->impl ? e->impl->num_configs : 0; }
+
+static int check_config(const conv_variant_entry* e, int config) {
+    if (config < 0 || config >= config_count(e))
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "variant '%s' has no launch configuration %d (it has %d)",
+                              e->info.name, config, config_count(e));
+    return CONV_OK;
+}
+
+int conv_variant_config_count(int variant, int* count) {
+    conv_clear_error();
+    if (!count) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "count is NULL");
+    const conv_variant_entry* e = NULL;
+    int status = concrete_entry(variant, &e);
+    if (status == CONV_OK) *count = config_count(e);
+    return status;
+}
+
+int conv_variant_config_name(int variant, int config, const char** name) {
+    conv_clear_error();
+    if (!name) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "name is NULL");
+    const conv_variant_entry* e = NULL;
+    int status = concrete_entry(variant, &e);
+    if (status == CONV_OK) status = check_config(e, config);
+    if (status == CONV_OK) *name = e->impl->config_name(config);
+    return status;
+}
+
+int conv_variant_config_supports(int variant, int config, const conv_params* p) {
+    const conv_variant_entry* e = NULL;
+    int status = concrete_entry(variant, &e);
+    if (status != CONV_OK) return status;
+    int resolved_config;
+    status = resolve(variant, p, &e, &resolved_config);
+    if (status == CONV_OK) status = check_config(e, config);
+    if (status == CONV_OK && e->impl->config_supports) status = e->impl->config_supports(p, config);
+    return status;
+}
+
+int conv2d_forward_config(int variant, int config, const conv_params* p, const float* x, const float* w,
+                          float* y, void* workspace, size_t workspace_bytes, void* stream) {
+    int status = conv_variant_config_supports(variant, config, p);
+    if (status != CONV_OK) return status;
+    return forward(conv_variant_entry_get(variant), config, p, x, w, y, workspace, workspace_bytes, stream);
 }
 
 /* ---- one entry point per variant, all through the dispatcher ---- */

@@ -6,8 +6,13 @@
 // starts with the L2 flushed); clearly slower ones
 // (3x the best so far) stop there, the rest get repeated runs within the budget and their median
 // decides. Buffers are the tuner's own, so the caller's data is never touched.
+// With PYCONV_TUNE_LOG set (to anything but "" or "0"), every candidate's outcome goes to stderr:
+// how to see why auto chose what it chose, and how configurations compare on a new GPU.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "cuda_util.cuh"
@@ -91,6 +96,23 @@ int relative_error(TuneSession& s, long long ny, double* err) {
     return CONV_OK;
 }
 
+bool log_enabled() {
+    const char* env = getenv("PYCONV_TUNE_LOG");
+    return env && *env && strcmp(env, "0") != 0;
+}
+
+// One line per candidate: "pyconv tune: mma_fp16[rowwin_r12] 0.4012 ms (7 runs) rel. error 2.6e-04".
+void log_candidate(conv_tune_candidate c, const char* outcome, float median_ms, int runs, double err) {
+    if (!log_enabled()) return;
+    const conv_variant_entry* e = conv_variant_entry_get(c.variant);
+    const char* config = c.config >= 0 && e->impl->config_name ? e->impl->config_name(c.config) : "default";
+    if (runs > 0)
+        fprintf(stderr, "pyconv tune: %s[%s] %.4f ms (%d runs) rel. error %.1e\n", e->info.name, config, median_ms,
+                runs, err);
+    else
+        fprintf(stderr, "pyconv tune: %s[%s] %s\n", e->info.name, config, outcome);
+}
+
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
@@ -138,11 +160,17 @@ int conv_tune_measure(const conv_params* p, const conv_tune_candidate* candidate
     for (int i = 0; i < count; ++i) {
         const conv_variant_entry* e = conv_variant_entry_get(candidates[i].variant);
         float ms;
-        if (run_timed(s, p, candidates[i], &ms) != CONV_OK) continue;  // warm-up; a failing candidate is out
+        if (run_timed(s, p, candidates[i], &ms) != CONV_OK) {  // warm-up; a failing candidate is out
+            log_candidate(candidates[i], conv_last_error(), 0.0f, 0, 0.0);
+            continue;
+        }
         double err;
         status = relative_error(s, ny, &err);
         if (status != CONV_OK) return status;
-        if (!(err <= 2.0 * e->info.max_rel_error)) continue;           // NaN fails this test too
+        if (!(err <= 2.0 * e->info.max_rel_error)) {  // NaN fails this test too
+            log_candidate(candidates[i], "rejected: error above its bound", 0.0f, 0, err);
+            continue;
+        }
         if (run_timed(s, p, candidates[i], &ms) != CONV_OK) continue;
         times.assign(1, ms);
         const bool contender = best < 0 || ms < 3.0f * best_ms;
@@ -154,6 +182,7 @@ int conv_tune_measure(const conv_params* p, const conv_tune_candidate* candidate
         }
         std::sort(times.begin(), times.end());
         const float median = times[times.size() / 2];
+        log_candidate(candidates[i], "", median, (int)times.size(), err);
         if (best < 0 || median < best_ms) {
             best = i;
             best_ms = median;

@@ -81,6 +81,19 @@ int conv2d_forward(int variant, const conv_params* params, const float* x, const
 /* Which variant CONV_AUTO / CONV_AUTO_FAST resolves to for this shape (tuning it on first use). */
 int conv2d_auto_choice(int variant, const conv_params* params, int* chosen);
 
+/* ---- launch configurations ----
+ * Tunable variants have several launch configurations (block shape, outputs per thread, kernel
+ * family); the tuner sweeps them and auto launches the winner, a variant's own entry point its
+ * default. These pin one, e.g. to compare them or to reproduce a tuned launch. */
+int conv_variant_config_count(int variant, int* count);  /* 0: not tunable (one launch only) */
+int conv_variant_config_name(int variant, int config, const char** name);
+/* CONV_OK if configuration `config` of a concrete variant runs this shape here; else why not. */
+int conv_variant_config_supports(int variant, int config, const conv_params* params);
+/* Configuration `config` of a concrete variant (not CONV_AUTO*): CONV_ERR_UNSUPPORTED with the
+ * reason where it cannot run the shape. */
+int conv2d_forward_config(int variant, int config, const conv_params* params, const float* x, const float* w,
+                          float* y, void* workspace, size_t workspace_bytes, void* stream);
+
 /* ---- auto-tuning ----
  * CONV_AUTO / CONV_AUTO_FAST time every candidate variant (and each one's launch configurations) on
  * random data of a new shape the first time it is seen, within a time budget, check each candidate's

@@ -7,13 +7,14 @@
 """
 from ._lib import (ConvError, ConvNoDeviceError, ConvOutOfMemoryError, ConvRuntimeError,
                    ConvUnsupportedError, LibraryNotFoundError)
-from .api import Conv2dPlan, VariantInfo, conv1d, conv2d, variant_info, variants
+from .api import Conv2dPlan, VariantInfo, conv1d, conv2d, variant_configs, variant_info, variants
 from .device import DeviceArray, Event, Stream, device_count, device_name, mem_info, pinned_empty
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConvError", "ConvNoDeviceError", "ConvOutOfMemoryError", "ConvRuntimeError", "ConvUnsupportedError",
-    "LibraryNotFoundError", "Conv2dPlan", "VariantInfo", "conv1d", "conv2d", "variant_info", "variants",
+    "LibraryNotFoundError", "Conv2dPlan", "VariantInfo", "conv1d", "conv2d", "variant_configs", "variant_info",
+    "variants",
     "DeviceArray", "Event", "Stream", "device_count", "device_name", "mem_info", "pinned_empty",
 ]

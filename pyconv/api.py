@@ -42,6 +42,30 @@ def variants() -> list[str]:
     return [v.name for v in variant_info() if v.available]
 
 
+def variant_configs(variant: str) -> list[str]:
+    """Names of a variant's launch configurations (what auto's tuner sweeps; [] if it has one
+    launch only). Pass one as `config=` to pin it instead of the variant's default."""
+    f, l = ffi(), lib()
+    vid = variant_id(variant)
+    count = f.new("int*")
+    check(l.conv_variant_config_count(vid, count))
+    names = []
+    for i in range(count[0]):
+        name = f.new("const char**")
+        check(l.conv_variant_config_name(vid, i, name))
+        names.append(f.string(name[0]).decode())
+    return names
+
+
+def _config_index(variant: str, config: str) -> int:
+    if variant == "auto":
+        raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
+    names = variant_configs(variant)
+    if config not in names:
+        raise ConvError(f"variant '{variant}' has no launch configuration {config!r}; it has {names}")
+    return names.index(config)
+
+
 def _pair(value, name: str) -> tuple[int, int]:
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) != 2:
@@ -102,10 +126,12 @@ class Conv2dPlan:
     """
 
     def __init__(self, x_shape, w_shape, stride=1, padding=0, dilation=1, variant: str = "auto",
-                 precision: str = "exact"):
+                 precision: str = "exact", config: str | None = None):
         f, l = ffi(), lib()
         self.params, self.out_shape = make_params(tuple(x_shape), tuple(w_shape), stride, padding, dilation)
         requested = variant_id(variant, precision)
+        # config: one launch configuration of the variant (variant_configs), checked against the shape here.
+        self.config = None if config is None else _config_index(variant, config)
         chosen = f.new("int*")
         check(l.conv2d_auto_choice(requested, self.params, chosen))  # tunes a new shape here, not in launch
         # An auto plan launches through auto, which also applies the tuned launch configuration of
@@ -115,6 +141,8 @@ class Conv2dPlan:
         check(l.conv_variant_get_info(chosen[0], info))
         self.variant = f.string(info.name).decode()
         self.on_device = bool(info.on_device)
+        if self.config is not None:
+            check(l.conv_variant_config_supports(self.variant_id, self.config, self.params))
         ws_bytes = f.new("size_t*")
         check(l.conv2d_workspace_size(self.variant_id, self.params, ws_bytes))
         self.workspace_bytes = ws_bytes[0]
@@ -125,17 +153,20 @@ class Conv2dPlan:
         or raw pointers (int) of the plan's shapes, C-contiguous float32."""
         f = ffi()
         ws = self._workspace.handle if self._workspace is not None else f.NULL
-        check(lib().conv2d_forward(self.variant_id, self.params, f.cast("float*", _pointer(x)),
-                                   f.cast("float*", _pointer(w)), f.cast("float*", _pointer(y)), ws,
-                                   self.workspace_bytes, _device.stream_handle(stream)))
+        args = (self.params, f.cast("float*", _pointer(x)), f.cast("float*", _pointer(w)),
+                f.cast("float*", _pointer(y)), ws, self.workspace_bytes, _device.stream_handle(stream))
+        if self.config is None:
+            check(lib().conv2d_forward(self.variant_id, *args))
+        else:
+            check(lib().conv2d_forward_config(self.variant_id, self.config, *args))
 
 
-def _conv(x: Operand, w: Operand, out, out_shape, params, variant: str, precision: str, stream):
+def _conv(x: Operand, w: Operand, out, out_shape, params, variant: str, precision: str, stream, config=None):
     """Runs the convolution on operands; returns the output in the caller's kind of array."""
     x_shape, w_shape = x.shape, w.shape
     p = params
     plan = Conv2dPlan(x_shape, w_shape, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w),
-                      (p.dilation_h, p.dilation_w), variant, precision)
+                      (p.dilation_h, p.dilation_w), variant, precision, config)
     on_device = x.on_device or w.on_device or is_device_array(out)
     if not plan.on_device:
         if on_device:
@@ -174,7 +205,7 @@ def _conv(x: Operand, w: Operand, out, out_shape, params, variant: str, precisio
 
 
 def conv2d(x, w, stride=1, padding=0, dilation=1, variant: str = "auto", out=None,
-           precision: str = "exact", stream=None):
+           precision: str = "exact", stream=None, config: str | None = None):
     """2-D convolution (cross-correlation, as in PyTorch), no bias.
 
     x: (B, C, H, W) float32; w: (M, C, KH, KW) float32 — NumPy arrays, or device arrays exposing
@@ -184,6 +215,8 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, variant: str = "auto", out=Non
     precision="exact", the default, only fp32-exact variants; "fast" also allows TF32/FP16 inside).
     out: optional output of shape (B, M, OH, OW), of the same kind as the result.
     stream: CUDA stream (pyconv.Stream or an int handle); default: the legacy default stream.
+    config: pin one of the variant's launch configurations (pyconv.variant_configs(variant));
+    default: the variant's own choice for the shape.
     Returns a NumPy array for NumPy inputs, a device array (pyconv.DeviceArray, or `out`) when x or
     w is a device array. NumPy input of another real dtype is converted to float32; a
     non-contiguous NumPy array is copied. The call returns when the result is ready.
@@ -191,7 +224,7 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, variant: str = "auto", out=Non
     xo = as_operand(x, "x", 4, "(B, C, H, W)")
     wo = as_operand(w, "w", 4, "(M, C, KH, KW)")
     params, out_shape = make_params(xo.shape, wo.shape, stride, padding, dilation)
-    return _conv(xo, wo, out, out_shape, params, variant, precision, stream)
+    return _conv(xo, wo, out, out_shape, params, variant, precision, stream, config)
 
 
 def conv1d(x, w, stride=1, padding=0, dilation=1, variant: str = "auto", out=None,

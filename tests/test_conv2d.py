@@ -24,6 +24,8 @@ SHAPES = {
     "wide_c": ((2, 64, 12, 12), (33, 64, 3, 3), 1, 1, 1),
     "many_maps": ((2, 8, 16, 16), (70, 8, 3, 3), 1, 1, 1),
     "c1_m1": ((3, 1, 15, 14), (1, 1, 3, 3), 1, 0, 1),
+    "k7x5_stride_w2_pad": ((2, 3, 20, 31), (6, 3, 7, 5), (1, 2), (3, 1), 1),
+    "m32_odd_ow": ((2, 2, 14, 17), (32, 2, 3, 3), 1, 0, 1),
 }
 
 VARIANTS = pyconv.variant_info()
@@ -45,17 +47,17 @@ def case(shape_name):
     return _cache[shape_name]
 
 
-def run_variant(info, x, w, kwargs, out_shape):
+def run_variant(info, x, w, kwargs, out_shape, config=None):
     """Runs on device arrays for GPU variants (the zero-copy path), NumPy for host ones; the output
     is poisoned with NaN first."""
     if not info.on_device:
         out = np.full(out_shape, np.nan, np.float32)
-        pyconv.conv2d(x, w, variant=info.name, out=out, **kwargs)
+        pyconv.conv2d(x, w, variant=info.name, out=out, config=config, **kwargs)
         return out
     out = pyconv.DeviceArray(out_shape)
     out.fill_bytes(0xFF)
     result = pyconv.conv2d(pyconv.DeviceArray.from_host(x), pyconv.DeviceArray.from_host(w),
-                           variant=info.name, out=out, **kwargs)
+                           variant=info.name, out=out, config=config, **kwargs)
     assert result is out
     return out.get()
 
@@ -96,6 +98,46 @@ def test_variant_supports_core_shapes(name):
         x, w, kwargs, _ = case(shape_name)
         plan = pyconv.Conv2dPlan(x.shape, w.shape, variant=name, **kwargs)
         assert plan.variant == name
+
+
+# Every launch configuration of every tunable variant (what auto's tuner may pick), on shapes that
+# reach each kernel family: LeNet's, padding, 17 and 32 maps, odd output widths, stride along w only.
+CONFIGS = [(v.name, c) for v in VARIANTS for c in pyconv.variant_configs(v.name)]
+CONFIG_SHAPES = ["lenet_c1_b2", "lenet_c3_b3", "3x3_pad1_c3", "b1_odd", "mixed_all", "k7x5_stride_w2_pad",
+                 "m32_odd_ow"]
+
+
+@pytest.mark.parametrize("shape_name", CONFIG_SHAPES)
+@pytest.mark.parametrize("name,config", CONFIGS)
+def test_config_matches_oracle(name, config, shape_name):
+    info = BY_NAME[name]
+    skip_unavailable(info)
+    x, w, kwargs, ref = case(shape_name)
+    try:
+        y = run_variant(info, x, w, kwargs, ref.shape, config=config)
+    except pyconv.ConvUnsupportedError as exc:
+        assert str(exc).strip(), "UNSUPPORTED needs a message naming the reason"
+        pytest.skip(f"{name}[{config}] does not support {shape_name}: {exc}")
+    assert not np.isnan(y).any(), "some outputs were not written (NaN poison left)"
+    err = rel_l2(y, ref)
+    assert err <= info.max_rel_error, f"{name}[{config}] on {shape_name}: relative L2 error {err:.2e}"
+
+
+@pytest.mark.parametrize("name,config", CONFIGS)
+def test_every_config_runs_lenet(name, config):
+    """A configuration unsupported everywhere would pass the matrix above vacuously: each one must
+    run C1 or C3."""
+    info = BY_NAME[name]
+    skip_unavailable(info)
+    ran = []
+    for shape_name in ("lenet_c1_b2", "lenet_c3_b3"):
+        x, w, kwargs, _ = case(shape_name)
+        try:
+            pyconv.Conv2dPlan(x.shape, w.shape, variant=name, config=config, **kwargs)
+            ran.append(shape_name)
+        except pyconv.ConvUnsupportedError:
+            pass
+    assert ran, f"{name}[{config}] runs neither LeNet layer"
 
 
 @pytest.mark.parametrize("precision", ["exact", "fast"])

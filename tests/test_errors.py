@@ -84,6 +84,20 @@ def test_unknown_variant_and_precision():
     raises(r"precision must be one of", X, W, precision="approximate")
 
 
+def test_bad_launch_configuration():
+    assert pyconv.variant_configs("cpu") == []
+    raises(r"variant 'cpu' has no launch configuration 'x'; it has \[\]", X, W, variant="cpu", config="x")
+    raises(r"config pins a launch configuration of a named variant; auto picks its own", X, W, config="x")
+    import pyconv._lib as _lib
+    l, f = _lib.lib(), _lib.ffi()
+    count, name = f.new("int*"), f.new("const char**")
+    assert l.conv_variant_config_count(-1, count) == l.CONV_ERR_INVALID_ARGUMENT
+    assert "not to auto" in f.string(l.conv_last_error()).decode()
+    assert l.conv_variant_config_name(0, 0, name) == l.CONV_ERR_INVALID_ARGUMENT
+    assert "variant 'cpu' has no launch configuration 0 (it has 0)" in f.string(l.conv_last_error()).decode()
+    assert l.conv_variant_config_count(99, count) == l.CONV_ERR_INVALID_ARGUMENT
+
+
 def test_bad_out():
     raises(r"out must be a writeable C-contiguous float32 NumPy array of shape \(2, 4, 8, 8\)",
            X, W, variant="cpu", out=np.empty((2, 4, 8, 7), np.float32))

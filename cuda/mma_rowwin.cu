@@ -1,0 +1,212 @@
+// mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, fp16 operands, fp32
+// accumulation) with a sliding window of input rows held in registers; stride 1 down the rows,
+// dilation 1, KH in {3, 5, 7}, KW <= 8, up to 32 maps.
+//   A warp owns a strip of R output rows x 8 output columns of one image, for all maps. GEMM rows =
+//   maps (m16 tiles), columns = the 8 pixels of one output row, k = (kernel row pair, kw padded to
+//   8): one k-step covers kernel rows kh, kh + 1 of one channel, so B register 0 of lane (g, t) is
+//   the fp16 pair x[ih][iw + 2t], x[ih][iw + 2t + 1] of input row ih = oy + kh at pixel column g,
+//   and register 1 the same pair one input row lower. Both depend on oy + kh only: the R + KH - 1
+//   input rows the strip reads are loaded once per channel (two scalar loads and one pack per row
+//   and lane), and row r of the strip reuses them for every kernel row, R*KH/2 MMAs fed by
+//   R + KH - 1 pairs. The banded kernel (mma_fp16.cu) gathers every B register from shared memory
+//   instead: about 40 instructions per k-step there, against ~2 here.
+//   The weights are ready-made A fragments in shared memory, built once per persistent block
+//   (one LDS.128 per k-step and m16 tile, reused over the R rows).
+//   Edges: the last strip and the last column tile shift back to end on the last output row and
+//   column (they recompute a few outputs of their neighbours, bit for bit: the same operations in
+//   the same order), so no output needs a test; padding reads as zero through the load predicates.
+//   Padded taps (kw >= KW, kernel row KH of an odd KH) have zero weights and read zero input, so
+//   an Inf in x gives Inf or NaN exactly where the fp32 reference does.
+// Error bound: as mma_fp16.cu (only the operands are rounded to fp16).
+#include "conv_kernel_util.cuh"
+#include "mma_rowwin.h"
+#include "mma_sync.cuh"
+
+// Columns of a tile (the n of m16n8k16).
+constexpr int ROWWIN_COLS = 8;
+// Warps per block; blocks are persistent, so more warps share one A-fragment build.
+constexpr int ROWWIN_WARPS = 8;
+// A fragments in shared memory: one 512-byte tile per (channel, kernel row pair, m16 tile).
+constexpr int ROWWIN_SMEM_LIMIT = 48 * 1024;
+constexpr int ROWWIN_MAX_MAPS = 32;
+
+// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31.
+struct rowwin_shape {
+    int C, H, W, M, OH, OW, KW;
+    int stride_w, pad_h, pad_w;
+    int strips, xtiles, units;  // units = B * strips * xtiles, one per warp
+    int pair_stores;            // 1: y rows are even and y is 8-byte aligned: float2 stores
+};
+
+// W[m, c, kh, kw], zero for padded maps, kernel rows and columns.
+__device__ float rowwin_weight(const rowwin_shape& s, int KH, const float* __restrict__ w, int m, int c, int kh,
+                               int kw) {
+    return m < s.M && kh < KH && kw < s.KW ? __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw) : 0.0f;
+}
+
+template <int KH, int MT, int R>
+__global__ void __launch_bounds__(ROWWIN_WARPS * 32, 2)
+    conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
+                           float* __restrict__ y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    __trap();  // mma_fp16's supports() refuses GPUs below sm_80; this image exists for fat binaries
+#else
+    constexpr int KP = (KH + 1) / 2;  // k-steps per channel: kernel rows in pairs
+    constexpr int ROWS = R + KH - 1;  // input rows a strip reads per channel
+    static_assert(ROWS <= 32, "row validity is a 32-bit mask");
+    extern __shared__ uint4 s_a[];  // [c][kernel row pair][m16 tile][lane]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+
+    // A register i of lane l: map l/4 + 8*(i&1), kernel row 2j + i/2, kw 2*(l%4) and the next.
+    uint32_t* s_a32 = reinterpret_cast<uint32_t*>(s_a);
+    for (int e = threadIdx.x; e < s.C * KP * MT * 128; e += blockDim.x) {
+        const int i = e & 3, l = (e >> 2) & 31, tile = e >> 7;
+        const int cj = tile / MT, c = cj / KP, j = cj - c * KP;
+        const int m = (tile - cj * MT) * 16 + (l >> 2) + 8 * (i & 1), kh = 2 * j + (i >> 1), kw = 2 * (l & 3);
+        s_a32[e] = mma_pack_half2(rowwin_weight(s, KH, w, m, c, kh, kw), rowwin_weight(s, KH, w, m, c, kh, kw + 1));
+    }
+    __syncthreads();
+
+    const int HW = s.H * s.W, OHW = s.OH * s.OW;
+    for (int unit = blockIdx.x * ROWWIN_WARPS + warp; unit < s.units; unit += gridDim.x * ROWWIN_WARPS) {
+        // Column tiles fastest: the warps of a block read overlapping input columns together.
+        const int xt = unit % s.xtiles, rest = unit / s.xtiles;
+        const int strip = rest % s.strips, b = rest / s.strips;
+        const int ox0 = min(xt * ROWWIN_COLS, s.OW - ROWWIN_COLS), oy0 = min(strip * R, s.OH - R);
+        const int iw = (ox0 + g) * s.stride_w - s.pad_w + 2 * t, ih0 = oy0 - s.pad_h;
+        const bool lo_ok = 2 * t < s.KW && (unsigned)iw < (unsigned)s.W;
+        const bool hi_ok = 2 * t + 1 < s.KW && (unsigned)(iw + 1) < (unsigned)s.W;
+        unsigned rows_ok = 0;  // bit i: input row ih0 + i lies in the image
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) rows_ok |= (unsigned)((unsigned)(ih0 + i) < (unsigned)s.H) << i;
+
+        float acc[R][MT][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[r][mt][q] = 0.0f;
+
+        int xoff = (b * s.C * s.H + ih0) * s.W + iw;  // channel c, row ih0, this lane's column
+#pragma unroll 1
+        for (int c = 0; c < s.C; ++c, xoff += HW) {
+            uint32_t v[ROWS];  // this lane's pair of every input row of the strip
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i) {
+                const bool row_ok = (rows_ok >> i) & 1u;
+                const float lo = row_ok && lo_ok ? __ldg(x + xoff + i * s.W) : 0.0f;
+                const float hi = row_ok && hi_ok ? __ldg(x + xoff + i * s.W + 1) : 0.0f;
+                v[i] = mma_pack_half2(lo, hi);
+            }
+#pragma unroll
+            for (int j = 0; j < KP; ++j) {
+                uint4 a[MT];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) a[mt] = s_a[((c * KP + j) * MT + mt) * 32 + lane];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const uint32_t b1 = 2 * j + 1 < KH ? v[r + 2 * j + 1] : 0u;
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) mma_m16n8k16(acc[r][mt], a[mt], v[r + 2 * j], b1);
+                }
+            }
+        }
+
+        // D registers 0, 1: map g, columns 2t and 2t + 1; registers 2, 3: map g + 8.
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = mt * 16 + g + 8 * h;
+                if (m >= s.M) continue;
+                float* ym = y + (b * s.M + m) * OHW + oy0 * s.OW + ox0 + 2 * t;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const float v0 = acc[r][mt][2 * h], v1 = acc[r][mt][2 * h + 1];
+                    if (s.pair_stores) {
+                        *reinterpret_cast<float2*>(ym + r * s.OW) = make_float2(v0, v1);
+                    } else {
+                        ym[r * s.OW] = v0;
+                        ym[r * s.OW + 1] = v1;
+                    }
+                }
+            }
+    }
+#endif
+}
+
+// ---- host side ----
+
+static int rowwin_kernel_rows(const conv_params* p, int rows) { return p->M <= 16 ? rows : rows / 2; }
+static int64_t rowwin_smem_bytes(const conv_params* p) {
+    return p->C * ((p->KH + 1) / 2) * ((p->M + 15) / 16) * 32 * (int64_t)sizeof(uint4);
+}
+
+int mma_rowwin_fits(const conv_params* p, int rows) {
+    const int r = rowwin_kernel_rows(p, rows);
+    if (p->stride_h != 1 || p->dilation_h != 1 || p->dilation_w != 1)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16 row window: needs stride_h = 1 and dilation 1 (got stride_h=%lld, "
+                              "dilation %lldx%lld)",
+                              (long long)p->stride_h, (long long)p->dilation_h, (long long)p->dilation_w);
+    if ((p->KH != 3 && p->KH != 5 && p->KH != 7) || p->KW > ROWWIN_COLS)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16 row window: needs KH in {3, 5, 7} and KW <= %d (got %lldx%lld)",
+                              ROWWIN_COLS, (long long)p->KH, (long long)p->KW);
+    if (p->M > ROWWIN_MAX_MAPS)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "mma_fp16 row window: at most %d maps (got M=%lld)",
+                              ROWWIN_MAX_MAPS, (long long)p->M);
+    if (conv_out_h(p) < r || conv_out_w(p) < ROWWIN_COLS)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16 row window: an output of %lldx%lld is smaller than one %dx%d strip",
+                              (long long)conv_out_h(p), (long long)conv_out_w(p), r, ROWWIN_COLS);
+    if (rowwin_smem_bytes(p) > ROWWIN_SMEM_LIMIT)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16 row window: the A fragments of C=%lld channels x %lld maps need %lld "
+                              "bytes of shared memory, more than %d",
+                              (long long)p->C, (long long)p->M, (long long)rowwin_smem_bytes(p), ROWWIN_SMEM_LIMIT);
+    return conv_check_coords("mma_fp16", p, 0, 0);
+}
+
+typedef void (*rowwin_kernel)(rowwin_shape, const float*, const float*, float*);
+
+template <int MT, int R>
+static rowwin_kernel rowwin_kernel_for(int64_t KH) {
+    switch (KH) {
+        case 3: return conv_mma_rowwin_kernel<3, MT, R>;
+        case 5: return conv_mma_rowwin_kernel<5, MT, R>;
+        default: return conv_mma_rowwin_kernel<7, MT, R>;
+    }
+}
+
+template <int R>
+static rowwin_kernel rowwin_kernel_for(const conv_params* p) {
+    return p->M <= 16 ? rowwin_kernel_for<1, R>(p->KH) : rowwin_kernel_for<2, R / 2>(p->KH);
+}
+
+int mma_rowwin_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream, int rows) {
+    const int r = rowwin_kernel_rows(p, rows);
+    rowwin_shape s;
+    s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;
+    s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KW = (int)p->KW;
+    s.stride_w = (int)p->stride_w; s.pad_h = (int)p->pad_h; s.pad_w = (int)p->pad_w;
+    s.strips = conv_ceil_div(s.OH, r);
+    s.xtiles = conv_ceil_div(s.OW, ROWWIN_COLS);
+    s.units = (int)(p->B * s.strips * s.xtiles);  // < B*OH*OW, which the dispatcher keeps < 2^31
+    s.pair_stores = s.OW % 2 == 0 && ((uintptr_t)y & 7) == 0;
+    rowwin_kernel kernel = rows == 8 ? rowwin_kernel_for<8>(p) : rows == 12 ? rowwin_kernel_for<12>(p)
+                                                                            : rowwin_kernel_for<16>(p);
+    const size_t smem = (size_t)rowwin_smem_bytes(p);
+    int device, sms, per_sm = 0;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, ROWWIN_WARPS * 32, smem));
+    // One persistent wave: the A fragments are built once per block, not once per unit.
+    const int64_t wave = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    const int64_t need = (s.units + ROWWIN_WARPS - 1) / ROWWIN_WARPS;
+    kernel<<<(unsigned)(need < wave ? need : wave), ROWWIN_WARPS * 32, smem, stream>>>(s, x, w, y);
+    CONV_LAUNCH_CHECK(kernel);
+    return CONV_OK;
+}
