@@ -1,14 +1,14 @@
 // mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, fp16 operands, fp32
 // accumulation) with a sliding window of input rows held in registers; stride 1 down the rows,
-// dilation 1, KH in {3, 5, 7}, KW <= 8, up to 32 maps.
+// dilation 1, stride_w <= 3, KH in {3, 5, 7}, KW <= 8, up to 32 maps.
 //   A warp owns a strip of R output rows x 8 output columns of one image, for all maps. GEMM rows =
 //   maps (m16 tiles), columns = the 8 pixels of one output row, k = (kernel row pair, kw padded to
 //   8): one k-step covers kernel rows kh, kh + 1 of one channel, so B register 0 of lane (g, t) is
 //   the fp16 pair x[ih][iw + 2t], x[ih][iw + 2t + 1] of input row ih = oy + kh at pixel column g,
 //   and register 1 the same pair one input row lower. Both depend on oy + kh only: the R + KH - 1
-//   input rows the strip reads are loaded once per channel (two scalar loads and one pack per row
-//   and lane), and row r of the strip reuses them for every kernel row, R*KH/2 MMAs fed by
-//   R + KH - 1 pairs. The banded kernel (mma_fp16.cu) gathers every B register from shared memory
+//   input rows the strip reads are loaded once per channel (one coalesced load per row and lane,
+//   packed into pairs and handed to the right lanes by two shuffles), and row r of the strip
+//   reuses them for every kernel row: R*(KH+1)/2 MMAs fed by R + KH - 1 pairs. The banded kernel (mma_fp16.cu) gathers every B register from shared memory
 //   instead: about 40 instructions per k-step there, against ~2 here.
 //   The weights are ready-made A fragments in shared memory, built once per persistent block
 //   (one LDS.128 per k-step and m16 tile, reused over the R rows).
@@ -25,10 +25,12 @@
 // Columns of a tile (the n of m16n8k16).
 constexpr int ROWWIN_COLS = 8;
 // Warps per block; blocks are persistent, so more warps share one A-fragment build.
-constexpr int ROWWIN_WARPS = 8;
+constexpr int ROWWIN_WARPS = 4;
 // A fragments in shared memory: one 512-byte tile per (channel, kernel row pair, m16 tile).
 constexpr int ROWWIN_SMEM_LIMIT = 48 * 1024;
 constexpr int ROWWIN_MAX_MAPS = 32;
+// One warp-wide load per input row covers the 7*stride_w + 9 columns a tile's pairs come from.
+constexpr int ROWWIN_MAX_STRIDE_W = 3;
 
 // x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31.
 struct rowwin_shape {
@@ -44,8 +46,9 @@ __device__ float rowwin_weight(const rowwin_shape& s, int KH, const float* __res
     return m < s.M && kh < KH && kw < s.KW ? __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw) : 0.0f;
 }
 
-template <int KH, int MT, int R>
-__global__ void __launch_bounds__(ROWWIN_WARPS * 32, 2)
+// CHECKED: rows of the strip's window may lie outside the image (pad_h > 0).
+template <int KH, int MT, int R, bool CHECKED>
+__global__ void __launch_bounds__(ROWWIN_WARPS * 32, 4)
     conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
                            float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -74,12 +77,22 @@ __global__ void __launch_bounds__(ROWWIN_WARPS * 32, 2)
         const int xt = unit % s.xtiles, rest = unit / s.xtiles;
         const int strip = rest % s.strips, b = rest / s.strips;
         const int ox0 = min(xt * ROWWIN_COLS, s.OW - ROWWIN_COLS), oy0 = min(strip * R, s.OH - R);
-        const int iw = (ox0 + g) * s.stride_w - s.pad_w + 2 * t, ih0 = oy0 - s.pad_h;
-        const bool lo_ok = 2 * t < s.KW && (unsigned)iw < (unsigned)s.W;
-        const bool hi_ok = 2 * t + 1 < s.KW && (unsigned)(iw + 1) < (unsigned)s.W;
-        unsigned rows_ok = 0;  // bit i: input row ih0 + i lies in the image
+        const int ih0 = oy0 - s.pad_h;
+        // Each lane loads one value per input row, column col0 + lane (clamped into the image, so
+        // every load is in bounds), and pairs it with its right neighbour's; lane (g, t) then takes
+        // the pair of lane src = g*stride_w + 2t (kw = 2t, 2t + 1 at pixel g). Halves outside the
+        // image or past KW are masked to +0 after the shuffle: one load per row and lane, where
+        // loading both halves of its own pair costs two loads and two addresses.
+        const int col0 = ox0 * s.stride_w - s.pad_w, src = g * s.stride_w + 2 * t;
+        const int col = min(max(col0 + lane, 0), s.W - 1);
+        const bool lo_ok = 2 * t < s.KW && (unsigned)(col0 + src) < (unsigned)s.W;
+        const bool hi_ok = 2 * t + 1 < s.KW && (unsigned)(col0 + src + 1) < (unsigned)s.W;
+        const uint32_t mask = (lo_ok ? 0x0000ffffu : 0u) | (hi_ok ? 0xffff0000u : 0u);
+        unsigned rows_ok = 0;  // CHECKED: bit i says input row ih0 + i lies in the image
+        if (CHECKED) {
 #pragma unroll
-        for (int i = 0; i < ROWS; ++i) rows_ok |= (unsigned)((unsigned)(ih0 + i) < (unsigned)s.H) << i;
+            for (int i = 0; i < ROWS; ++i) rows_ok |= (unsigned)((unsigned)(ih0 + i) < (unsigned)s.H) << i;
+        }
 
         float acc[R][MT][4];
 #pragma unroll
@@ -89,16 +102,17 @@ __global__ void __launch_bounds__(ROWWIN_WARPS * 32, 2)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[r][mt][q] = 0.0f;
 
-        int xoff = (b * s.C * s.H + ih0) * s.W + iw;  // channel c, row ih0, this lane's column
+        const float* xc = x + b * s.C * HW + col;  // channel c, row 0, this lane's column
 #pragma unroll 1
-        for (int c = 0; c < s.C; ++c, xoff += HW) {
-            uint32_t v[ROWS];  // this lane's pair of every input row of the strip
+        for (int c = 0; c < s.C; ++c, xc += HW) {
+            uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
 #pragma unroll
             for (int i = 0; i < ROWS; ++i) {
-                const bool row_ok = (rows_ok >> i) & 1u;
-                const float lo = row_ok && lo_ok ? __ldg(x + xoff + i * s.W) : 0.0f;
-                const float hi = row_ok && hi_ok ? __ldg(x + xoff + i * s.W + 1) : 0.0f;
-                v[i] = mma_pack_half2(lo, hi);
+                const int ih = CHECKED ? min(max(ih0 + i, 0), s.H - 1) : ih0 + i;
+                const float val = __ldg(xc + ih * s.W);
+                const uint32_t own = mma_pack_half2(val, __shfl_down_sync(0xffffffffu, val, 1));
+                const uint32_t pair = __shfl_sync(0xffffffffu, own, src) & mask;
+                v[i] = !CHECKED || ((rows_ok >> i) & 1u) ? pair : 0u;
             }
 #pragma unroll
             for (int j = 0; j < KP; ++j) {
@@ -151,6 +165,9 @@ int mma_rowwin_fits(const conv_params* p, int rows) {
                               "mma_fp16 row window: needs stride_h = 1 and dilation 1 (got stride_h=%lld, "
                               "dilation %lldx%lld)",
                               (long long)p->stride_h, (long long)p->dilation_h, (long long)p->dilation_w);
+    if (p->stride_w > ROWWIN_MAX_STRIDE_W)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "mma_fp16 row window: needs stride_w <= %d (got %lld)",
+                              ROWWIN_MAX_STRIDE_W, (long long)p->stride_w);
     if ((p->KH != 3 && p->KH != 5 && p->KH != 7) || p->KW > ROWWIN_COLS)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: needs KH in {3, 5, 7} and KW <= %d (got %lldx%lld)",
@@ -172,18 +189,23 @@ int mma_rowwin_fits(const conv_params* p, int rows) {
 
 typedef void (*rowwin_kernel)(rowwin_shape, const float*, const float*, float*);
 
-template <int MT, int R>
+template <int MT, int R, bool CHECKED>
 static rowwin_kernel rowwin_kernel_for(int64_t KH) {
     switch (KH) {
-        case 3: return conv_mma_rowwin_kernel<3, MT, R>;
-        case 5: return conv_mma_rowwin_kernel<5, MT, R>;
-        default: return conv_mma_rowwin_kernel<7, MT, R>;
+        case 3: return conv_mma_rowwin_kernel<3, MT, R, CHECKED>;
+        case 5: return conv_mma_rowwin_kernel<5, MT, R, CHECKED>;
+        default: return conv_mma_rowwin_kernel<7, MT, R, CHECKED>;
     }
 }
 
+// Kernel rows are in {3, 5, 7}; up to 16 maps take one m16 tile, up to 32 two (in half-height strips,
+// for the registers); row tests only with vertical padding.
 template <int R>
 static rowwin_kernel rowwin_kernel_for(const conv_params* p) {
-    return p->M <= 16 ? rowwin_kernel_for<1, R>(p->KH) : rowwin_kernel_for<2, R / 2>(p->KH);
+    const bool checked = p->pad_h != 0;
+    if (p->M <= 16)
+        return checked ? rowwin_kernel_for<1, R, true>(p->KH) : rowwin_kernel_for<1, R, false>(p->KH);
+    return checked ? rowwin_kernel_for<2, R / 2, true>(p->KH) : rowwin_kernel_for<2, R / 2, false>(p->KH);
 }
 
 int mma_rowwin_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream, int rows) {
