@@ -46,9 +46,65 @@ __device__ float rowwin_weight(const rowwin_shape& s, int KH, const float* __res
     return m < s.M && kh < KH && kw < s.KW ? __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw) : 0.0f;
 }
 
-// CHECKED: rows of the strip's window may lie outside the image (pad_h > 0).
+// One warp's unit: where its strip lies and what its lanes load.
+//   Each lane loads one value per input row, column col0 + lane (clamped into the image, so every
+//   load is in bounds), and pairs it with its right neighbour's; lane (g, t) then takes the pair of
+//   lane src = g*stride_w + 2t (kw = 2t, 2t + 1 at pixel g). Halves outside the image or past KW are
+//   masked to +0 after the shuffle: one load per row and lane, where loading both halves of its own
+//   pair costs two loads and two 64-bit addresses.
+struct rowwin_unit {
+    int b, ox0, oy0, ih0;
+    const float* xc;   // channel 0, row 0, this lane's (clamped) column
+    uint32_t mask;     // the halves of lane (g, t)'s pair that are real taps inside the image
+    unsigned rows_ok;  // bit i: input row ih0 + i lies in the image
+};
+
+template <int R, int ROWS>
+__device__ __forceinline__ rowwin_unit rowwin_unit_at(const rowwin_shape& s, const float* __restrict__ x, int unit,
+                                                      int lane, int src, int t) {
+    rowwin_unit u;
+    // Column tiles fastest: the warps of a block read overlapping input columns together.
+    const int xt = unit % s.xtiles, rest = unit / s.xtiles;
+    const int strip = rest % s.strips;
+    u.b = rest / s.strips;
+    u.ox0 = min(xt * ROWWIN_COLS, s.OW - ROWWIN_COLS);
+    u.oy0 = min(strip * R, s.OH - R);
+    u.ih0 = u.oy0 - s.pad_h;
+    const int col0 = u.ox0 * s.stride_w - s.pad_w;
+    u.xc = x + u.b * s.C * s.H * s.W + min(max(col0 + lane, 0), s.W - 1);
+    const bool lo_ok = 2 * t < s.KW && (unsigned)(col0 + src) < (unsigned)s.W;
+    const bool hi_ok = 2 * t + 1 < s.KW && (unsigned)(col0 + src + 1) < (unsigned)s.W;
+    u.mask = (lo_ok ? 0x0000ffffu : 0u) | (hi_ok ? 0xffff0000u : 0u);
+    u.rows_ok = 0;
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) u.rows_ok |= (unsigned)((unsigned)(u.ih0 + i) < (unsigned)s.H) << i;
+    return u;
+}
+
+// Issues the loads of one channel's window (xc: that channel's row 0); rows outside the image
+// (CHECKED only) read a clamped row, zeroed later.
+template <int ROWS, bool CHECKED>
+__device__ __forceinline__ void rowwin_load(const rowwin_shape& s, const float* xc, int ih0, float (&raw)[ROWS]) {
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) raw[i] = __ldg(xc + (CHECKED ? min(max(ih0 + i, 0), s.H - 1) : ih0 + i) * s.W);
+}
+
+// The loaded values as lane (g, t)'s fp16 pairs, one per input row.
+template <int ROWS, bool CHECKED>
+__device__ __forceinline__ void rowwin_pairs(const rowwin_unit& u, const float (&raw)[ROWS], int src,
+                                             uint32_t (&v)[ROWS]) {
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const uint32_t own = mma_pack_half2(raw[i], __shfl_down_sync(0xffffffffu, raw[i], 1));
+        const uint32_t pair = __shfl_sync(0xffffffffu, own, src) & u.mask;
+        v[i] = !CHECKED || ((u.rows_ok >> i) & 1u) ? pair : 0u;
+    }
+}
+
+// CHECKED: rows of the strip's window may lie outside the image (pad_h > 0). Four blocks per SM
+// (128 registers) unless 64+ accumulators need three (168; at 128 they spill).
 template <int KH, int MT, int R, bool CHECKED>
-__global__ void __launch_bounds__(ROWWIN_WARPS * 32, 4)
+__global__ void __launch_bounds__(ROWWIN_WARPS * 32, R * MT >= 16 ? 3 : 4)
     conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
                            float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -71,29 +127,18 @@ __global__ void __launch_bounds__(ROWWIN_WARPS * 32, 4)
     }
     __syncthreads();
 
-    const int HW = s.H * s.W, OHW = s.OH * s.OW;
-    for (int unit = blockIdx.x * ROWWIN_WARPS + warp; unit < s.units; unit += gridDim.x * ROWWIN_WARPS) {
-        // Column tiles fastest: the warps of a block read overlapping input columns together.
-        const int xt = unit % s.xtiles, rest = unit / s.xtiles;
-        const int strip = rest % s.strips, b = rest / s.strips;
-        const int ox0 = min(xt * ROWWIN_COLS, s.OW - ROWWIN_COLS), oy0 = min(strip * R, s.OH - R);
-        const int ih0 = oy0 - s.pad_h;
-        // Each lane loads one value per input row, column col0 + lane (clamped into the image, so
-        // every load is in bounds), and pairs it with its right neighbour's; lane (g, t) then takes
-        // the pair of lane src = g*stride_w + 2t (kw = 2t, 2t + 1 at pixel g). Halves outside the
-        // image or past KW are masked to +0 after the shuffle: one load per row and lane, where
-        // loading both halves of its own pair costs two loads and two addresses.
-        const int col0 = ox0 * s.stride_w - s.pad_w, src = g * s.stride_w + 2 * t;
-        const int col = min(max(col0 + lane, 0), s.W - 1);
-        const bool lo_ok = 2 * t < s.KW && (unsigned)(col0 + src) < (unsigned)s.W;
-        const bool hi_ok = 2 * t + 1 < s.KW && (unsigned)(col0 + src + 1) < (unsigned)s.W;
-        const uint32_t mask = (lo_ok ? 0x0000ffffu : 0u) | (hi_ok ? 0xffff0000u : 0u);
-        unsigned rows_ok = 0;  // CHECKED: bit i says input row ih0 + i lies in the image
-        if (CHECKED) {
-#pragma unroll
-            for (int i = 0; i < ROWS; ++i) rows_ok |= (unsigned)((unsigned)(ih0 + i) < (unsigned)s.H) << i;
-        }
-
+    // Software pipeline over the warp's (unit, channel) steps: the loads of the next step (the next
+    // channel, or the next unit's first) are issued before this step's MMAs, so that a warp has a
+    // window of loads in flight while it computes instead of waiting for each (the profile of the
+    // unpipelined loop: 0.12 instructions issued per cycle, stalled mostly on those loads).
+    const int HW = s.H * s.W, OHW = s.OH * s.OW, src = g * s.stride_w + 2 * t;
+    const int step = gridDim.x * ROWWIN_WARPS;
+    int unit = blockIdx.x * ROWWIN_WARPS + warp;
+    if (unit >= s.units) return;
+    rowwin_unit u = rowwin_unit_at<R, ROWS>(s, x, unit, lane, src, t);
+    float raw[ROWS];
+    rowwin_load<ROWS, CHECKED>(s, u.xc, u.ih0, raw);
+    for (; unit < s.units; unit += step) {
         float acc[R][MT][4];
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -102,17 +147,16 @@ __global__ void __launch_bounds__(ROWWIN_WARPS * 32, 4)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[r][mt][q] = 0.0f;
 
-        const float* xc = x + b * s.C * HW + col;  // channel c, row 0, this lane's column
+        rowwin_unit next = u;
 #pragma unroll 1
-        for (int c = 0; c < s.C; ++c, xc += HW) {
+        for (int c = 0; c < s.C; ++c) {
             uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
-#pragma unroll
-            for (int i = 0; i < ROWS; ++i) {
-                const int ih = CHECKED ? min(max(ih0 + i, 0), s.H - 1) : ih0 + i;
-                const float val = __ldg(xc + ih * s.W);
-                const uint32_t own = mma_pack_half2(val, __shfl_down_sync(0xffffffffu, val, 1));
-                const uint32_t pair = __shfl_sync(0xffffffffu, own, src) & mask;
-                v[i] = !CHECKED || ((rows_ok >> i) & 1u) ? pair : 0u;
+            rowwin_pairs<ROWS, CHECKED>(u, raw, src, v);
+            if (c + 1 < s.C) {
+                rowwin_load<ROWS, CHECKED>(s, u.xc + (c + 1) * HW, u.ih0, raw);
+            } else if (unit + step < s.units) {
+                next = rowwin_unit_at<R, ROWS>(s, x, unit + step, lane, src, t);
+                rowwin_load<ROWS, CHECKED>(s, next.xc, next.ih0, raw);
             }
 #pragma unroll
             for (int j = 0; j < KP; ++j) {
@@ -135,7 +179,7 @@ __global__ void __launch_bounds__(ROWWIN_WARPS * 32, 4)
             for (int h = 0; h < 2; ++h) {
                 const int m = mt * 16 + g + 8 * h;
                 if (m >= s.M) continue;
-                float* ym = y + (b * s.M + m) * OHW + oy0 * s.OW + ox0 + 2 * t;
+                float* ym = y + (u.b * s.M + m) * OHW + u.oy0 * s.OW + u.ox0 + 2 * t;
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     const float v0 = acc[r][mt][2 * h], v1 = acc[r][mt][2 * h + 1];
@@ -147,6 +191,7 @@ __global__ void __launch_bounds__(ROWWIN_WARPS * 32, 4)
                     }
                 }
             }
+        u = next;
     }
 #endif
 }
