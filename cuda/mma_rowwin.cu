@@ -24,9 +24,10 @@
 
 // Columns of a tile (the n of m16n8k16).
 constexpr int ROWWIN_COLS = 8;
-// Warps per block; blocks are persistent, so more warps share one A-fragment build.
-constexpr int ROWWIN_WARPS = 4;
-// A fragments in shared memory: one 512-byte tile per (channel, kernel row pair, m16 tile).
+// Warps per block: one per 8-column tile of a strip, at most this many (they loop over the rest).
+constexpr int ROWWIN_MAX_WARPS = 8;
+// Shared memory of a block: the A fragments (one 512-byte tile per channel, kernel row pair and
+// m16 tile) and the output tile of one strip (maps x R x OW floats).
 constexpr int ROWWIN_SMEM_LIMIT = 48 * 1024;
 constexpr int ROWWIN_MAX_MAPS = 32;
 // One warp-wide load per input row covers the 7*stride_w + 9 columns a tile's pairs come from.
@@ -36,8 +37,9 @@ constexpr int ROWWIN_MAX_STRIDE_W = 3;
 struct rowwin_shape {
     int C, H, W, M, OH, OW, KW;
     int stride_w, pad_h, pad_w;
-    int strips, xtiles, units;  // units = B * strips * xtiles, one per warp
-    int pair_stores;            // 1: y rows are even and y is 8-byte aligned: float2 stores
+    int strips, xtiles, items;  // items = B * strips: one strip of one image per block pass
+    int ystride;                // floats per map in the shared output tile (>= R * OW, even)
+    int pair_stores;            // 1: OW is even and y 8-byte aligned: the tile is written as float2
 };
 
 // W[m, c, kh, kw], zero for padded maps, kernel rows and columns.
@@ -60,13 +62,11 @@ struct rowwin_unit {
 };
 
 template <int R, int ROWS>
-__device__ __forceinline__ rowwin_unit rowwin_unit_at(const rowwin_shape& s, const float* __restrict__ x, int unit,
-                                                      int lane, int src, int t) {
+__device__ __forceinline__ rowwin_unit rowwin_unit_at(const rowwin_shape& s, const float* __restrict__ x, int item,
+                                                      int xt, int lane, int src, int t) {
     rowwin_unit u;
-    // Column tiles fastest: the warps of a block read overlapping input columns together.
-    const int xt = unit % s.xtiles, rest = unit / s.xtiles;
-    const int strip = rest % s.strips;
-    u.b = rest / s.strips;
+    const int strip = item % s.strips;
+    u.b = item / s.strips;
     u.ox0 = min(xt * ROWWIN_COLS, s.OW - ROWWIN_COLS);
     u.oy0 = min(strip * R, s.OH - R);
     u.ih0 = u.oy0 - s.pad_h;
@@ -101,10 +101,10 @@ __device__ __forceinline__ void rowwin_pairs(const rowwin_unit& u, const float (
     }
 }
 
-// CHECKED: rows of the strip's window may lie outside the image (pad_h > 0). Four blocks per SM
-// (128 registers) unless 64+ accumulators need three (168; at 128 they spill).
+// CHECKED: rows of the strip's window may lie outside the image (pad_h > 0). At most 128 registers
+// unless 64+ accumulators need more (at 128 they spill).
 template <int KH, int MT, int R, bool CHECKED>
-__global__ void __launch_bounds__(ROWWIN_WARPS * 32, R * MT >= 16 ? 3 : 4)
+__global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 16 ? 1 : 2)
     conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
                            float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -127,71 +127,95 @@ __global__ void __launch_bounds__(ROWWIN_WARPS * 32, R * MT >= 16 ? 3 : 4)
     }
     __syncthreads();
 
-    // Software pipeline over the warp's (unit, channel) steps: the loads of the next step (the next
-    // channel, or the next unit's first) are issued before this step's MMAs, so that a warp has a
-    // window of loads in flight while it computes instead of waiting for each (the profile of the
-    // unpipelined loop: 0.12 instructions issued per cycle, stalled mostly on those loads).
-    const int HW = s.H * s.W, OHW = s.OH * s.OW, src = g * s.stride_w + 2 * t;
-    const int step = gridDim.x * ROWWIN_WARPS;
-    int unit = blockIdx.x * ROWWIN_WARPS + warp;
-    if (unit >= s.units) return;
-    rowwin_unit u = rowwin_unit_at<R, ROWS>(s, x, unit, lane, src, t);
+    // A block takes strips (one image's R output rows, all maps) in turn; its warps take the 8-column
+    // tiles of a strip, and the results go through shared memory, so that each map's R*OW outputs,
+    // contiguous in y, are written by consecutive threads. Stored straight from the fragments, an
+    // 8-column tile of a row that is not a multiple of 8 wide straddles 32-byte sectors (C3,
+    // OW = 34: 1.59 ms, against 0.46 ms for the same kernel at OW = 32).
+    // Software pipeline over a warp's (tile, channel) steps: the loads of the next step (the next
+    // channel, or the next tile's first) are issued before this step's MMAs, so that a warp has a
+    // window of loads in flight while it computes, and across the block's barriers.
+    float* s_y = reinterpret_cast<float*>(s_a + s.C * KP * MT * 32);  // [map][row][column]
+    const int nwarps = blockDim.x >> 5, HW = s.H * s.W, OHW = s.OH * s.OW, src = g * s.stride_w + 2 * t;
+    int item = blockIdx.x, xt = warp;
+    if (item >= s.items) return;  // the whole block: no barrier is skipped by some threads only
+    rowwin_unit u = rowwin_unit_at<R, ROWS>(s, x, item, xt, lane, src, t);
     float raw[ROWS];
     rowwin_load<ROWS, CHECKED>(s, u.xc, u.ih0, raw);
-    for (; unit < s.units; unit += step) {
-        float acc[R][MT][4];
+    for (; item < s.items; item += gridDim.x) {
+        for (; xt < s.xtiles; xt += nwarps) {
+            float acc[R][MT][4];
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+            for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) acc[r][mt][q] = 0.0f;
+                    for (int q = 0; q < 4; ++q) acc[r][mt][q] = 0.0f;
 
-        rowwin_unit next = u;
+            rowwin_unit next = u;
 #pragma unroll 1
-        for (int c = 0; c < s.C; ++c) {
-            uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
-            rowwin_pairs<ROWS, CHECKED>(u, raw, src, v);
-            if (c + 1 < s.C) {
-                rowwin_load<ROWS, CHECKED>(s, u.xc + (c + 1) * HW, u.ih0, raw);
-            } else if (unit + step < s.units) {
-                next = rowwin_unit_at<R, ROWS>(s, x, unit + step, lane, src, t);
-                rowwin_load<ROWS, CHECKED>(s, next.xc, next.ih0, raw);
-            }
-#pragma unroll
-            for (int j = 0; j < KP; ++j) {
-                uint4 a[MT];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) a[mt] = s_a[((c * KP + j) * MT + mt) * 32 + lane];
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const uint32_t b1 = 2 * j + 1 < KH ? v[r + 2 * j + 1] : 0u;
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) mma_m16n8k16(acc[r][mt], a[mt], v[r + 2 * j], b1);
+            for (int c = 0; c < s.C; ++c) {
+                uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
+                rowwin_pairs<ROWS, CHECKED>(u, raw, src, v);
+                if (c + 1 < s.C) {
+                    rowwin_load<ROWS, CHECKED>(s, u.xc + (c + 1) * HW, u.ih0, raw);
+                } else {
+                    const bool same = xt + nwarps < s.xtiles;
+                    const int next_item = same ? item : item + gridDim.x;
+                    if (next_item < s.items) {
+                        next = rowwin_unit_at<R, ROWS>(s, x, next_item, same ? xt + nwarps : warp, lane, src, t);
+                        rowwin_load<ROWS, CHECKED>(s, next.xc, next.ih0, raw);
+                    }
                 }
-            }
-        }
-
-        // D registers 0, 1: map g, columns 2t and 2t + 1; registers 2, 3: map g + 8.
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+                for (int j = 0; j < KP; ++j) {
+                    uint4 a[MT];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = mt * 16 + g + 8 * h;
-                if (m >= s.M) continue;
-                float* ym = y + (u.b * s.M + m) * OHW + u.oy0 * s.OW + u.ox0 + 2 * t;
+                    for (int mt = 0; mt < MT; ++mt) a[mt] = s_a[((c * KP + j) * MT + mt) * 32 + lane];
 #pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const float v0 = acc[r][mt][2 * h], v1 = acc[r][mt][2 * h + 1];
-                    if (s.pair_stores) {
-                        *reinterpret_cast<float2*>(ym + r * s.OW) = make_float2(v0, v1);
-                    } else {
-                        ym[r * s.OW] = v0;
-                        ym[r * s.OW + 1] = v1;
+                    for (int r = 0; r < R; ++r) {
+                        const uint32_t b1 = 2 * j + 1 < KH ? v[r + 2 * j + 1] : 0u;
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt) mma_m16n8k16(acc[r][mt], a[mt], v[r + 2 * j], b1);
                     }
                 }
             }
-        u = next;
+
+            // D registers 0, 1: map g, columns 2t and 2t + 1; registers 2, 3: map g + 8. The last
+            // tile, moved left to end on the last column, leaves the columns of the tile before it
+            // to that tile: every shared-memory element has one writer.
+            const int col = u.ox0 + 2 * t, first_col = xt * ROWWIN_COLS;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int m = mt * 16 + g + 8 * h;
+                    if (m >= s.M) continue;
+                    float* sm = s_y + m * s.ystride + col;
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        if (col >= first_col) sm[r * s.OW] = acc[r][mt][2 * h];
+                        if (col + 1 >= first_col) sm[r * s.OW + 1] = acc[r][mt][2 * h + 1];
+                    }
+                }
+            u = next;
+        }
+        xt = warp;
+        __syncthreads();  // the strip's tile is complete
+
+        // Each map's R rows are R*OW consecutive floats of y.
+        const int b = item / s.strips, oy0 = min((item - b * s.strips) * R, s.OH - R), n = R * s.OW;
+        for (int m = 0; m < s.M; ++m) {
+            float* ym = y + (b * s.M + m) * OHW + oy0 * s.OW;
+            const float* sm = s_y + m * s.ystride;
+            if (s.pair_stores) {
+                for (int e = threadIdx.x; e < n / 2; e += blockDim.x)
+                    reinterpret_cast<float2*>(ym)[e] = reinterpret_cast<const float2*>(sm)[e];
+            } else {
+                for (int e = threadIdx.x; e < n; e += blockDim.x) ym[e] = sm[e];
+            }
+        }
+        __syncthreads();  // the tile is free for the next strip
     }
 #endif
 }
@@ -199,8 +223,11 @@ __global__ void __launch_bounds__(ROWWIN_WARPS * 32, R * MT >= 16 ? 3 : 4)
 // ---- host side ----
 
 static int rowwin_kernel_rows(const conv_params* p, int rows) { return p->M <= 16 ? rows : rows / 2; }
-static int64_t rowwin_smem_bytes(const conv_params* p) {
-    return p->C * ((p->KH + 1) / 2) * ((p->M + 15) / 16) * 32 * (int64_t)sizeof(uint4);
+// Floats per map in the output tile: even (float2 reads), and 8 banks apart for successive maps.
+static int64_t rowwin_ystride(const conv_params* p, int r) { return (r * conv_out_w(p) + 31) / 32 * 32 + 8; }
+static int64_t rowwin_smem_bytes(const conv_params* p, int r) {
+    return p->C * ((p->KH + 1) / 2) * ((p->M + 15) / 16) * 32 * (int64_t)sizeof(uint4) +
+           p->M * rowwin_ystride(p, r) * (int64_t)sizeof(float);
 }
 
 int mma_rowwin_fits(const conv_params* p, int rows) {
@@ -224,11 +251,12 @@ int mma_rowwin_fits(const conv_params* p, int rows) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: an output of %lldx%lld is smaller than one %dx%d strip",
                               (long long)conv_out_h(p), (long long)conv_out_w(p), r, ROWWIN_COLS);
-    if (rowwin_smem_bytes(p) > ROWWIN_SMEM_LIMIT)
+    if (rowwin_smem_bytes(p, r) > ROWWIN_SMEM_LIMIT)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "mma_fp16 row window: the A fragments of C=%lld channels x %lld maps need %lld "
-                              "bytes of shared memory, more than %d",
-                              (long long)p->C, (long long)p->M, (long long)rowwin_smem_bytes(p), ROWWIN_SMEM_LIMIT);
+                              "mma_fp16 row window: the weights of C=%lld channels x M=%lld maps and an output "
+                              "tile of %d rows x OW=%lld need %lld bytes of shared memory, more than %d",
+                              (long long)p->C, (long long)p->M, r, (long long)conv_out_w(p),
+                              (long long)rowwin_smem_bytes(p, r), ROWWIN_SMEM_LIMIT);
     return conv_check_coords("mma_fp16", p, 0, 0);
 }
 
@@ -261,19 +289,20 @@ int mma_rowwin_run(const conv_params* p, const float* x, const float* w, float* 
     s.stride_w = (int)p->stride_w; s.pad_h = (int)p->pad_h; s.pad_w = (int)p->pad_w;
     s.strips = conv_ceil_div(s.OH, r);
     s.xtiles = conv_ceil_div(s.OW, ROWWIN_COLS);
-    s.units = (int)(p->B * s.strips * s.xtiles);  // < B*OH*OW, which the dispatcher keeps < 2^31
+    s.items = (int)(p->B * s.strips);  // <= B*OH, which the dispatcher keeps < 2^31
+    s.ystride = (int)rowwin_ystride(p, r);
     s.pair_stores = s.OW % 2 == 0 && ((uintptr_t)y & 7) == 0;
     rowwin_kernel kernel = rows == 8 ? rowwin_kernel_for<8>(p) : rows == 12 ? rowwin_kernel_for<12>(p)
                                                                             : rowwin_kernel_for<16>(p);
-    const size_t smem = (size_t)rowwin_smem_bytes(p);
+    const size_t smem = (size_t)rowwin_smem_bytes(p, r);
+    const int threads = 32 * (s.xtiles < ROWWIN_MAX_WARPS ? s.xtiles : ROWWIN_MAX_WARPS);
     int device, sms, per_sm = 0;
     CONV_CUDA_CHECK(cudaGetDevice(&device));
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, ROWWIN_WARPS * 32, smem));
-    // One persistent wave: the A fragments are built once per block, not once per unit.
+    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    // One persistent wave: the A fragments are built once per block, not once per strip.
     const int64_t wave = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
-    const int64_t need = (s.units + ROWWIN_WARPS - 1) / ROWWIN_WARPS;
-    kernel<<<(unsigned)(need < wave ? need : wave), ROWWIN_WARPS * 32, smem, stream>>>(s, x, w, y);
+    kernel<<<(unsigned)(s.items < wave ? s.items : wave), threads, smem, stream>>>(s, x, w, y);
     CONV_LAUNCH_CHECK(kernel);
     return CONV_OK;
 }
