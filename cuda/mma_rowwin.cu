@@ -26,6 +26,7 @@
 constexpr int ROWWIN_COLS = 8;
 // Warps per block: one per 8-column tile of a strip, at most this many (they loop over the rest).
 constexpr int ROWWIN_MAX_WARPS = 8;
+constexpr int ROWWIN_DIRECT_WARPS = 4;
 // Shared memory of a block: the A fragments (one 512-byte tile per channel, kernel row pair and
 // m16 tile) and the output tile of one strip (maps x R x OW floats).
 constexpr int ROWWIN_SMEM_LIMIT = 48 * 1024;
@@ -39,7 +40,8 @@ struct rowwin_shape {
     int stride_w, pad_h, pad_w;
     int strips, xtiles, items;  // items = B * strips: one strip of one image per block pass
     int ystride;                // floats per map in the shared output tile (>= R * OW, even)
-    int pair_stores;            // 1: OW is even and y 8-byte aligned: the tile is written as float2
+    int pair_stores;            // 1: OW is even and y 8-byte aligned: float2 stores
+    int direct_stores;          // 1: OW % 8 == 0: tiles are whole sectors, stored from the fragments
 };
 
 // W[m, c, kh, kw], zero for padded maps, kernel rows and columns.
@@ -128,10 +130,12 @@ __global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 16 ? 1 : 2)
     __syncthreads();
 
     // A block takes strips (one image's R output rows, all maps) in turn; its warps take the 8-column
-    // tiles of a strip, and the results go through shared memory, so that each map's R*OW outputs,
-    // contiguous in y, are written by consecutive threads. Stored straight from the fragments, an
-    // 8-column tile of a row that is not a multiple of 8 wide straddles 32-byte sectors (C3,
-    // OW = 34: 1.59 ms, against 0.46 ms for the same kernel at OW = 32).
+    // tiles of a strip. Where OW is a multiple of 8, each tile row is one 32-byte sector per map and
+    // is stored straight from the fragments. Elsewhere the results go through shared memory, so that
+    // each map's R*OW outputs, contiguous in y, are written by consecutive threads: stored straight,
+    // tiles straddle sectors (C3, OW = 34: 1.59 ms, against 0.46 ms for the same kernel at OW = 32;
+    // staged 0.61 ms), while staging costs C1 (OW = 80) a third (0.66 -> 0.95 ms, fewer warps per SM
+    // and the barriers).
     // Software pipeline over a warp's (tile, channel) steps: the loads of the next step (the next
     // channel, or the next tile's first) are issued before this step's MMAs, so that a warp has a
     // window of loads in flight while it computes, and across the block's barriers.
@@ -181,9 +185,9 @@ __global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 16 ? 1 : 2)
                 }
             }
 
-            // D registers 0, 1: map g, columns 2t and 2t + 1; registers 2, 3: map g + 8. The last
-            // tile, moved left to end on the last column, leaves the columns of the tile before it
-            // to that tile: every shared-memory element has one writer.
+            // D registers 0, 1: map g, columns 2t and 2t + 1; registers 2, 3: map g + 8. Staged: the
+            // last tile, moved left to end on the last column, leaves the columns of the tile before
+            // it to that tile, so that every shared-memory element has one writer.
             const int col = u.ox0 + 2 * t, first_col = xt * ROWWIN_COLS;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -191,6 +195,13 @@ __global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 16 ? 1 : 2)
                 for (int h = 0; h < 2; ++h) {
                     const int m = mt * 16 + g + 8 * h;
                     if (m >= s.M) continue;
+                    if (s.direct_stores) {
+                        float* ym = y + (u.b * s.M + m) * OHW + u.oy0 * s.OW + col;
+#pragma unroll
+                        for (int r = 0; r < R; ++r)
+                            *reinterpret_cast<float2*>(ym + r * s.OW) = make_float2(acc[r][mt][2 * h], acc[r][mt][2 * h + 1]);
+                        continue;
+                    }
                     float* sm = s_y + m * s.ystride + col;
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
@@ -201,6 +212,7 @@ __global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 16 ? 1 : 2)
             u = next;
         }
         xt = warp;
+        if (s.direct_stores) continue;  // no shared tile, no barriers: the warps run independently
         __syncthreads();  // the strip's tile is complete
 
         // Each map's R rows are R*OW consecutive floats of y.
@@ -225,9 +237,12 @@ __global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 16 ? 1 : 2)
 static int rowwin_kernel_rows(const conv_params* p, int rows) { return p->M <= 16 ? rows : rows / 2; }
 // Floats per map in the output tile: even (float2 reads), and 8 banks apart for successive maps.
 static int64_t rowwin_ystride(const conv_params* p, int r) { return (r * conv_out_w(p) + 31) / 32 * 32 + 8; }
-static int64_t rowwin_smem_bytes(const conv_params* p, int r) {
+static bool rowwin_direct_stores(const conv_params* p, const float* y) {
+    return conv_out_w(p) % ROWWIN_COLS == 0 && ((uintptr_t)y & 7) == 0;
+}
+static int64_t rowwin_smem_bytes(const conv_params* p, int r, bool direct_stores) {
     return p->C * ((p->KH + 1) / 2) * ((p->M + 15) / 16) * 32 * (int64_t)sizeof(uint4) +
-           p->M * rowwin_ystride(p, r) * (int64_t)sizeof(float);
+           (direct_stores ? 0 : p->M * rowwin_ystride(p, r) * (int64_t)sizeof(float));
 }
 
 int mma_rowwin_fits(const conv_params* p, int rows) {
@@ -251,12 +266,12 @@ int mma_rowwin_fits(const conv_params* p, int rows) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: an output of %lldx%lld is smaller than one %dx%d strip",
                               (long long)conv_out_h(p), (long long)conv_out_w(p), r, ROWWIN_COLS);
-    if (rowwin_smem_bytes(p, r) > ROWWIN_SMEM_LIMIT)
+    if (rowwin_smem_bytes(p, r, false) > ROWWIN_SMEM_LIMIT)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: the weights of C=%lld channels x M=%lld maps and an output "
                               "tile of %d rows x OW=%lld need %lld bytes of shared memory, more than %d",
                               (long long)p->C, (long long)p->M, r, (long long)conv_out_w(p),
-                              (long long)rowwin_smem_bytes(p, r), ROWWIN_SMEM_LIMIT);
+                              (long long)rowwin_smem_bytes(p, r, false), ROWWIN_SMEM_LIMIT);
     return conv_check_coords("mma_fp16", p, 0, 0);
 }
 
@@ -292,10 +307,14 @@ int mma_rowwin_run(const conv_params* p, const float* x, const float* w, float* 
     s.items = (int)(p->B * s.strips);  // <= B*OH, which the dispatcher keeps < 2^31
     s.ystride = (int)rowwin_ystride(p, r);
     s.pair_stores = s.OW % 2 == 0 && ((uintptr_t)y & 7) == 0;
+    s.direct_stores = rowwin_direct_stores(p, y);
     rowwin_kernel kernel = rows == 8 ? rowwin_kernel_for<8>(p) : rows == 12 ? rowwin_kernel_for<12>(p)
                                                                             : rowwin_kernel_for<16>(p);
-    const size_t smem = (size_t)rowwin_smem_bytes(p, r);
-    const int threads = 32 * (s.xtiles < ROWWIN_MAX_WARPS ? s.xtiles : ROWWIN_MAX_WARPS);
+    const size_t smem = (size_t)rowwin_smem_bytes(p, r, s.direct_stores);
+    // Staged: a warp per tile (up to 8), as the barriers make a block as slow as its slowest warp.
+    // Direct: 4 warps, independent, and more blocks per SM.
+    const int max_warps = s.direct_stores ? ROWWIN_DIRECT_WARPS : ROWWIN_MAX_WARPS;
+    const int threads = 32 * (s.xtiles < max_warps ? s.xtiles : max_warps);
     int device, sms, per_sm = 0;
     CONV_CUDA_CHECK(cudaGetDevice(&device));
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
