@@ -104,9 +104,9 @@ __device__ __forceinline__ void rowwin_pairs(const rowwin_unit& u, const float (
 }
 
 // CHECKED: rows of the strip's window may lie outside the image (pad_h > 0). At most 128 registers
-// unless 64+ accumulators need more (at 128 they spill).
+// unless 48+ accumulators need more (at 128 they spill).
 template <int KH, int MT, int R, bool CHECKED>
-__global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 16 ? 1 : 2)
+__global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 12 ? 1 : 2)
     conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
                            float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -141,93 +141,106 @@ __global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 16 ? 1 : 2)
     // window of loads in flight while it computes, and across the block's barriers.
     float* s_y = reinterpret_cast<float*>(s_a + s.C * KP * MT * 32);  // [map][row][column]
     const int nwarps = blockDim.x >> 5, HW = s.H * s.W, OHW = s.OH * s.OW, src = g * s.stride_w + 2 * t;
-    int item = blockIdx.x, xt = warp;
-    if (item >= s.items) return;  // the whole block: no barrier is skipped by some threads only
+    // Where a warp works: (item, column tile). Staged, a block's warps share an item (the barriers
+    // below): tiles xt, xt + nwarps, ... of it, then the block's next item. Direct, every warp walks
+    // the flat (item, tile) order on its own, a whole grid of warps apart.
+    const bool direct = s.direct_stores;
+    const int total_warps = gridDim.x * nwarps;
+    int flat = blockIdx.x * nwarps + warp;
+    int item = direct ? flat / s.xtiles : blockIdx.x, xt = direct ? flat - item * s.xtiles : warp;
+    if (item >= s.items) return;  // staged: the whole block, so no barrier misses some threads
     rowwin_unit u = rowwin_unit_at<R, ROWS>(s, x, item, xt, lane, src, t);
     float raw[ROWS];
     rowwin_load<ROWS, CHECKED>(s, u.xc, u.ih0, raw);
-    for (; item < s.items; item += gridDim.x) {
-        for (; xt < s.xtiles; xt += nwarps) {
-            float acc[R][MT][4];
+    for (;;) {
+        int next_flat = flat + total_warps, next_item, next_xt;
+        if (direct) {
+            next_item = next_flat / s.xtiles;
+            next_xt = next_flat - next_item * s.xtiles;
+        } else {
+            const bool same = xt + nwarps < s.xtiles;
+            next_item = same ? item : item + gridDim.x;
+            next_xt = same ? xt + nwarps : warp;
+        }
+        float acc[R][MT][4];
 #pragma unroll
-            for (int r = 0; r < R; ++r)
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) acc[r][mt][q] = 0.0f;
-
-            rowwin_unit next = u;
-#pragma unroll 1
-            for (int c = 0; c < s.C; ++c) {
-                uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
-                rowwin_pairs<ROWS, CHECKED>(u, raw, src, v);
-                if (c + 1 < s.C) {
-                    rowwin_load<ROWS, CHECKED>(s, u.xc + (c + 1) * HW, u.ih0, raw);
-                } else {
-                    const bool same = xt + nwarps < s.xtiles;
-                    const int next_item = same ? item : item + gridDim.x;
-                    if (next_item < s.items) {
-                        next = rowwin_unit_at<R, ROWS>(s, x, next_item, same ? xt + nwarps : warp, lane, src, t);
-                        rowwin_load<ROWS, CHECKED>(s, next.xc, next.ih0, raw);
-                    }
-                }
-#pragma unroll
-                for (int j = 0; j < KP; ++j) {
-                    uint4 a[MT];
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) a[mt] = s_a[((c * KP + j) * MT + mt) * 32 + lane];
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        const uint32_t b1 = 2 * j + 1 < KH ? v[r + 2 * j + 1] : 0u;
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt) mma_m16n8k16(acc[r][mt], a[mt], v[r + 2 * j], b1);
-                    }
-                }
-            }
-
-            // D registers 0, 1: map g, columns 2t and 2t + 1; registers 2, 3: map g + 8. Staged: the
-            // last tile, moved left to end on the last column, leaves the columns of the tile before
-            // it to that tile, so that every shared-memory element has one writer.
-            const int col = u.ox0 + 2 * t, first_col = xt * ROWWIN_COLS;
+        for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int m = mt * 16 + g + 8 * h;
-                    if (m >= s.M) continue;
-                    if (s.direct_stores) {
-                        float* ym = y + (u.b * s.M + m) * OHW + u.oy0 * s.OW + col;
-#pragma unroll
-                        for (int r = 0; r < R; ++r)
-                            *reinterpret_cast<float2*>(ym + r * s.OW) = make_float2(acc[r][mt][2 * h], acc[r][mt][2 * h + 1]);
-                        continue;
-                    }
-                    float* sm = s_y + m * s.ystride + col;
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        if (col >= first_col) sm[r * s.OW] = acc[r][mt][2 * h];
-                        if (col + 1 >= first_col) sm[r * s.OW + 1] = acc[r][mt][2 * h + 1];
-                    }
-                }
-            u = next;
-        }
-        xt = warp;
-        if (s.direct_stores) continue;  // no shared tile, no barriers: the warps run independently
-        __syncthreads();  // the strip's tile is complete
+                for (int q = 0; q < 4; ++q) acc[r][mt][q] = 0.0f;
 
-        // Each map's R rows are R*OW consecutive floats of y.
-        const int b = item / s.strips, oy0 = min((item - b * s.strips) * R, s.OH - R), n = R * s.OW;
-        for (int m = 0; m < s.M; ++m) {
-            float* ym = y + (b * s.M + m) * OHW + oy0 * s.OW;
-            const float* sm = s_y + m * s.ystride;
-            if (s.pair_stores) {
-                for (int e = threadIdx.x; e < n / 2; e += blockDim.x)
-                    reinterpret_cast<float2*>(ym)[e] = reinterpret_cast<const float2*>(sm)[e];
-            } else {
-                for (int e = threadIdx.x; e < n; e += blockDim.x) ym[e] = sm[e];
+        rowwin_unit next = u;
+#pragma unroll 1
+        for (int c = 0; c < s.C; ++c) {
+            uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
+            rowwin_pairs<ROWS, CHECKED>(u, raw, src, v);
+            if (c + 1 < s.C) {
+                rowwin_load<ROWS, CHECKED>(s, u.xc + (c + 1) * HW, u.ih0, raw);
+            } else if (next_item < s.items) {
+                next = rowwin_unit_at<R, ROWS>(s, x, next_item, next_xt, lane, src, t);
+                rowwin_load<ROWS, CHECKED>(s, next.xc, next.ih0, raw);
+            }
+#pragma unroll
+            for (int j = 0; j < KP; ++j) {
+                uint4 a[MT];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) a[mt] = s_a[((c * KP + j) * MT + mt) * 32 + lane];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const uint32_t b1 = 2 * j + 1 < KH ? v[r + 2 * j + 1] : 0u;
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) mma_m16n8k16(acc[r][mt], a[mt], v[r + 2 * j], b1);
+                }
             }
         }
-        __syncthreads();  // the tile is free for the next strip
+
+        // D registers 0, 1: map g, columns 2t and 2t + 1; registers 2, 3: map g + 8. Staged: the
+        // last tile, moved left to end on the last column, leaves the columns of the tile before
+        // it to that tile, so that every shared-memory element has one writer.
+        const int col = u.ox0 + 2 * t, first_col = xt * ROWWIN_COLS;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = mt * 16 + g + 8 * h;
+                if (m >= s.M) continue;
+                if (direct) {
+                    float* ym = y + (u.b * s.M + m) * OHW + u.oy0 * s.OW + col;
+#pragma unroll
+                    for (int r = 0; r < R; ++r)
+                        *reinterpret_cast<float2*>(ym + r * s.OW) = make_float2(acc[r][mt][2 * h], acc[r][mt][2 * h + 1]);
+                    continue;
+                }
+                float* sm = s_y + m * s.ystride + col;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    if (col >= first_col) sm[r * s.OW] = acc[r][mt][2 * h];
+                    if (col + 1 >= first_col) sm[r * s.OW + 1] = acc[r][mt][2 * h + 1];
+                }
+            }
+
+        if (!direct && next_item != item) {  // the block's last tiles of this item are done
+            __syncthreads();  // the strip's tile is complete
+            // Each map's R rows are R*OW consecutive floats of y.
+            const int b = item / s.strips, oy0 = min((item - b * s.strips) * R, s.OH - R), n = R * s.OW;
+            for (int m = 0; m < s.M; ++m) {
+                float* ym = y + (b * s.M + m) * OHW + oy0 * s.OW;
+                const float* sm = s_y + m * s.ystride;
+                if (s.pair_stores) {
+                    for (int e = threadIdx.x; e < n / 2; e += blockDim.x)
+                        reinterpret_cast<float2*>(ym)[e] = reinterpret_cast<const float2*>(sm)[e];
+                } else {
+                    for (int e = threadIdx.x; e < n; e += blockDim.x) ym[e] = sm[e];
+                }
+            }
+            __syncthreads();  // the tile is free for the next strip
+        }
+        if (next_item >= s.items) break;
+        item = next_item;
+        xt = next_xt;
+        flat = next_flat;
+        u = next;
     }
 #endif
 }
