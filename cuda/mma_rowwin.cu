@@ -24,9 +24,13 @@
 
 // Columns of a tile (the n of m16n8k16).
 constexpr int ROWWIN_COLS = 8;
-// Warps per block: one per 8-column tile of a strip, at most this many (they loop over the rest).
-constexpr int ROWWIN_MAX_WARPS = 8;
+// Warps per block: staged, one per 8-column tile of a strip, up to a limit (they loop over the
+// rest); direct, 4. Three blocks per SM: 128 registers a thread at 5 warps, 168 at 4, which strips
+// of 16 rows (64 accumulators) need. Measured: C3 staged at 165 registers and two blocks per SM
+// 0.73 ms, at 128 registers and three 0.61-0.64 ms.
 constexpr int ROWWIN_DIRECT_WARPS = 4;
+constexpr int ROWWIN_MIN_BLOCKS = 3;
+__host__ __device__ constexpr int rowwin_max_warps(int R, int MT) { return R * MT >= 16 ? 4 : 5; }
 // Shared memory of a block: the A fragments (one 512-byte tile per channel, kernel row pair and
 // m16 tile) and the output tile of one strip (maps x R x OW floats).
 constexpr int ROWWIN_SMEM_LIMIT = 48 * 1024;
@@ -103,10 +107,9 @@ __device__ __forceinline__ void rowwin_pairs(const rowwin_unit& u, const float (
     }
 }
 
-// CHECKED: rows of the strip's window may lie outside the image (pad_h > 0). At most 128 registers
-// unless 48+ accumulators need more (at 128 they spill).
+// CHECKED: rows of the strip's window may lie outside the image (pad_h > 0).
 template <int KH, int MT, int R, bool CHECKED>
-__global__ void __launch_bounds__(ROWWIN_MAX_WARPS * 32, R * MT >= 12 ? 1 : 2)
+__global__ void __launch_bounds__(rowwin_max_warps(R, MT) * 32, ROWWIN_MIN_BLOCKS)
     conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
                            float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -326,7 +329,7 @@ int mma_rowwin_run(const conv_params* p, const float* x, const float* w, float* 
     const size_t smem = (size_t)rowwin_smem_bytes(p, r, s.direct_stores);
     // Staged: a warp per tile (up to 8), as the barriers make a block as slow as its slowest warp.
     // Direct: 4 warps, independent, and more blocks per SM.
-    const int max_warps = s.direct_stores ? ROWWIN_DIRECT_WARPS : ROWWIN_MAX_WARPS;
+    const int max_warps = s.direct_stores ? ROWWIN_DIRECT_WARPS : rowwin_max_warps(r, p->M <= 16 ? 1 : 2);
     const int threads = 32 * (s.xtiles < max_warps ? s.xtiles : max_warps);
     int device, sms, per_sm = 0;
     CONV_CUDA_CHECK(cudaGetDevice(&device));
