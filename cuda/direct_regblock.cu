@@ -364,8 +364,6 @@ static const struct {
     {"m4_p17_t128_wave", regblock_run<4, 17, 128, 3, true, false>},
     {"m8_p8_t256_grid", regblock_run<8, 8, 256, 2, false, false>},
     {"m8_p17_t128_wave_kwloop", regblock_run<8, 17, 128, 2, true, true>},
-    {"m4_p8_t256_wave_b3", regblock_run<4, 8, 256, 3, true, false>},
-    {"m4_p6_t256_wave_b3", regblock_run<4, 6, 256, 3, true, false>},
 };
 constexpr int REGBLOCK_NUM_CONFIGS = (int)(sizeof REGBLOCK_CONFIGS / sizeof REGBLOCK_CONFIGS[0]);
 
