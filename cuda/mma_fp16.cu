@@ -1,5 +1,8 @@
 // mma_fp16.cu — implicit GEMM on the tensor cores through mma.sync.aligned.m16n8k16 (fp16
-// operands, fp32 accumulation; sm_80 and newer), fp32 in and out.
+// operands, fp32 accumulation; sm_80 and newer), fp32 in and out. Two kernel families, as launch
+// configurations: the banded kernel below (any shape the variant supports) and the row-window
+// kernel of mma_rowwin.cu (stride 1 down the rows, 3/5/7-row filters; faster where it fits, and
+// the default there).
 //   conv_mma_fp16_kernel<MTILES, NT, WARPS>: GEMM rows = output maps (MTILES tiles of 16), columns =
 //   output pixels of one image, reduction k = taps (c, kh, kw) with kw padded to an even count
 //   KWP, so that the two consecutive k values of a fragment register are always the neighbours

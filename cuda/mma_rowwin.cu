@@ -1,22 +1,27 @@
 // mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, fp16 operands, fp32
 // accumulation) with a sliding window of input rows held in registers; stride 1 down the rows,
-// dilation 1, stride_w <= 3, KH in {3, 5, 7}, KW <= 8, up to 32 maps.
-//   A warp owns a strip of R output rows x 8 output columns of one image, for all maps. GEMM rows =
-//   maps (m16 tiles), columns = the 8 pixels of one output row, k = (kernel row pair, kw padded to
-//   8): one k-step covers kernel rows kh, kh + 1 of one channel, so B register 0 of lane (g, t) is
-//   the fp16 pair x[ih][iw + 2t], x[ih][iw + 2t + 1] of input row ih = oy + kh at pixel column g,
-//   and register 1 the same pair one input row lower. Both depend on oy + kh only: the R + KH - 1
-//   input rows the strip reads are loaded once per channel (one coalesced load per row and lane,
-//   packed into pairs and handed to the right lanes by two shuffles), and row r of the strip
-//   reuses them for every kernel row: R*(KH+1)/2 MMAs fed by R + KH - 1 pairs. The banded kernel (mma_fp16.cu) gathers every B register from shared memory
-//   instead: about 40 instructions per k-step there, against ~2 here.
+// dilation 1, stride_w <= 3, KH in {3, 5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
+// launch configurations (mma_fp16.cu keeps the banded kernel for every other shape).
+//   A warp computes a tile of R output rows x 8 output columns of one image, for all maps. GEMM
+//   rows = maps (m16 tiles), columns = the 8 pixels of one output row, k = (kernel row pair, kw
+//   padded to 8): one k-step covers kernel rows kh, kh + 1 of one channel, so B register 0 of lane
+//   (g, t) is the fp16 pair x[ih][iw + 2t], x[ih][iw + 2t + 1] of input row ih = oy + kh at pixel
+//   column g, and register 1 the same pair one input row lower. Both depend on oy + kh only: the
+//   R + KH - 1 input rows the tile reads are loaded once per channel (one coalesced load per row
+//   and lane, packed into pairs and handed to the right lanes by two shuffles), and every output
+//   row reuses them for each kernel row: R*(KH+1)/2 MMAs fed by R + KH - 1 pairs. The banded
+//   kernel gathers every B register from shared memory instead, ~40 instructions per k-step.
 //   The weights are ready-made A fragments in shared memory, built once per persistent block
 //   (one LDS.128 per k-step and m16 tile, reused over the R rows).
+//   Stores: see the kernel (straight from the fragments where OW % 8 == 0, else through a shared
+//   tile of the strip, written as contiguous runs).
 //   Edges: the last strip and the last column tile shift back to end on the last output row and
 //   column (they recompute a few outputs of their neighbours, bit for bit: the same operations in
-//   the same order), so no output needs a test; padding reads as zero through the load predicates.
+//   the same order), so no output needs a test; padding reads as zero through the load masks.
 //   Padded taps (kw >= KW, kernel row KH of an odd KH) have zero weights and read zero input, so
 //   an Inf in x gives Inf or NaN exactly where the fp32 reference does.
+// Measured on the H100 (bench/PERF_NOTES.md, B = 10000): C1 0.60 ms (16-row strips, direct
+// stores), C3 0.62 ms (12-row strips, staged), against 1.11 / 0.82 ms for the banded kernel.
 // Error bound: as mma_fp16.cu (only the operands are rounded to fp16).
 #include "conv_kernel_util.cuh"
 #include "mma_rowwin.h"
