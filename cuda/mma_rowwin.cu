@@ -113,26 +113,34 @@ __device__ __forceinline__ void rowwin_pairs(const rowwin_unit& u, const float (
 }
 
 // CHECKED: rows of the strip's window may lie outside the image (pad_h > 0).
-template <int KH, int MT, int R, bool CHECKED>
-__global__ void __launch_bounds__(rowwin_max_warps(R, MT) * 32, ROWWIN_MIN_BLOCKS)
+// GR: output rows per MMA. 1: the 16 GEMM rows are 16 maps. 4 (M <= 4): they are 4 maps x 4
+// consecutive output rows, with the weights shifted by the row offset in the A fragments, so that
+// few maps do not leave three quarters of every MMA empty: C1 takes 5 MMAs per channel and 4 output
+// rows instead of 16, and a quarter of the accumulators.
+template <int KH, int MT, int R, bool CHECKED, int GR>
+__global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
     conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
                            float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // mma_fp16's supports() refuses GPUs below sm_80; this image exists for fat binaries
 #else
-    constexpr int KP = (KH + 1) / 2;  // k-steps per channel: kernel rows in pairs
-    constexpr int ROWS = R + KH - 1;  // input rows a strip reads per channel
+    constexpr int KP = (GR + KH) / 2;  // k-steps per channel: the GR + KH - 1 input rows in pairs
+    constexpr int NG = R / GR;         // row groups per strip
+    constexpr int MPG = 16 / GR;       // maps per m16 tile
+    constexpr int ROWS = R + KH - 1;   // input rows a strip reads per channel
+    static_assert(MT == 1 || GR == 1, "row groups are for few maps");
     static_assert(ROWS <= 32, "row validity is a 32-bit mask");
     extern __shared__ uint4 s_a[];  // [c][kernel row pair][m16 tile][lane]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
 
-    // A register i of lane l: map l/4 + 8*(i&1), kernel row 2j + i/2, kw 2*(l%4) and the next.
+    // A register i of lane l: GEMM row l/4 + 8*(i&1) = (row offset dr, map m), input row 2j + i/2 of
+    // the group (kernel row that - dr), kw 2*(l%4) and the next.
     uint32_t* s_a32 = reinterpret_cast<uint32_t*>(s_a);
     for (int e = threadIdx.x; e < s.C * KP * MT * 128; e += blockDim.x) {
         const int i = e & 3, l = (e >> 2) & 31, tile = e >> 7;
-        const int cj = tile / MT, c = cj / KP, j = cj - c * KP;
-        const int m = (tile - cj * MT) * 16 + (l >> 2) + 8 * (i & 1), kh = 2 * j + (i >> 1), kw = 2 * (l & 3);
+        const int cj = tile / MT, c = cj / KP, j = cj - c * KP, row = (l >> 2) + 8 * (i & 1);
+        const int m = (tile - cj * MT) * 16 + row % MPG, kh = 2 * j + (i >> 1) - row / MPG, kw = 2 * (l & 3);
         s_a32[e] = mma_pack_half2(rowwin_weight(s, KH, w, m, c, kh, kw), rowwin_weight(s, KH, w, m, c, kh, kw + 1));
     }
     __syncthreads();
@@ -170,13 +178,13 @@ __global__ void __launch_bounds__(rowwin_max_warps(R, MT) * 32, ROWWIN_MIN_BLOCK
             next_item = same ? item : item + gridDim.x;
             next_xt = same ? xt + nwarps : warp;
         }
-        float acc[R][MT][4];
+        float acc[NG][MT][4];
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+        for (int q = 0; q < NG; ++q)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) acc[r][mt][q] = 0.0f;
+                for (int e = 0; e < 4; ++e) acc[q][mt][e] = 0.0f;
 
         rowwin_unit next = u;
 #pragma unroll 1
@@ -195,36 +203,38 @@ __global__ void __launch_bounds__(rowwin_max_warps(R, MT) * 32, ROWWIN_MIN_BLOCK
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) a[mt] = s_a[((c * KP + j) * MT + mt) * 32 + lane];
 #pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const uint32_t b1 = 2 * j + 1 < KH ? v[r + 2 * j + 1] : 0u;
+                for (int q = 0; q < NG; ++q) {
+                    const uint32_t b1 = 2 * j + 1 < GR + KH - 1 ? v[q * GR + 2 * j + 1] : 0u;
 #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) mma_m16n8k16(acc[r][mt], a[mt], v[r + 2 * j], b1);
+                    for (int mt = 0; mt < MT; ++mt) mma_m16n8k16(acc[q][mt], a[mt], v[q * GR + 2 * j], b1);
                 }
             }
         }
 
-        // D registers 0, 1: map g, columns 2t and 2t + 1; registers 2, 3: map g + 8. Staged: the
-        // last tile, moved left to end on the last column, leaves the columns of the tile before
-        // it to that tile, so that every shared-memory element has one writer.
+        // D registers 0, 1: GEMM row g, columns 2t and 2t + 1; registers 2, 3: GEMM row g + 8. GEMM
+        // row = (row offset dr in the group, map). Staged: the last tile, moved left to end on the
+        // last column, leaves the columns of the tile before it to that tile, so that every
+        // shared-memory element has one writer.
         const int col = u.ox0 + 2 * t, first_col = xt * ROWWIN_COLS;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int m = mt * 16 + g + 8 * h;
+                const int m = mt * 16 + (g + 8 * h) % MPG, dr = (g + 8 * h) / MPG;
                 if (m >= s.M) continue;
                 if (direct) {
-                    float* ym = y + (u.b * s.M + m) * OHW + u.oy0 * s.OW + col;
+                    float* ym = y + (u.b * s.M + m) * OHW + (u.oy0 + dr) * s.OW + col;
 #pragma unroll
-                    for (int r = 0; r < R; ++r)
-                        *reinterpret_cast<float2*>(ym + r * s.OW) = make_float2(acc[r][mt][2 * h], acc[r][mt][2 * h + 1]);
+                    for (int q = 0; q < NG; ++q)
+                        *reinterpret_cast<float2*>(ym + q * GR * s.OW) =
+                            make_float2(acc[q][mt][2 * h], acc[q][mt][2 * h + 1]);
                     continue;
                 }
-                float* sm = s_y + m * s.ystride + col;
+                float* sm = s_y + m * s.ystride + dr * s.OW + col;
 #pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    if (col >= first_col) sm[r * s.OW] = acc[r][mt][2 * h];
-                    if (col + 1 >= first_col) sm[r * s.OW + 1] = acc[r][mt][2 * h + 1];
+                for (int q = 0; q < NG; ++q) {
+                    if (col >= first_col) sm[q * GR * s.OW] = acc[q][mt][2 * h];
+                    if (col + 1 >= first_col) sm[q * GR * s.OW + 1] = acc[q][mt][2 * h + 1];
                 }
             }
 
@@ -256,13 +266,15 @@ __global__ void __launch_bounds__(rowwin_max_warps(R, MT) * 32, ROWWIN_MIN_BLOCK
 // ---- host side ----
 
 static int rowwin_kernel_rows(const conv_params* p, int rows) { return p->M <= 16 ? rows : rows / 2; }
+// Output rows per MMA (the kernel's GR): 4 maps x 4 rows for up to 4 maps.
+static int rowwin_group_rows(const conv_params* p) { return p->M <= 4 ? 4 : 1; }
 // Floats per map in the output tile: even (float2 reads), and 8 banks apart for successive maps.
 static int64_t rowwin_ystride(const conv_params* p, int r) { return (r * conv_out_w(p) + 31) / 32 * 32 + 8; }
 static bool rowwin_direct_stores(const conv_params* p, const float* y) {
     return conv_out_w(p) % ROWWIN_COLS == 0 && ((uintptr_t)y & 7) == 0;
 }
 static int64_t rowwin_smem_bytes(const conv_params* p, int r, bool direct_stores) {
-    return p->C * ((p->KH + 1) / 2) * ((p->M + 15) / 16) * 32 * (int64_t)sizeof(uint4) +
+    return p->C * ((rowwin_group_rows(p) + p->KH) / 2) * ((p->M + 15) / 16) * 32 * (int64_t)sizeof(uint4) +
            (direct_stores ? 0 : p->M * rowwin_ystride(p, r) * (int64_t)sizeof(float));
 }
 
@@ -298,23 +310,26 @@ int mma_rowwin_fits(const conv_params* p, int rows) {
 
 typedef void (*rowwin_kernel)(rowwin_shape, const float*, const float*, float*);
 
-template <int MT, int R, bool CHECKED>
+template <int MT, int R, bool CHECKED, int GR>
 static rowwin_kernel rowwin_kernel_for(int64_t KH) {
     switch (KH) {
-        case 3: return conv_mma_rowwin_kernel<3, MT, R, CHECKED>;
-        case 5: return conv_mma_rowwin_kernel<5, MT, R, CHECKED>;
-        default: return conv_mma_rowwin_kernel<7, MT, R, CHECKED>;
+        case 3: return conv_mma_rowwin_kernel<3, MT, R, CHECKED, GR>;
+        case 5: return conv_mma_rowwin_kernel<5, MT, R, CHECKED, GR>;
+        default: return conv_mma_rowwin_kernel<7, MT, R, CHECKED, GR>;
     }
 }
 
-// Kernel rows are in {3, 5, 7}; up to 16 maps take one m16 tile, up to 32 two (in half-height strips,
-// for the registers); row tests only with vertical padding.
+// Kernel rows are in {3, 5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
+// two (in half-height strips, for the registers); row tests only with vertical padding.
+template <int MT, int R, int GR>
+static rowwin_kernel rowwin_kernel_for(const conv_params* p) {
+    return p->pad_h != 0 ? rowwin_kernel_for<MT, R, true, GR>(p->KH) : rowwin_kernel_for<MT, R, false, GR>(p->KH);
+}
+
 template <int R>
 static rowwin_kernel rowwin_kernel_for(const conv_params* p) {
-    const bool checked = p->pad_h != 0;
-    if (p->M <= 16)
-        return checked ? rowwin_kernel_for<1, R, true>(p->KH) : rowwin_kernel_for<1, R, false>(p->KH);
-    return checked ? rowwin_kernel_for<2, R / 2, true>(p->KH) : rowwin_kernel_for<2, R / 2, false>(p->KH);
+    if (p->M <= 4) return rowwin_kernel_for<1, R, 4>(p);
+    return p->M <= 16 ? rowwin_kernel_for<1, R, 1>(p) : rowwin_kernel_for<2, R / 2, 1>(p);
 }
 
 int mma_rowwin_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream, int rows) {
@@ -334,7 +349,8 @@ int mma_rowwin_run(const conv_params* p, const float* x, const float* w, float* 
     const size_t smem = (size_t)rowwin_smem_bytes(p, r, s.direct_stores);
     // Staged: a warp per tile (up to 8), as the barriers make a block as slow as its slowest warp.
     // Direct: 4 warps, independent, and more blocks per SM.
-    const int max_warps = s.direct_stores ? ROWWIN_DIRECT_WARPS : rowwin_max_warps(r, p->M <= 16 ? 1 : 2);
+    const int max_warps =
+        s.direct_stores ? ROWWIN_DIRECT_WARPS : rowwin_max_warps(r / rowwin_group_rows(p), p->M <= 16 ? 1 : 2);
     const int threads = 32 * (s.xtiles < max_warps ? s.xtiles : max_warps);
     int device, sms, per_sm = 0;
     CONV_CUDA_CHECK(cudaGetDevice(&device));

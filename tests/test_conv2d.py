@@ -101,10 +101,10 @@ def test_variant_supports_core_shapes(name):
 
 
 # Every launch configuration of every tunable variant (what auto's tuner may pick), on shapes that
-# reach each kernel family: LeNet's, padding, 17 and 32 maps, odd output widths, stride along w only.
+# reach each kernel family: LeNet's, padding, 1, 17 and 32 maps, odd output widths, stride along w only.
 CONFIGS = [(v.name, c) for v in VARIANTS for c in pyconv.variant_configs(v.name)]
 CONFIG_SHAPES = ["lenet_c1_b2", "lenet_c3_b3", "3x3_pad1_c3", "b1_odd", "mixed_all", "k7x5_stride_w2_pad",
-                 "m32_odd_ow"]
+                 "c1_m1", "m32_odd_ow"]
 
 
 @pytest.mark.parametrize("shape_name", CONFIG_SHAPES)
