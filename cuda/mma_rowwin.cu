@@ -53,10 +53,12 @@ struct rowwin_shape {
     int direct_stores;          // 1: OW % 8 == 0: tiles are whole sectors, stored from the fragments
 };
 
-// W[m, c, kh, kw], zero for padded maps, kernel rows and columns.
+// W[m, c, kh, kw], zero for padded maps and columns and for kernel rows outside [0, KH) (row groups
+// shift the kernel rows down by the output row's offset).
 __device__ float rowwin_weight(const rowwin_shape& s, int KH, const float* __restrict__ w, int m, int c, int kh,
                                int kw) {
-    return m < s.M && kh < KH && kw < s.KW ? __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw) : 0.0f;
+    const bool tap = m < s.M && (unsigned)kh < (unsigned)KH && kw < s.KW;
+    return tap ? __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw) : 0.0f;
 }
 
 // One warp's unit: where its strip lies and what its lanes load.
