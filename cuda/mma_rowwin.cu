@@ -114,11 +114,33 @@ __device__ __forceinline__ void rowwin_pairs(const rowwin_unit& u, const float (
     }
 }
 
+// One output of the conv in fp32 straight from x and w: the slow path of a row group whose MMAs
+// met a NaN or an infinity (see the kernel).
+__device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const float* __restrict__ x,
+                                    const float* __restrict__ w, int b, int m, int oy, int ox) {
+    float sum = 0.0f;
+    for (int c = 0; c < s.C; ++c)
+        for (int kh = 0; kh < KH; ++kh) {
+            const int ih = oy - s.pad_h + kh;
+            if ((unsigned)ih >= (unsigned)s.H) continue;
+            for (int kw = 0; kw < s.KW; ++kw) {
+                const int iw = ox * s.stride_w - s.pad_w + kw;
+                if ((unsigned)iw < (unsigned)s.W)
+                    sum = fmaf(__ldg(x + ((b * s.C + c) * s.H + ih) * s.W + iw),
+                               __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw), sum);
+            }
+        }
+    return sum;
+}
+
 // CHECKED: rows of the strip's window may lie outside the image (pad_h > 0).
 // GR: output rows per MMA. 1: the 16 GEMM rows are 16 maps. 4 (M <= 4): they are 4 maps x 4
 // consecutive output rows, with the weights shifted by the row offset in the A fragments, so that
 // few maps do not leave three quarters of every MMA empty: C1 takes 5 MMAs per channel and 4 output
-// rows instead of 16, and a quarter of the accumulators.
+// rows instead of 16, and a quarter of the accumulators (C1 0.595 -> 0.530 ms). The price: an
+// output row's MMAs also see the group's other input rows, with zero weights, so a NaN or an
+// infinity there would give NaN where IEEE arithmetic gives a number. A lane whose outputs are not
+// all finite recomputes them in fp32 from x and w (rare: only where x or the sums are not finite).
 template <int KH, int MT, int R, bool CHECKED, int GR>
 __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
     conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
@@ -218,6 +240,24 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
         // last column, leaves the columns of the tile before it to that tile, so that every
         // shared-memory element has one writer.
         const int col = u.ox0 + 2 * t, first_col = xt * ROWWIN_COLS;
+        if constexpr (GR > 1) {
+            bool finite = true;
+#pragma unroll
+            for (int q = 0; q < NG; ++q)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) finite &= isfinite(acc[q][0][e]);
+            if (!finite) {
+#pragma unroll 1
+                for (int q = 0; q < NG; ++q)
+#pragma unroll 1
+                    for (int e = 0; e < 4; ++e) {
+                        const int row = g + 8 * (e >> 1), m = row % MPG;
+                        if (m < s.M)
+                            acc[q][0][e] = rowwin_output_fp32(s, KH, x, w, u.b, m, u.oy0 + q * GR + row / MPG,
+                                                              col + (e & 1));
+                    }
+            }
+        }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
