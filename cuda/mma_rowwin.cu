@@ -20,8 +20,8 @@
 //   the same order), so no output needs a test; padding reads as zero through the load masks.
 //   Padded taps (kw >= KW, kernel row KH of an odd KH) have zero weights and read zero input, so
 //   an Inf in x gives Inf or NaN exactly where the fp32 reference does.
-// Measured on the H100 (bench/PERF_NOTES.md, B = 10000): C1 0.60 ms (16-row strips, direct
-// stores), C3 0.62 ms (12-row strips, staged), against 1.11 / 0.82 ms for the banded kernel.
+// Measured on the H100 (bench/PERF_NOTES.md, B = 10000): C1 0.53 ms (16-row strips, 4-row groups,
+// direct stores), C3 0.62 ms (12-row strips, staged), against 1.11 / 0.82 ms for the banded kernel.
 // Error bound: as mma_fp16.cu (only the operands are rounded to fp16).
 #include "conv_kernel_util.cuh"
 #include "mma_rowwin.h"
