@@ -197,12 +197,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
                 base[j] = 4 * (oh * s.stride_h * s.band_cols + ow * s.stride_w);
             }
             float acc[MTILES][NT][4];
-#pragma unroll
-            for (int t = 0; t < MTILES; ++t)
-#pragma unroll
-                for (int j = 0; j < NT; ++j)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) acc[t][j][r] = 0.0f;
+            mma_zero(acc);
 
 #pragma unroll 2
             for (int ks = 0; ks < s.ksteps; ++ks) {

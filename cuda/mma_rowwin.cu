@@ -203,12 +203,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
             next_xt = same ? xt + nwarps : warp;
         }
         float acc[NG][MT][4];
-#pragma unroll
-        for (int q = 0; q < NG; ++q)
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[q][mt][e] = 0.0f;
+        mma_zero(acc);
 
         rowwin_unit next = u;
 #pragma unroll 1

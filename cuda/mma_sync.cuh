@@ -24,3 +24,14 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint4& a, uint
         : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 #endif
 }
+
+// Zeroes accumulators: A x B tiles of m16n8 fp32 fragments.
+template <int A, int B>
+__device__ __forceinline__ void mma_zero(float (&acc)[A][B][4]) {
+#pragma unroll
+    for (int i = 0; i < A; ++i)
+#pragma unroll
+        for (int j = 0; j < B; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+}
