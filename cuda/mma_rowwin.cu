@@ -316,6 +316,8 @@ static int64_t rowwin_smem_bytes(const conv_params* p, int r, bool direct_stores
 }
 
 int mma_rowwin_fits(const conv_params* p, int rows) {
+    if (rows != 8 && rows != 12 && rows != 16)
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16 row window: strips of %d rows (8, 12 or 16)", rows);
     const int r = rowwin_kernel_rows(p, rows);
     if (p->stride_h != 1 || p->dilation_h != 1 || p->dilation_w != 1)
         return conv_set_error(CONV_ERR_UNSUPPORTED,

@@ -6,10 +6,7 @@
 
 #include "conv_internal.h"
 
-// Output rows per strip of the configurations (maps <= 16; half as many for 17..32 maps).
-constexpr int MMA_ROWWIN_ROWS[] = {8, 12, 16};
-constexpr int MMA_ROWWIN_NUM_ROWS = (int)(sizeof MMA_ROWWIN_ROWS / sizeof MMA_ROWWIN_ROWS[0]);
-
+// rows: output rows per strip, 8, 12 or 16 (half as many for 17..32 maps).
 // CONV_OK if the kernel with strips of `rows` output rows runs this shape; else
 // CONV_ERR_UNSUPPORTED and a message naming the reason. Assumes mma_fp16 supports the shape.
 int mma_rowwin_fits(const conv_params* p, int rows);
