@@ -97,6 +97,24 @@ __device__ __forceinline__ void regblock_load_col(const float* xp, int W, bool c
     }
 }
 
+// One tap on a thread's tile: acc[m][r] += w(m) * v[off + r] for its MT maps and PT rows, the MT
+// weights read as MT/4 float4s (wt: the tap's first; one LDS.128 broadcast each).
+template <int MT, int PT, int N>
+__device__ __forceinline__ void regblock_fma_tap(const float4* wt, const float (&v)[N], int off,
+                                                 float (&acc)[MT][PT]) {
+#pragma unroll
+    for (int q = 0; q < MT / 4; ++q) {
+        const float4 wv = wt[q];
+#pragma unroll
+        for (int r = 0; r < PT; ++r) {
+            acc[4 * q + 0][r] = fmaf(wv.x, v[off + r], acc[4 * q + 0][r]);
+            acc[4 * q + 1][r] = fmaf(wv.y, v[off + r], acc[4 * q + 1][r]);
+            acc[4 * q + 2][r] = fmaf(wv.z, v[off + r], acc[4 * q + 2][r]);
+            acc[4 * q + 3][r] = fmaf(wv.w, v[off + r], acc[4 * q + 3][r]);
+        }
+    }
+}
+
 // Stride 1, dilation 1, K x K taps; one thread = MT maps x PT rows of one output column.
 // The bounds tests of CHECKED need registers: it asks for one block per SM fewer.
 template <int K, int MT, int PT, int THREADS, int MIN_BLOCKS, bool CHECKED, bool KWLOOP>
@@ -157,19 +175,7 @@ __global__ void __launch_bounds__(THREADS, CHECKED && MIN_BLOCKS > 1 ? MIN_BLOCK
                         regblock_load_col<ROWS, CHECKED>(np, s.W, (unsigned)(iw0 + nkw) < (unsigned)s.W, rows_ok,
                                                          nxt);
 #pragma unroll
-                        for (int kh = 0; kh < K; ++kh) {
-#pragma unroll
-                            for (int q = 0; q < Q; ++q) {
-                                const float4 wv = wp[kh * K * Q + q];
-#pragma unroll
-                                for (int r = 0; r < PT; ++r) {
-                                    acc[4 * q + 0][r] = fmaf(wv.x, col[r + kh], acc[4 * q + 0][r]);
-                                    acc[4 * q + 1][r] = fmaf(wv.y, col[r + kh], acc[4 * q + 1][r]);
-                                    acc[4 * q + 2][r] = fmaf(wv.z, col[r + kh], acc[4 * q + 2][r]);
-                                    acc[4 * q + 3][r] = fmaf(wv.w, col[r + kh], acc[4 * q + 3][r]);
-                                }
-                            }
-                        }
+                        for (int kh = 0; kh < K; ++kh) regblock_fma_tap(wp + kh * K * Q, col, kh, acc);
 #pragma unroll
                         for (int i = 0; i < ROWS; ++i) col[i] = nxt[i];
                         wp += last_kw ? (KK - K + 1) * Q : Q;
@@ -187,19 +193,7 @@ __global__ void __launch_bounds__(THREADS, CHECKED && MIN_BLOCKS > 1 ? MIN_BLOCK
                         regblock_load_col<ROWS, CHECKED>(xc + kw, s.W, (unsigned)(iw0 + kw) < (unsigned)s.W,
                                                          rows_ok, col);
 #pragma unroll
-                        for (int kh = 0; kh < K; ++kh) {
-#pragma unroll
-                            for (int q = 0; q < Q; ++q) {
-                                const float4 wv = wc[(kh * K + kw) * Q + q];
-#pragma unroll
-                                for (int r = 0; r < PT; ++r) {
-                                    acc[4 * q + 0][r] = fmaf(wv.x, col[r + kh], acc[4 * q + 0][r]);
-                                    acc[4 * q + 1][r] = fmaf(wv.y, col[r + kh], acc[4 * q + 1][r]);
-                                    acc[4 * q + 2][r] = fmaf(wv.z, col[r + kh], acc[4 * q + 2][r]);
-                                    acc[4 * q + 3][r] = fmaf(wv.w, col[r + kh], acc[4 * q + 3][r]);
-                                }
-                            }
-                        }
+                        for (int kh = 0; kh < K; ++kh) regblock_fma_tap(wc + (kh * K + kw) * Q, col, kh, acc);
                     }
                 }
                 }
@@ -251,17 +245,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_regblock_generic_ker
                         const int ihr = ih + r * s.stride_h;
                         v[r] = (colok && (unsigned)ihr < (unsigned)s.H) ? __ldg(xc + ihr * s.W) : 0.0f;
                     }
-#pragma unroll
-                    for (int q = 0; q < Q; ++q) {
-                        const float4 wv = s_w4[t * Q + q];
-#pragma unroll
-                        for (int r = 0; r < PT; ++r) {
-                            acc[4 * q + 0][r] = fmaf(wv.x, v[r], acc[4 * q + 0][r]);
-                            acc[4 * q + 1][r] = fmaf(wv.y, v[r], acc[4 * q + 1][r]);
-                            acc[4 * q + 2][r] = fmaf(wv.z, v[r], acc[4 * q + 2][r]);
-                            acc[4 * q + 3][r] = fmaf(wv.w, v[r], acc[4 * q + 3][r]);
-                        }
-                    }
+                    regblock_fma_tap(s_w4 + t * Q, v, 0, acc);
                     if (++kw == s.KW) {
                         kw = 0;
                         if (++kh == s.KH) { kh = 0; ++c; }
