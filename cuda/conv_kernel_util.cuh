@@ -72,3 +72,30 @@ __device__ __forceinline__ conv_plane conv_plane_at(int plane, int groups, int M
     return q;
 }
 
+// Groups of MAPS_PER_THREAD maps: planes per image.
+template <class T>
+__host__ __device__ __forceinline__ T conv_map_groups(T M) {
+    return (M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD;
+}
+
+// A thread of a one-pixel-per-thread plane kernel: its output pixel and the input row and column
+// where its window starts. false for the spare threads of the last block, which leave (those
+// kernels have no barriers).
+__device__ __forceinline__ bool conv_plane_pixel(const conv_params& p, int OW, int OHW, int& pix, int& ih0,
+                                                 int& iw0) {
+    pix = blockIdx.x * blockDim.x + threadIdx.x;
+    if (pix >= OHW) return false;
+    const int oh = pix / OW, ow = pix - oh * OW;
+    ih0 = oh * (int)p.stride_h - (int)p.pad_h;
+    iw0 = ow * (int)p.stride_w - (int)p.pad_w;
+    return true;
+}
+
+// Writes such a thread's pixel of each of the plane's maps below M.
+__device__ __forceinline__ void conv_plane_store(float* y, const conv_plane& q, int M, int OHW, int pix,
+                                                 const float (&acc)[MAPS_PER_THREAD]) {
+#pragma unroll
+    for (int j = 0; j < MAPS_PER_THREAD; ++j)
+        if (q.m0 + j < M) y[(q.b * M + q.m0 + j) * OHW + pix] = acc[j];
+}
+

@@ -31,18 +31,14 @@ template <bool FROM_CONST>
 __global__ void __launch_bounds__(PLANE_THREADS, 2)
 conv_direct_const_kernel(conv_params p, int OH, int OW, const float* x, const float* w, float* y) {
     const int C = (int)p.C, H = (int)p.H, W = (int)p.W, M = (int)p.M, KH = (int)p.KH, KW = (int)p.KW;
-    const int sh = (int)p.stride_h, sw = (int)p.stride_w, ph = (int)p.pad_h, pw = (int)p.pad_w;
     const int dh = (int)p.dilation_h, dw = (int)p.dilation_w;
     const int KK = KH * KW, OHW = OH * OW;
-    const int groups = (M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD, planes = (int)p.B * groups;
-    // One thread per output pixel (no barriers here, so the extra threads of the last block leave).
-    const int pix = blockIdx.x * blockDim.x + threadIdx.x;
-    if (pix >= OHW) return;
-    const int oh = pix / OW, ow = pix - oh * OW;
-    const int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
+    const int groups = conv_map_groups(M), planes = (int)p.B * groups;
+    int pix, ih0, iw0;
+    if (!conv_plane_pixel(p, OW, OHW, pix, ih0, iw0)) return;
     for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
         const conv_plane q = conv_plane_at(plane, groups, M, C * KK);
-        const int b = q.b, m0 = q.m0;
+        const int b = q.b;
         const int* wbase = q.wbase;
         float acc[MAPS_PER_THREAD] = {};
         for (int c = 0; c < C; ++c) {
@@ -61,9 +57,7 @@ conv_direct_const_kernel(conv_params p, int OH, int OW, const float* x, const fl
                 }
             }
         }
-#pragma unroll
-        for (int j = 0; j < MAPS_PER_THREAD; ++j)
-            if (m0 + j < M) y[(b * M + m0 + j) * OHW + pix] = acc[j];
+        conv_plane_store(y, q, M, OHW, pix, acc);
     }
 }
 
@@ -75,8 +69,7 @@ static int direct_const_launch(const conv_params* p, const float* x, const float
                                size_t, void* stream) {
     const int OH = (int)conv_out_h(p), OW = (int)conv_out_w(p);
     const int64_t filters = p->M * p->C * p->KH * p->KW;
-    const int64_t groups = (p->M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD;
-    const conv_plane_launch l = conv_plane_launch_for((int64_t)OH * OW, p->B * groups);
+    const conv_plane_launch l = conv_plane_launch_for((int64_t)OH * OW, p->B * conv_map_groups(p->M));
     const cudaStream_t s = conv_stream(stream);
     if (filters <= CONST_FILTER_FLOATS) {
         CONV_CUDA_CHECK(cudaMemcpyToSymbolAsync(c_filters, w, (size_t)filters * sizeof(float), 0,

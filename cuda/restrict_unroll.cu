@@ -20,18 +20,14 @@ conv_restrict_unroll_kernel(conv_params p, int OH, int OW, const float* __restri
                             const float* __restrict__ w, float* __restrict__ y) {
     const int KH = KH_T > 0 ? KH_T : (int)p.KH, KW = KW_T > 0 ? KW_T : (int)p.KW;
     const int C = (int)p.C, H = (int)p.H, W = (int)p.W, M = (int)p.M;
-    const int sh = (int)p.stride_h, sw = (int)p.stride_w, ph = (int)p.pad_h, pw = (int)p.pad_w;
     const int dh = (int)p.dilation_h, dw = (int)p.dilation_w;
     const int KK = KH * KW, OHW = OH * OW;
-    const int groups = (M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD, planes = (int)p.B * groups;
-    // One thread per output pixel (no barriers here, so the extra threads of the last block leave).
-    const int pix = blockIdx.x * blockDim.x + threadIdx.x;
-    if (pix >= OHW) return;
-    const int oh = pix / OW, ow = pix - oh * OW;
-    const int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
+    const int groups = conv_map_groups(M), planes = (int)p.B * groups;
+    int pix, ih0, iw0;
+    if (!conv_plane_pixel(p, OW, OHW, pix, ih0, iw0)) return;
     for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
         const conv_plane q = conv_plane_at(plane, groups, M, C * KK);
-        const int b = q.b, m0 = q.m0;
+        const int b = q.b;
         const int* wbase = q.wbase;
         float acc[MAPS_PER_THREAD] = {};
         for (int c = 0; c < C; ++c) {
@@ -53,9 +49,7 @@ conv_restrict_unroll_kernel(conv_params p, int OH, int OW, const float* __restri
                 }
             }
         }
-#pragma unroll
-        for (int j = 0; j < MAPS_PER_THREAD; ++j)
-            if (m0 + j < M) y[(b * M + m0 + j) * OHW + pix] = acc[j];
+        conv_plane_store(y, q, M, OHW, pix, acc);
     }
 }
 
@@ -67,8 +61,7 @@ template <int KH_T, int KW_T>
 static int restrict_unroll_run(const conv_params* p, const float* x, const float* w, float* y,
                                cudaStream_t stream) {
     const int OH = (int)conv_out_h(p), OW = (int)conv_out_w(p);
-    const int64_t groups = (p->M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD;
-    const conv_plane_launch l = conv_plane_launch_for((int64_t)OH * OW, p->B * groups);
+    const conv_plane_launch l = conv_plane_launch_for((int64_t)OH * OW, p->B * conv_map_groups(p->M));
     conv_restrict_unroll_kernel<KH_T, KW_T><<<l.grid, l.block, 0, stream>>>(*p, OH, OW, x, w, y);
     CONV_LAUNCH_CHECK(conv_restrict_unroll_kernel);
     return CONV_OK;

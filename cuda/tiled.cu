@@ -92,7 +92,7 @@ conv_tiled_kernel(conv_params p, int OH, int OW, int tiles_w, int in_th, int in_
     const int ih0 = oh0 * sh - (int)p.pad_h, iw0 = ow0 * sw - (int)p.pad_w;
     // This thread's first tap inside one channel's window.
     const int first_tap = (ty * sh) * in_tw + tx * sw;
-    const int groups = (M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD, planes = (int)p.B * groups;
+    const int groups = conv_map_groups(M), planes = (int)p.B * groups;
     for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
         const conv_plane q = conv_plane_at(plane, groups, M, C * KK);
         const int b = q.b, m0 = q.m0;
@@ -152,7 +152,7 @@ static int tiled_launch(const conv_params* p, const float* x, const float* w, fl
     // At most OH*OW tiles (< 2^31): they fit gridDim.x.
     const int64_t tiles_h = ((int64_t)OH + plan.th - 1) / plan.th;
     const int64_t tiles_w = ((int64_t)OW + plan.tw - 1) / plan.tw;
-    const int64_t planes = p->B * ((p->M + MAPS_PER_THREAD - 1) / MAPS_PER_THREAD);
+    const int64_t planes = p->B * conv_map_groups(p->M);
     const dim3 grid((unsigned)(tiles_h * tiles_w),
                     (unsigned)(planes < GRID_Y_LIMIT ? planes : GRID_Y_LIMIT));
     const dim3 block(plan.tw, plan.th);
