@@ -1,25 +1,20 @@
-/* auto.c — resolves CONV_AUTO / CONV_AUTO_FAST to a concrete variant (and launch configuration)
- * for a shape: the candidates are the variants that can run it here (GPU ones whenever a device is
- * usable; only exact ones for CONV_AUTO); with more than one, the tuner times them once per shape
- * and the cache remembers the winner. Without a GPU the answer is the cpu variant. */
+/* auto.c — resolves CONV_AUTO / CONV_AUTO_FAST to a concrete variant and launch configuration for a
+ * problem on the current device: the candidates are the (variant, configuration) pairs that can run
+ * it here (GPU ones whenever a device is usable, within the problem's allowed compute); with more
+ * than one, the tuner times them once per problem and the cache remembers the winner. Without a GPU
+ * the answer is the cpu variant. */
 #include "conv_internal.h"
 
 #define MAX_CANDIDATES 256
 
-/* Every (variant, config) that can run this shape, GPU variants only. */
-static int list_candidates(const conv_params* p, int want_exact, conv_tune_candidate* out) {
+/* Every (variant, config) of a GPU variant that can run this problem. */
+static int list_candidates(const conv_problem* p, conv_tune_candidate* out) {
     int n = 0;
     for (int i = 0; i < CONV_ID_COUNT; ++i) {
         const conv_variant_entry* e = conv_variant_entry_get(i);
-        if (!e->info.on_device || (want_exact && !e->info.exact)) continue;
-        if (conv_entry_supports(e, p) != CONV_OK) continue;
-        if (e->impl->num_configs == 0) {
-            if (n < MAX_CANDIDATES) out[n++] = (conv_tune_candidate){i, -1};
-            continue;
-        }
+        if (!e->info.on_device || conv_entry_supports(e, p) != CONV_OK) continue;
         for (int c = 0; c < e->impl->num_configs && n < MAX_CANDIDATES; ++c)
-            if (!e->impl->config_supports || e->impl->config_supports(p, c) == CONV_OK)
-                out[n++] = (conv_tune_candidate){i, c};
+            if (conv_entry_config_supports(e, c, p) == CONV_OK) out[n++] = (conv_tune_candidate){i, c};
     }
     conv_clear_error();  /* unsupported candidates are not an error of this call */
     return n;
@@ -33,34 +28,33 @@ static int contains(const conv_tune_candidate* list, int n, conv_tune_candidate 
 }
 #endif
 
-static int host_fallback(int* chosen, int* config) {
+static int host_fallback(const conv_problem* p, int* chosen, int* config) {
     for (int i = 0; i < CONV_ID_COUNT; ++i) {
         const conv_variant_entry* e = conv_variant_entry_get(i);
-        if (!e->info.on_device && e->impl) {
+        if (!e->info.on_device && conv_entry_supports(e, p) == CONV_OK) {
             *chosen = i;
-            *config = -1;
+            *config = conv_entry_default_config(e, p);
             return CONV_OK;
         }
     }
-    return conv_set_error(CONV_ERR_UNSUPPORTED, "no variant can run this shape here");
+    return CONV_ERR_UNSUPPORTED;  /* message from the last supports() */
 }
 
-int conv_auto_resolve(int variant, const conv_params* p, int* chosen, int* config) {
-    const int want_exact = variant == CONV_AUTO;
+int conv_auto_resolve(int variant, const conv_problem* p, int* chosen, int* config) {
+    (void)variant;  /* CONV_AUTO_FAST has already raised p->compute */
     conv_tune_candidate candidates[MAX_CANDIDATES];
-    const int n = list_candidates(p, want_exact, candidates);
-    if (n == 0) return host_fallback(chosen, config);
+    const int n = list_candidates(p, candidates);
+    if (n == 0) return host_fallback(p, chosen, config);
     conv_tune_result result = {candidates[0], 0.0f};
 #ifdef CONV_WITH_CUDA
     char gpu[256];
     if (n > 1 && conv_gpu_name(gpu, sizeof gpu) == CONV_OK) {
-        int cached = conv_tune_cache_get(gpu, p, want_exact, &result) == CONV_OK &&
-                     contains(candidates, n, result.best);
-        /* New shape: tune it. If tuning itself cannot run (e.g. not enough memory for its buffers),
+        int cached = conv_tune_cache_get(gpu, p, &result) == CONV_OK && contains(candidates, n, result.best);
+        /* New problem: tune it. If tuning itself cannot run (e.g. not enough memory for its buffers),
          * keep the first candidate — correct, only perhaps not the fastest — and do not cache it. */
         if (!cached) {
             if (conv_tune_measure(p, candidates, n, conv_tune_budget_ms(), &result) == CONV_OK)
-                conv_tune_cache_put(gpu, p, want_exact, &result);
+                conv_tune_cache_put(gpu, p, &result);
             else
                 result.best = candidates[0];
         }

@@ -1,5 +1,6 @@
-/* conv_internal.h — what the library's sources share and users never see:
- * the variant table entry (conv_impl), the error setter, and index limits. */
+/* conv_internal.h — what the library's sources share and users never see: the variant table entry
+ * (conv_impl, its launch configurations), the capability masks of variants.def, the error setter,
+ * problem helpers and index limits. */
 #ifndef CONV_INTERNAL_H
 #define CONV_INTERNAL_H
 
@@ -9,35 +10,65 @@
 extern "C" {
 #endif
 
-/* One algorithm. Adding a variant = one source file defining `const conv_impl conv_impl_<name>`
- * + one line in variants.def + its entry point's declaration in include/conv.h. */
+/* The operands of one run: device pointers for GPU variants, host pointers for cpu; x, w and y in
+ * the problem's dtypes and layouts; bias NULL unless problem->bias. */
+typedef struct conv_tensors {
+    const void* x;
+    const void* w;
+    const void* bias;
+    void* y;
+} conv_tensors;
+
+/* Runs the convolution on a validated problem that the variant (and this configuration) supports,
+ * whose x and y element counts fit int32 (the dispatcher splits the batch to make it so). stream is a
+ * cudaStream_t on the current device, which the dispatcher has set to the operands' device. Must be
+ * graph-capture safe: no allocation, no synchronisation. */
+typedef int (*conv_run_fn)(const conv_problem* p, const conv_tensors* t, void* workspace,
+                           size_t workspace_bytes, void* stream);
+
+/* One launch configuration of a variant: a name (for the tuning cache, reports and config=), how it
+ * runs, and which problems it takes beyond the variant's own limits (NULL: all of them). Every
+ * configuration of a variant gives the same result within the variant's bound. */
+typedef struct conv_config {
+    const char* name;
+    conv_run_fn run;
+    int (*supports)(const conv_problem* p);
+} conv_config;
+
+/* One algorithm. Adding a variant = one source file in cuda/variants/ defining
+ * `const conv_impl conv_impl_<name>` + one line in variants.def (with its capabilities) + its entry
+ * point's declaration in include/conv.h. */
 typedef struct conv_impl {
-    /* CONV_OK or CONV_ERR_UNSUPPORTED (with conv_set_error naming the parameter). NULL: all shapes. */
-    int (*supports)(const conv_params* p);
-    /* Bytes of workspace for this shape. NULL: needs none. */
-    int (*workspace_size)(const conv_params* p, size_t* bytes);
-    /* Runs the convolution on validated, supported parameters whose x and y element counts fit in
-     * int32 (the dispatcher splits the batch to make it so). Pointers are device pointers except
-     * for host variants; stream is a cudaStream_t. Must be graph-capture safe: no allocation,
-     * no synchronisation. */
-    int (*launch)(const conv_params* p, const float* x, const float* w, float* y,
-                  void* workspace, size_t workspace_bytes, void* stream);
-    /* Optional, for variants with tunable launch parameters (block shape, outputs per thread, ...).
-     * num_configs = 0: not tunable. Otherwise launch_config(config) runs configuration
-     * 0 <= config < num_configs (every one must give the same result within the variant's bound),
-     * config_supports(config) says whether a configuration can run this shape (NULL: all can),
-     * config_name(config) names it for the tuning cache and reports, and launch() runs a good
-     * default. The tuner (tuner.cu) times the configurations and `auto` launches the winner. */
+    /* Limits beyond the capabilities declared in variants.def (kernel sizes, architecture, index
+     * ranges): CONV_OK or CONV_ERR_UNSUPPORTED with conv_set_error naming the parameter. NULL: none. */
+    int (*supports)(const conv_problem* p);
+    /* Bytes of workspace for this problem. NULL: needs none. */
+    int (*workspace_size)(const conv_problem* p, size_t* bytes);
+    /* The launch configurations (at least one); the tuner times those that support a problem. */
+    const conv_config* configs;
     int num_configs;
-    int (*launch_config)(const conv_params* p, const float* x, const float* w, float* y,
-                         void* workspace, size_t workspace_bytes, void* stream, int config);
-    int (*config_supports)(const conv_params* p, int config);
-    const char* (*config_name)(int config);
+    /* The name of the configuration to run when none is pinned or tuned. NULL: configs[0]. */
+    const char* (*default_config)(const conv_problem* p);
 } conv_impl;
+
+/* Capability masks for variants.def (1 << the enum value). */
+#define CONV_DT_F32 (1u << CONV_F32)
+#define CONV_DT_F16 (1u << CONV_F16)
+#define CONV_DT_BF16 (1u << CONV_BF16)
+#define CONV_DT_ALL (CONV_DT_F32 | CONV_DT_F16 | CONV_DT_BF16)
+#define CONV_LY_NCHW (1u << CONV_NCHW)
+#define CONV_LY_ALL ((1u << CONV_NCHW) | (1u << CONV_NHWC))
+#define CONV_WL_MCKK (1u << CONV_MCKK)
+#define CONV_WL_ALL ((1u << CONV_MCKK) | (1u << CONV_MKKC))
+#define CONV_EP_NONE (1u << CONV_EPILOGUE_NONE)
+#define CONV_EP_RELU (CONV_EP_NONE | (1u << CONV_EPILOGUE_RELU))
+#define CONV_EP_ALL (CONV_EP_RELU | (1u << CONV_EPILOGUE_RELU_MAXPOOL))
 
 /* Variant ids, generated from variants.def: CONV_ID_cpu, CONV_ID_direct, ... CONV_ID_COUNT. */
 enum conv_variant_id {
-#define CONV_VARIANT(name, on_device, exact, max_rel_error, idea) CONV_ID_##name,
+#define CONV_VARIANT(name, on_device, unit, max_rel_error, in_dt, out_dt, layouts, wlayouts, epilogues, \
+                     groups, bias, dilation, idea)                                                       \
+    CONV_ID_##name,
 #include "variants.def"
 #undef CONV_VARIANT
     CONV_ID_COUNT
@@ -47,26 +78,51 @@ enum conv_variant_id {
  * build without CUDA). */
 typedef struct conv_variant_entry {
     conv_variant_info info;
+    conv_variant_caps caps;
     const conv_impl* impl;
 } conv_variant_entry;
 const conv_variant_entry* conv_variant_entry_get(int variant);
 
-/* Resolves CONV_AUTO / CONV_AUTO_FAST for a validated shape (auto.c): the variant and, for a tunable
- * one, the launch configuration (-1: its default launch). */
-int conv_auto_resolve(int variant, const conv_params* p, int* chosen, int* config);
+/* ---- problems (problem.c) ---- */
+/* The problem of a legacy conv_params call: f32 NCHW, MCKK, groups 1, no bias, no epilogue; compute
+ * from the legacy auto id (CONV_AUTO_FAST: HALF, else EXACT). */
+void conv_problem_from_params(const conv_params* params, int legacy_variant, conv_problem* problem);
+/* Copies a caller's problem (of any size this library knows) into a full one, validating it. */
+int conv_problem_load(const conv_problem* in, conv_problem* out);
+/* Convolution output size (before pooling) and the stored output size (after it). */
+int64_t conv_out_h(const conv_problem* p);
+int64_t conv_out_w(const conv_problem* p);
+int64_t conv_y_h(const conv_problem* p);
+int64_t conv_y_w(const conv_problem* p);
+size_t conv_dtype_size(int dtype);
+/* Elements of one input image, one stored output image, and the filter bank. */
+int64_t conv_x_image(const conv_problem* p);
+int64_t conv_y_image(const conv_problem* p);
+int64_t conv_w_count(const conv_problem* p);
+const char* conv_dtype_name(int dtype);
 
-/* A variant's support for a validated shape: built, hardware usable, supports() agrees. */
-int conv_entry_supports(const conv_variant_entry* e, const conv_params* p);
+/* ---- capabilities and support (registry.c) ---- */
+/* The one capability check: CONV_OK, or CONV_ERR_UNSUPPORTED naming the parameter the variant does
+ * not declare. Then availability (build, device) and the variant's own supports(). */
+int conv_entry_supports(const conv_variant_entry* e, const conv_problem* p);
+/* Configuration index by name (-1 and an error if none), and whether one supports a problem. */
+int conv_entry_config_find(const conv_variant_entry* e, const char* name, int* config);
+int conv_entry_config_supports(const conv_variant_entry* e, int config, const conv_problem* p);
+/* The configuration the variant runs by default for a problem. */
+int conv_entry_default_config(const conv_variant_entry* e, const conv_problem* p);
+/* Launches configuration `config` over batch chunks that fit int32 indexing (the current device). */
+int conv_entry_launch(const conv_variant_entry* e, int config, const conv_problem* p, const conv_tensors* t,
+                      void* workspace, size_t workspace_bytes, void* stream);
+int conv_entry_workspace(const conv_variant_entry* e, const conv_problem* p, size_t* bytes);
 
-/* Launches a variant (config -1: default launch) over batch chunks that fit int32 indexing. */
-int conv_entry_launch(const conv_variant_entry* e, int config, const conv_params* p, const float* x,
-                      const float* w, float* y, void* workspace, size_t workspace_bytes, void* stream);
-int conv_entry_workspace(const conv_variant_entry* e, const conv_params* p, size_t* bytes);
+/* Resolves CONV_AUTO / CONV_AUTO_FAST for a validated problem on the current device (auto.c): the
+ * variant and its launch configuration. */
+int conv_auto_resolve(int variant, const conv_problem* p, int* chosen, int* config);
 
 /* ---- tuning (tune_cache.c: the persistent cache; tuner.cu: the measurements) ---- */
 typedef struct conv_tune_candidate {
     int variant;
-    int config;       /* -1: the default launch */
+    int config;
 } conv_tune_candidate;
 
 typedef struct conv_tune_result {
@@ -74,16 +130,28 @@ typedef struct conv_tune_result {
     float median_ms;
 } conv_tune_result;
 
-/* Times the candidates on random data of the shape, within the tuning budget, checks each one's
+/* Times the candidates on random data of the problem, within the tuning budget, checks each one's
  * output against the `direct` kernel, and returns the fastest correct one (tuner.cu). */
-int conv_tune_measure(const conv_params* p, const conv_tune_candidate* candidates, int count,
+int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidates, int count,
                       double budget_ms, conv_tune_result* result);
 
-/* The cache of tuning results, keyed by GPU, library version, shape and precision (tune_cache.c). */
-int conv_tune_cache_get(const char* gpu, const conv_params* p, int exact, conv_tune_result* result);
-void conv_tune_cache_put(const char* gpu, const conv_params* p, int exact, const conv_tune_result* result);
+/* The cache of tuning results, keyed by GPU, build and the whole problem (tune_cache.c). */
+int conv_tune_cache_get(const char* gpu, const conv_problem* p, conv_tune_result* result);
+void conv_tune_cache_put(const char* gpu, const conv_problem* p, const conv_tune_result* result);
 double conv_tune_budget_ms(void);
 int conv_gpu_name(char* name, size_t bytes);  /* current device's name (device_runtime.cu) */
+
+/* ---- devices (device_runtime.cu; device_stub.c without CUDA) ---- */
+/* 1 when a CUDA device can be used right now (driver and device present); sets the error otherwise. */
+int conv_cuda_ready(void);
+/* 1 once this library has used CUDA in this process (so asking where a pointer lives costs no new context). */
+int conv_cuda_started(void);
+/* Current device, and switching to another for the length of a call. */
+int conv_device_enter(int device, int* previous);
+void conv_device_leave(int previous);
+/* Records the name of a kernel just launched on the current device, so that an asynchronous fault
+ * reported later can name the last kernel launched. */
+void conv_note_launch(const char* kernel_name);
 
 /* Sets the thread-local message and returns status, so `return conv_set_error(...)` reads well. */
 int conv_set_error(int status, const char* fmt, ...)
@@ -97,13 +165,6 @@ void conv_clear_error(void);
  * rather than 2^31-1 leaves headroom for grid-stride loops, whose index passes the count by up to one
  * grid's width (at most 2^29 threads here) before the loop test ends them. */
 #define CONV_INDEX_LIMIT ((int64_t)1 << 30)
-
-/* Output size, assuming conv_validate passed. */
-int64_t conv_out_h(const conv_params* p);
-int64_t conv_out_w(const conv_params* p);
-
-/* 1 when a CUDA device can be used right now (driver and device present); sets the error otherwise. */
-int conv_cuda_ready(void);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 // stands in for it otherwise.
 #include <stdio.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -24,6 +25,10 @@ int conv_cuda_status(cudaError_t err, const char* what) {
                           cudaGetErrorString(err));
 }
 
+static std::atomic<int> cuda_started{0};
+
+int conv_cuda_started(void) { return cuda_started.load(std::memory_order_relaxed); }
+
 int conv_cuda_ready(void) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -39,7 +44,46 @@ int conv_cuda_ready(void) {
         conv_set_error(CONV_ERR_NO_DEVICE, "no CUDA device found (the driver reports 0 devices)");
         return 0;
     }
+    cuda_started.store(1, std::memory_order_relaxed);
     return 1;
+}
+
+// The last kernel launched on each device (a static name), for the message of an asynchronous
+// fault that surfaces at a later synchronising call.
+static std::atomic<const char*> last_kernel[64];
+
+void conv_note_launch(const char* kernel_name) {
+    int device = 0;
+    if (cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < 64)
+        last_kernel[device].store(kernel_name, std::memory_order_relaxed);
+}
+
+// A sticky (asynchronous) kernel fault: which kernel was launched last on the current device.
+static int conv_fault_status(cudaError_t err, const char* what) {
+    int device = 0;
+    const char* kernel = nullptr;
+    if (cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < 64)
+        kernel = last_kernel[device].load(std::memory_order_relaxed);
+    if (err == cudaErrorIllegalAddress || err == cudaErrorLaunchFailure || err == cudaErrorMisalignedAddress ||
+        err == cudaErrorIllegalInstruction || err == cudaErrorAssert || err == cudaErrorHardwareStackError)
+        return conv_set_error(CONV_ERR_CUDA,
+                              "%s failed: %s (%s): a kernel faulted on device %d; the last pyconv kernel launched "
+                              "there was %s. The CUDA context of this device is now unusable: restart the process",
+                              what, cudaGetErrorName(err), cudaGetErrorString(err), device,
+                              kernel ? kernel : "(none)");
+    return conv_cuda_status(err, what);
+}
+
+int conv_device_enter(int device, int* previous) {
+    *previous = -1;
+    CONV_CUDA_CHECK(cudaGetDevice(previous));
+    if (*previous != device) CONV_CUDA_CHECK(cudaSetDevice(device));
+    return CONV_OK;
+}
+
+void conv_device_leave(int previous) {
+    int current = -1;
+    if (previous >= 0 && cudaGetDevice(&current) == cudaSuccess && current != previous) cudaSetDevice(previous);
 }
 
 // The current device's name, looked up once per device (cudaGetDeviceProperties is slow, and auto
@@ -193,13 +237,90 @@ int conv_stream_destroy(void* stream) {
 }
 
 int conv_stream_synchronize(void* stream) {
-    CONV_CUDA_CHECK(cudaStreamSynchronize(conv_stream(stream)));
-    return CONV_OK;
+    CONV_REQUIRE_DEVICE();
+    cudaError_t err = cudaStreamSynchronize(conv_stream(stream));
+    return err == cudaSuccess ? CONV_OK : conv_fault_status(err, "cudaStreamSynchronize");
 }
 
 int conv_device_synchronize(void) {
     CONV_REQUIRE_DEVICE();
-    CONV_CUDA_CHECK(cudaDeviceSynchronize());
+    cudaError_t err = cudaDeviceSynchronize();
+    return err == cudaSuccess ? CONV_OK : conv_fault_status(err, "cudaDeviceSynchronize");
+}
+
+int conv_pointer_device(const void* ptr, int* device) {
+    CONV_REQUIRE(device);
+    *device = -1;
+    CONV_REQUIRE_DEVICE();
+    cudaPointerAttributes attr;
+    cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+    if (err == cudaErrorInvalidValue) {  // a pointer CUDA has never seen: host memory
+        cudaGetLastError();
+        return CONV_OK;
+    }
+    CONV_CUDA_CHECK(err);
+    if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) *device = attr.device;
+    return CONV_OK;
+}
+
+int conv_stream_device(void* stream, int* device) {
+    CONV_REQUIRE(device);
+    CONV_REQUIRE_DEVICE();
+    if (!stream) {
+        CONV_CUDA_CHECK(cudaGetDevice(device));
+        return CONV_OK;
+    }
+    CONV_CUDA_CHECK(cudaStreamGetDevice(conv_stream(stream), device));
+    return CONV_OK;
+}
+
+int conv_stream_wait_stream(void* waiter, void* producer) {
+    CONV_REQUIRE_DEVICE();
+    if (waiter == producer) return CONV_OK;  // one stream is already ordered
+    cudaEvent_t event;
+    CONV_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    cudaError_t err = cudaEventRecord(event, conv_stream(producer));
+    if (err == cudaSuccess) err = cudaStreamWaitEvent(conv_stream(waiter), event, 0);
+    cudaEventDestroy(event);  // released once the wait is satisfied
+    CONV_CUDA_CHECK(err);
+    return CONV_OK;
+}
+
+int conv_malloc_async(void** ptr, size_t bytes, void* stream) {
+    CONV_REQUIRE(ptr);
+    CONV_REQUIRE_DEVICE();
+    *ptr = NULL;
+    cudaError_t err = cudaMallocAsync(ptr, bytes ? bytes : 1, conv_stream(stream));
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        size_t free_bytes = 0, total_bytes = 0;
+        cudaMemGetInfo(&free_bytes, &total_bytes);
+        return conv_set_error(CONV_ERR_OUT_OF_MEMORY,
+                              "cannot allocate %zu bytes on the GPU: %zu bytes free of %zu (pyconv.empty_cache() "
+                              "returns pyconv's unused pool memory)",
+                              bytes, free_bytes, total_bytes);
+    }
+    CONV_CUDA_CHECK(err);
+    return CONV_OK;
+}
+
+int conv_free_async(void* ptr, void* stream) {
+    CONV_REQUIRE_DEVICE();
+    if (ptr) CONV_CUDA_CHECK(cudaFreeAsync(ptr, conv_stream(stream)));
+    return CONV_OK;
+}
+
+int conv_pool_trim(void) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return CONV_OK;  // no device: nothing pooled
+    }
+    for (int d = 0; d < count; ++d) {
+        cudaMemPool_t pool;
+        CONV_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, d));
+        CONV_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+    }
     return CONV_OK;
 }
 

@@ -8,6 +8,22 @@
                    "(pip install . finds nvcc on PATH or via CUDACXX)")
 
 int conv_cuda_ready(void) { NO_CUDA(); return 0; }
+int conv_cuda_started(void) { return 0; }
+int conv_device_enter(int device, int* previous) { (void)device; *previous = -1; return NO_CUDA(); }
+void conv_device_leave(int previous) { (void)previous; }
+void conv_note_launch(const char* kernel_name) { (void)kernel_name; }
+int conv_gpu_name(char* name, size_t bytes) { (void)name; (void)bytes; return NO_CUDA(); }
+int conv_pointer_device(const void* ptr, int* device) {
+    (void)ptr;
+    if (!device) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "device is NULL");
+    *device = -1;  /* without CUDA every pointer is host memory */
+    return CONV_OK;
+}
+int conv_stream_device(void* stream, int* device) { (void)stream; (void)device; return NO_CUDA(); }
+int conv_stream_wait_stream(void* waiter, void* producer) { (void)waiter; (void)producer; return NO_CUDA(); }
+int conv_malloc_async(void** ptr, size_t bytes, void* stream) { (void)ptr; (void)bytes; (void)stream; return NO_CUDA(); }
+int conv_free_async(void* ptr, void* stream) { (void)ptr; (void)stream; return NO_CUDA(); }
+int conv_pool_trim(void) { return CONV_OK; }
 
 int conv_device_count(int* count) {
     if (!count) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "count is NULL");

@@ -25,27 +25,24 @@ static int count, capacity, loaded;
 static char path[4096];
 static double budget_ms = 3000.0;
 
-static void make_key(char* key, const char* gpu, const conv_params* p, int exact) {
-    snprintf(key, KEY_BYTES, "%s|%s|%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld|%s",
-             gpu, conv_version(), (long long)p->B, (long long)p->C, (long long)p->H, (long long)p->W,
-             (long long)p->M, (long long)p->KH, (long long)p->KW, (long long)p->stride_h,
-             (long long)p->stride_w, (long long)p->pad_h, (long long)p->pad_w, (long long)p->dilation_h,
-             (long long)p->dilation_w, exact ? "exact" : "fast");
+/* The key: GPU, library version and the whole problem (conv_problem_describe). */
+static void make_key(char* key, const char* gpu, const conv_problem* p) {
+    char problem[384];
+    if (conv_problem_describe(p, problem, sizeof problem) != CONV_OK) problem[0] = '\0';
+    snprintf(key, KEY_BYTES, "%s|%s|%s", gpu, conv_version(), problem);
 }
 
 static const char* config_name(int variant, int config) {
     const conv_variant_entry* e = conv_variant_entry_get(variant);
-    return config >= 0 && e->impl && e->impl->config_name ? e->impl->config_name(config) : "default";
+    return config >= 0 && e->impl && config < e->impl->num_configs ? e->impl->configs[config].name : "default";
 }
 
-/* The config index of a name, -1 for "default", -2 when the variant has no such config. */
+/* The config index of a name, -2 when the variant has no such config. */
 static int find_config(int variant, const char* name) {
-    if (strcmp(name, "default") == 0) return -1;
     const conv_variant_entry* e = conv_variant_entry_get(variant);
-    if (!e->impl || !e->impl->config_name) return -2;
-    for (int c = 0; c < e->impl->num_configs; ++c)
-        if (strcmp(e->impl->config_name(c), name) == 0) return c;
-    return -2;
+    int config = -2;
+    if (e->impl && conv_entry_config_find(e, name, &config) != CONV_OK) config = -2;
+    return config;
 }
 
 static void remember(const char* key, const conv_tune_result* result) {
@@ -108,9 +105,9 @@ static void make_parent_dirs(const char* file) {
     }
 }
 
-int conv_tune_cache_get(const char* gpu, const conv_params* p, int exact, conv_tune_result* result) {
+int conv_tune_cache_get(const char* gpu, const conv_problem* p, conv_tune_result* result) {
     char key[KEY_BYTES];
-    make_key(key, gpu, p, exact);
+    make_key(key, gpu, p);
     int status = CONV_ERR_UNSUPPORTED;
     pthread_mutex_lock(&lock);
     if (!loaded) load_file();
@@ -120,9 +117,9 @@ int conv_tune_cache_get(const char* gpu, const conv_params* p, int exact, conv_t
     return status;
 }
 
-void conv_tune_cache_put(const char* gpu, const conv_params* p, int exact, const conv_tune_result* result) {
+void conv_tune_cache_put(const char* gpu, const conv_problem* p, const conv_tune_result* result) {
     char key[KEY_BYTES];
-    make_key(key, gpu, p, exact);
+    make_key(key, gpu, p);
     pthread_mutex_lock(&lock);
     remember(key, result);
     make_parent_dirs(cache_path());
@@ -173,34 +170,38 @@ int conv_tune_clear(void) {
     return status;
 }
 
-int conv_tune_describe(int variant, const conv_params* p, char* text, size_t text_bytes) {
+int conv_tune_describe_problem(int variant, const conv_problem* p, char* text, size_t text_bytes) {
     if (!text) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "text is NULL");
-    int status = conv_validate(p);
+    conv_plan* plan = NULL;
+    int status = conv2d_plan_create(variant, p, NULL, -1, &plan);
     if (status != CONV_OK) return status;
-    int chosen, config;
-    if (variant == CONV_AUTO || variant == CONV_AUTO_FAST) {
-        status = conv_auto_resolve(variant, p, &chosen, &config);
-        if (status != CONV_OK) return status;
-    } else {
-        if (!conv_variant_entry_get(variant))
-            return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "variant id %d is out of range", variant);
-        chosen = variant;
-        config = -1;
-    }
+    conv_plan_info info;
+    conv2d_plan_get_info(plan, &info);
+    conv2d_plan_destroy(plan);
     float ms = 0.0f;
 #ifdef CONV_WITH_CUDA
     char gpu[256];
     conv_tune_result r;
-    if (conv_gpu_name(gpu, sizeof gpu) == CONV_OK &&
-        conv_tune_cache_get(gpu, p, variant == CONV_AUTO, &r) == CONV_OK && r.best.variant == chosen &&
-        r.best.config == config)
-        ms = r.median_ms;
+    conv_problem full;
+    if (conv_problem_load(p, &full) == CONV_OK && (variant == CONV_AUTO || variant == CONV_AUTO_FAST)) {
+        if (variant == CONV_AUTO_FAST && full.compute < CONV_COMPUTE_HALF) full.compute = CONV_COMPUTE_HALF;
+        if (info.on_device && conv_gpu_name(gpu, sizeof gpu) == CONV_OK &&
+            conv_tune_cache_get(gpu, &full, &r) == CONV_OK && r.best.variant == info.variant &&
+            strcmp(config_name(r.best.variant, r.best.config), info.config_name) == 0)
+            ms = r.median_ms;
+    }
     conv_clear_error();
 #endif
-    const conv_variant_entry* e = conv_variant_entry_get(chosen);
     if (ms > 0.0f)
-        snprintf(text, text_bytes, "%s[%s] %.4f ms (tuned)", e->info.name, config_name(chosen, config), ms);
+        snprintf(text, text_bytes, "%s[%s] %.4f ms (tuned)", info.variant_name, info.config_name, ms);
     else
-        snprintf(text, text_bytes, "%s[%s] (not timed)", e->info.name, config_name(chosen, config));
+        snprintf(text, text_bytes, "%s[%s] (not timed)", info.variant_name, info.config_name);
     return CONV_OK;
+}
+
+int conv_tune_describe(int variant, const conv_params* params, char* text, size_t text_bytes) {
+    if (!params) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "params is NULL");
+    conv_problem p;
+    conv_problem_from_params(params, variant, &p);
+    return conv_tune_describe_problem(variant, &p, text, text_bytes);
 }

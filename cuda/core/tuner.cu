@@ -47,7 +47,7 @@ namespace {
 
 // Device buffers and a stream for one tuning session, released on every path out.
 struct TuneSession {
-    float *x = nullptr, *w = nullptr, *y = nullptr, *ref = nullptr;
+    float *x = nullptr, *w = nullptr, *y = nullptr, *ref = nullptr, *bias = nullptr;
     void* workspace = nullptr;
     double* sums = nullptr;
     void* flush = nullptr;  // written before each timed run, so that no candidate starts with x in L2
@@ -71,13 +71,14 @@ int fill(float* data, long long n, unsigned seed, cudaStream_t stream) {
 }
 
 // Runs one candidate and returns its time in ms (events around the launch).
-int run_timed(TuneSession& s, const conv_params* p, conv_tune_candidate c, float* ms) {
+int run_timed(TuneSession& s, const conv_problem* p, conv_tune_candidate c, float* ms) {
     const conv_variant_entry* e = conv_variant_entry_get(c.variant);
     // A cold cache, as real calls (and the bench tool's rotated operands) see it: on small shapes a
     // warm L2 favours kernels that re-read x, and the tuner then picks what is slower in use.
     CONV_CUDA_CHECK(cudaMemsetAsync(s.flush, 0, s.flush_bytes, s.stream));
     CONV_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
-    int status = conv_entry_launch(e, c.config, p, s.x, s.w, s.y, s.workspace, s.workspace_bytes, s.stream);
+    const conv_tensors t = {s.x, s.w, s.bias, s.y};
+    int status = conv_entry_launch(e, c.config, p, &t, s.workspace, s.workspace_bytes, s.stream);
     if (status != CONV_OK) return status;
     CONV_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
     CONV_CUDA_CHECK(cudaEventSynchronize(s.stop));
@@ -105,7 +106,7 @@ bool log_enabled() {
 void log_candidate(conv_tune_candidate c, const char* outcome, float median_ms, int runs, double err) {
     if (!log_enabled()) return;
     const conv_variant_entry* e = conv_variant_entry_get(c.variant);
-    const char* config = c.config >= 0 && e->impl->config_name ? e->impl->config_name(c.config) : "default";
+    const char* config = e->impl->configs[c.config].name;
     if (runs > 0)
         fprintf(stderr, "pyconv tune: %s[%s] %.4f ms (%d runs) rel. error %.1e\n", e->info.name, config, median_ms,
                 runs, err);
@@ -119,7 +120,7 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
 
 }  // namespace
 
-int conv_tune_measure(const conv_params* p, const conv_tune_candidate* candidates, int count,
+int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidates, int count,
                       double budget_ms, conv_tune_result* result) {
     const auto began = std::chrono::steady_clock::now();
     const long long nx = p->B * p->C * p->H * p->W, nw = p->M * p->C * p->KH * p->KW;
@@ -151,7 +152,8 @@ int conv_tune_measure(const conv_params* p, const conv_tune_candidate* candidate
 
     // The reference output: the direct kernel, the simplest exact one.
     const conv_variant_entry* direct = conv_variant_entry_get(CONV_ID_direct);
-    status = conv_entry_launch(direct, -1, p, s.x, s.w, s.ref, nullptr, 0, s.stream);
+    const conv_tensors ref = {s.x, s.w, s.bias, s.ref};
+    status = conv_entry_launch(direct, 0, p, &ref, nullptr, 0, s.stream);
     if (status != CONV_OK) return status;
 
     int best = -1;

@@ -17,7 +17,7 @@
 // oh run up to slack rows (cols) past the last output row. Every partial sum lies in
 // [-pad, reach - pad], reach = (OH-1+slack)*stride + (KH-1)*dilation, so reach must fit in int32.
 // Only shapes with paddings or strides near 2^30 fail this.
-static inline int conv_check_coords(const char* variant, const conv_params* p, int64_t slack_h,
+static inline int conv_check_coords(const char* variant, const conv_problem* p, int64_t slack_h,
                                     int64_t slack_w) {
     const int64_t reach_h = (conv_out_h(p) - 1 + slack_h) * p->stride_h + (p->KH - 1) * p->dilation_h;
     const int64_t reach_w = (conv_out_w(p) - 1 + slack_w) * p->stride_w + (p->KW - 1) * p->dilation_w;
@@ -81,7 +81,7 @@ __host__ __device__ __forceinline__ T conv_map_groups(T M) {
 // A thread of a one-pixel-per-thread plane kernel: its output pixel and the input row and column
 // where its window starts. false for the spare threads of the last block, which leave (those
 // kernels have no barriers).
-__device__ __forceinline__ bool conv_plane_pixel(const conv_params& p, int OW, int OHW, int& pix, int& ih0,
+__device__ __forceinline__ bool conv_plane_pixel(const conv_problem& p, int OW, int OHW, int& pix, int& ih0,
                                                  int& iw0) {
     pix = blockIdx.x * blockDim.x + threadIdx.x;
     if (pix >= OHW) return false;

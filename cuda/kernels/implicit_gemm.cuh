@@ -32,7 +32,7 @@ struct ConvGemmShape {
     int image;  // C*H*W: elements of one input image
 };
 
-static inline ConvGemmShape conv_gemm_shape(const conv_params* p) {
+static inline ConvGemmShape conv_gemm_shape(const conv_problem* p) {
     ConvGemmShape s;
     s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.KH = (int)p->KH; s.KW = (int)p->KW;
     s.stride_h = (int)p->stride_h; s.stride_w = (int)p->stride_w;

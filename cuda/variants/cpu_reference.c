@@ -17,8 +17,10 @@ static void valid_range(int64_t size, int64_t out, int64_t stride, int64_t pad, 
     *hi = last > out ? out : last;
 }
 
-static int cpu_launch(const conv_params* p, const float* x, const float* w, float* y, void* ws,
-                      size_t ws_bytes, void* stream) {
+static int cpu_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
+    const float* w = (const float*)t->w;
+    float* y = (float*)t->y;
     (void)ws; (void)ws_bytes; (void)stream;
     const int64_t OH = conv_out_h(p), OW = conv_out_w(p);
     const int64_t B = p->B, C = p->C, H = p->H, W = p->W, M = p->M, KH = p->KH, KW = p->KW;
@@ -52,4 +54,5 @@ static int cpu_launch(const conv_params* p, const float* x, const float* w, floa
     return CONV_OK;
 }
 
-const conv_impl conv_impl_cpu = {.launch = cpu_launch};
+static const conv_config CPU_CONFIGS[] = {{"default", cpu_launch, NULL}};
+const conv_impl conv_impl_cpu = {.configs = CPU_CONFIGS, .num_configs = 1};

@@ -5,7 +5,7 @@
 #include "cuda_util.cuh"
 
 // x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); total = B*M*OH*OW < 2^31.
-__global__ void conv_direct_kernel(conv_params p, int OH, int OW, int total, const float* x,
+__global__ void conv_direct_kernel(conv_problem p, int OH, int OW, int total, const float* x,
                                    const float* w, float* y) {
     const int C = (int)p.C, H = (int)p.H, W = (int)p.W, M = (int)p.M, KH = (int)p.KH, KW = (int)p.KW;
     for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
@@ -26,8 +26,10 @@ __global__ void conv_direct_kernel(conv_params p, int OH, int OW, int total, con
     }
 }
 
-static int direct_launch(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
-                         void* stream) {
+static int direct_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
+    const float* w = (const float*)t->w;
+    float* y = (float*)t->y;
     const int OH = (int)conv_out_h(p), OW = (int)conv_out_w(p);
     const int total = (int)(p->B * p->M * OH * OW);
     const int threads = 256;
@@ -37,4 +39,5 @@ static int direct_launch(const conv_params* p, const float* x, const float* w, f
     return CONV_OK;
 }
 
-extern "C" const conv_impl conv_impl_direct = {NULL, NULL, direct_launch};
+static const conv_config DIRECT_CONFIGS[] = {{"default", direct_launch, NULL}};
+extern "C" const conv_impl conv_impl_direct = {NULL, NULL, DIRECT_CONFIGS, 1, NULL};

@@ -29,7 +29,7 @@ __device__ __forceinline__ float filter_at(const float* w, int i) {
 // planes.
 template <bool FROM_CONST>
 __global__ void __launch_bounds__(PLANE_THREADS, 2)
-conv_direct_const_kernel(conv_params p, int OH, int OW, const float* x, const float* w, float* y) {
+conv_direct_const_kernel(conv_problem p, int OH, int OW, const float* x, const float* w, float* y) {
     const int C = (int)p.C, H = (int)p.H, W = (int)p.W, M = (int)p.M, KH = (int)p.KH, KW = (int)p.KW;
     const int dh = (int)p.dilation_h, dw = (int)p.dilation_w;
     const int KK = KH * KW, OHW = OH * OW;
@@ -61,12 +61,14 @@ conv_direct_const_kernel(conv_params p, int OH, int OW, const float* x, const fl
     }
 }
 
-static int direct_const_supports(const conv_params* p) {
+static int direct_const_supports(const conv_problem* p) {
     return conv_check_coords("direct_const", p, 0, 0);
 }
 
-static int direct_const_launch(const conv_params* p, const float* x, const float* w, float* y, void*,
-                               size_t, void* stream) {
+static int direct_const_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
+    const float* w = (const float*)t->w;
+    float* y = (float*)t->y;
     const int OH = (int)conv_out_h(p), OW = (int)conv_out_w(p);
     const int64_t filters = p->M * p->C * p->KH * p->KW;
     const conv_plane_launch l = conv_plane_launch_for((int64_t)OH * OW, p->B * conv_map_groups(p->M));
@@ -83,4 +85,5 @@ static int direct_const_launch(const conv_params* p, const float* x, const float
     return CONV_OK;
 }
 
-extern "C" const conv_impl conv_impl_direct_const = {direct_const_supports, NULL, direct_const_launch};
+static const conv_config DIRECT_CONST_CONFIGS[] = {{"default", direct_const_launch, NULL}};
+extern "C" const conv_impl conv_impl_direct_const = {direct_const_supports, NULL, DIRECT_CONST_CONFIGS, 1, NULL};

@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_regblock_generic_ker
 
 // ---- host side ----
 
-static regblock_shape regblock_shape_for(const conv_params* p, int MT, int PT, bool fast) {
+static regblock_shape regblock_shape_for(const conv_problem* p, int MT, int PT, bool fast) {
     regblock_shape s;
     s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;
     s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KH = (int)p->KH; s.KW = (int)p->KW;
@@ -279,7 +279,7 @@ static regblock_shape regblock_shape_for(const conv_params* p, int MT, int PT, b
     return s;
 }
 
-static bool regblock_is_fast(const conv_params* p) {
+static bool regblock_is_fast(const conv_problem* p) {
     return p->stride_h == 1 && p->stride_w == 1 && p->dilation_h == 1 && p->dilation_w == 1 &&
            p->KH == p->KW && (p->KH == 1 || p->KH == 3 || p->KH == 5 || p->KH == 7);
 }
@@ -314,7 +314,7 @@ static regblock_kernel regblock_fast_kernel_for(bool checked) {
 
 // One configuration: the fast kernel where it applies, the generic one elsewhere.
 template <int MT, int PT, int THREADS, int MIN_BLOCKS, bool WAVE, bool KWLOOP>
-static int regblock_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream) {
+static int regblock_run(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream) {
     static_assert(MT % 4 == 0 && PT <= REGBLOCK_MAX_PT, "maps per thread come in float4s");
     const bool fast = regblock_is_fast(p);
     const regblock_shape s = regblock_shape_for(p, MT, PT, fast);
@@ -332,24 +332,18 @@ static int regblock_run(const conv_params* p, const float* x, const float* w, fl
     return regblock_launch_grid(kernel, s, THREADS, smem, WAVE, stream, x, w, y);
 }
 
-typedef int (*regblock_runner)(const conv_params*, const float*, const float*, float*, cudaStream_t);
-
 // The tunable configurations: maps per thread x rows per thread x threads per block (with the
 // blocks per SM that __launch_bounds__ asks for, which caps the registers at 64K / (threads *
 // blocks)), one persistent wave of blocks or a block per batch of items, and ("_kwloop") the
 // run-time kw loop. Each kept one wins a measured case: C1 (4 x 8), C3 (8 x 17 kwloop), C1 and C3
 // at B = 100 (4 x 10, 4 x 17); 8 x 8 is the default for M > 16.
-static const struct {
-    const char* name;
-    regblock_runner run;
-} REGBLOCK_CONFIGS[] = {
-    {"m4_p8_t256_wave", regblock_run<4, 8, 256, 2, true, false>},
-    {"m4_p10_t256_wave", regblock_run<4, 10, 256, 2, true, false>},
-    {"m4_p17_t128_wave", regblock_run<4, 17, 128, 3, true, false>},
-    {"m8_p8_t256_grid", regblock_run<8, 8, 256, 2, false, false>},
-    {"m8_p17_t128_wave_kwloop", regblock_run<8, 17, 128, 2, true, true>},
+static const conv_config REGBLOCK_CONFIGS[] = {
+    {"m4_p8_t256_wave", conv_f32_run<regblock_run<4, 8, 256, 2, true, false>>, NULL},
+    {"m4_p10_t256_wave", conv_f32_run<regblock_run<4, 10, 256, 2, true, false>>, NULL},
+    {"m4_p17_t128_wave", conv_f32_run<regblock_run<4, 17, 128, 3, true, false>>, NULL},
+    {"m8_p8_t256_grid", conv_f32_run<regblock_run<8, 8, 256, 2, false, false>>, NULL},
+    {"m8_p17_t128_wave_kwloop", conv_f32_run<regblock_run<8, 17, 128, 2, true, true>>, NULL},
 };
-constexpr int REGBLOCK_NUM_CONFIGS = (int)(sizeof REGBLOCK_CONFIGS / sizeof REGBLOCK_CONFIGS[0]);
 
 // Below this many threads (at 8 rows per strip) the batch fills the H100 only a few times over, and
 // taller strips (fewer, longer threads) ran faster: C3 at B=100 0.030 ms with 17 rows vs 0.043.
@@ -362,37 +356,23 @@ constexpr long long REGBLOCK_SMALL_THREADS = 1LL << 18;
 // 1.96 with 4 x 8), where 17-row strips pad no more rows than 8-row ones. Many maps (no data) get
 // 8 per thread, so that x is re-read fewer times; small batches get the strip height that wastes
 // the fewest rows.
-static int regblock_default_config(const conv_params* p) {
-    if (p->M > 16) return 3;
+static const char* regblock_default_config(const conv_problem* p) {
+    if (p->M > 16) return "m8_p8_t256_grid";
     const int64_t OH = conv_out_h(p);
     const long long threads = (long long)p->B * ((OH + 7) / 8) * conv_out_w(p) * ((p->M + 3) / 4);
     const int64_t rows8 = (OH + 7) / 8 * 8, rows10 = (OH + 9) / 10 * 10, rows17 = (OH + 16) / 17 * 17;
     if (threads >= REGBLOCK_SMALL_THREADS)
-        return p->M > 4 && p->KH == 7 && p->KW == 7 && rows17 <= rows8 && regblock_is_fast(p) ? 4 : 0;
-    return rows17 <= rows10 ? 2 : 1;
+        return p->M > 4 && p->KH == 7 && p->KW == 7 && rows17 <= rows8 && regblock_is_fast(p)
+                   ? "m8_p17_t128_wave_kwloop"
+                   : "m4_p8_t256_wave";
+    return rows17 <= rows10 ? "m4_p17_t128_wave" : "m4_p10_t256_wave";
 }
 
-static int regblock_supports(const conv_params* p) {
+static int regblock_supports(const conv_problem* p) {
     return conv_check_coords("direct_regblock", p, REGBLOCK_MAX_PT - 1, 0);
 }
 
-static int regblock_launch_config(const conv_params* p, const float* x, const float* w, float* y,
-                                  void*, size_t, void* stream, int config) {
-    if (config < 0 || config >= REGBLOCK_NUM_CONFIGS)
-        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "direct_regblock: config %d is out of range [0, %d)",
-                              config, REGBLOCK_NUM_CONFIGS);
-    return REGBLOCK_CONFIGS[config].run(p, x, w, y, conv_stream(stream));
-}
-
-static int regblock_launch(const conv_params* p, const float* x, const float* w, float* y, void* ws,
-                           size_t ws_bytes, void* stream) {
-    return regblock_launch_config(p, x, w, y, ws, ws_bytes, stream, regblock_default_config(p));
-}
-
-static const char* regblock_config_name(int config) {
-    return config >= 0 && config < REGBLOCK_NUM_CONFIGS ? REGBLOCK_CONFIGS[config].name : NULL;
-}
-
 extern "C" const conv_impl conv_impl_direct_regblock = {
-    regblock_supports, NULL, regblock_launch, REGBLOCK_NUM_CONFIGS, regblock_launch_config, NULL,
-    regblock_config_name};
+    regblock_supports, NULL, REGBLOCK_CONFIGS, (int)(sizeof REGBLOCK_CONFIGS / sizeof REGBLOCK_CONFIGS[0]),
+    regblock_default_config};
+

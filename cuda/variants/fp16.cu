@@ -99,8 +99,10 @@ conv_fp16_kernel(ConvGemmShape s, const float* __restrict__ x, const float* __re
     }
 }
 
-static int fp16_launch(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
-                       void* stream) {
+static int fp16_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
+    const float* w = (const float*)t->w;
+    float* y = (float*)t->y;
     const ConvGemmShape s = conv_gemm_shape(p);
     const dim3 grid((unsigned)conv_tiles(s.NPIX, FP16_BN), conv_grid_y(conv_tiles(s.M, FP16_BM)));
     conv_fp16_kernel<<<grid, FP16_THREADS, 0, conv_stream(stream)>>>(s, x, w, y);
@@ -108,4 +110,5 @@ static int fp16_launch(const conv_params* p, const float* x, const float* w, flo
     return CONV_OK;
 }
 
-extern "C" const conv_impl conv_impl_fp16 = {NULL, NULL, fp16_launch};
+static const conv_config FP16_CONFIGS[] = {{"default", fp16_launch, NULL}};
+extern "C" const conv_impl conv_impl_fp16 = {NULL, NULL, FP16_CONFIGS, 1, NULL};

@@ -69,8 +69,10 @@ conv_fused_kernel(ConvGemmShape s, const float* __restrict__ x, const float* __r
     }
 }
 
-static int fused_launch(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
-                        void* stream) {
+static int fused_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
+    const float* w = (const float*)t->w;
+    float* y = (float*)t->y;
     const ConvGemmShape s = conv_gemm_shape(p);
     const dim3 grid((unsigned)conv_tiles(s.NPIX, FUSED_BN), conv_grid_y(conv_tiles(s.M, FUSED_BM)));
     conv_fused_kernel<<<grid, FUSED_THREADS, 0, conv_stream(stream)>>>(s, x, w, y);
@@ -78,4 +80,5 @@ static int fused_launch(const conv_params* p, const float* x, const float* w, fl
     return CONV_OK;
 }
 
-extern "C" const conv_impl conv_impl_fused = {NULL, NULL, fused_launch};
+static const conv_config IMPLICIT_GEMM_CONFIGS[] = {{"default", fused_launch, NULL}};
+extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, NULL, IMPLICIT_GEMM_CONFIGS, 1, NULL};

@@ -242,23 +242,23 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
 
 // ---- host side ----
 
-static int64_t mma_kwp(const conv_params* p) { return p->KW + (p->KW & 1); }
-static int64_t mma_ksteps(const conv_params* p) { return (p->C * p->KH * mma_kwp(p) + 15) / 16; }
-static int64_t mma_mtiles(const conv_params* p) { return (p->M + 15) / 16; }
-static int64_t mma_band_cols(const conv_params* p) {
+static int64_t mma_kwp(const conv_problem* p) { return p->KW + (p->KW & 1); }
+static int64_t mma_ksteps(const conv_problem* p) { return (p->C * p->KH * mma_kwp(p) + 15) / 16; }
+static int64_t mma_mtiles(const conv_problem* p) { return (p->M + 15) / 16; }
+static int64_t mma_band_cols(const conv_problem* p) {
     return (conv_out_w(p) - 1) * p->stride_w + (mma_kwp(p) - 2) * p->dilation_w + 1;
 }
-static int64_t mma_band_rows(const conv_params* p, int64_t tile_rows) {
+static int64_t mma_band_rows(const conv_problem* p, int64_t tile_rows) {
     return (tile_rows - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1;
 }
 // Shared memory of a block whose units are tile_rows output rows: A fragments, tap offsets, the
 // band as fp16 pairs and as fp32.
-static int64_t mma_smem_bytes(const conv_params* p, int64_t tile_rows) {
+static int64_t mma_smem_bytes(const conv_problem* p, int64_t tile_rows) {
     return mma_ksteps(p) * mma_mtiles(p) * 512 + mma_ksteps(p) * 4 * 16 +
            p->C * mma_band_rows(p, tile_rows) * (2 * mma_band_cols(p) + p->dilation_w) * 4;
 }
 
-static int mma_supports(const conv_params* p) {
+static int mma_supports(const conv_problem* p) {
     if (p->M > MMA_MAX_MAPS)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16: M=%lld output maps; this variant keeps at most %d per block",
@@ -292,7 +292,7 @@ static int mma_supports(const conv_params* p) {
 }
 
 // target: the shared memory the band height is chosen for.
-static mma_shape mma_shape_for(const conv_params* p, const float* y, int sms, int64_t target) {
+static mma_shape mma_shape_for(const conv_problem* p, const float* y, int sms, int64_t target) {
     mma_shape s;
     s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;
     s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KH = (int)p->KH; s.KW = (int)p->KW;
@@ -319,7 +319,7 @@ static mma_shape mma_shape_for(const conv_params* p, const float* y, int sms, in
 }
 
 template <int MTILES, int NT, int WARPS>
-static int mma_run_tiles(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream,
+static int mma_run_tiles(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream,
                          int64_t target, bool persistent) {
     const int warps = WARPS;
     int device, sms, per_sm = 0;
@@ -341,7 +341,7 @@ static int mma_run_tiles(const conv_params* p, const float* x, const float* w, f
 // One configuration (pixel tiles per warp pass, warps per block, band height target) for any
 // supported M.
 template <int NT, int WARPS, bool SHORT, bool PERSISTENT = true>
-static int mma_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream) {
+static int mma_run(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream) {
     const int64_t target = SHORT ? MMA_SMEM_TARGET_SHORT : MMA_SMEM_TARGET;
     switch (mma_mtiles(p)) {
         case 1: return mma_run_tiles<1, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
@@ -351,13 +351,14 @@ static int mma_run(const conv_params* p, const float* x, const float* w, float* 
     }
 }
 
-typedef int (*mma_runner)(const conv_params*, const float*, const float*, float*, cudaStream_t);
-
 // The row-window kernel (mma_rowwin.cu) with strips of ROWS output rows, where it fits.
 template <int ROWS>
-static int mma_run_rowwin(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream) {
-    const int status = mma_rowwin_fits(p, ROWS);
-    return status != CONV_OK ? status : mma_rowwin_run(p, x, w, y, stream, ROWS);
+static int mma_run_rowwin(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream) {
+    return mma_rowwin_run(p, x, w, y, stream, ROWS);
+}
+template <int ROWS>
+static int mma_rowwin_supports(const conv_problem* p) {
+    return mma_rowwin_fits(p, ROWS);
 }
 
 // The tunable configurations. Banded kernel (any supported shape): n8 pixel tiles per warp pass x
@@ -366,63 +367,43 @@ static int mma_run_rowwin(const conv_params* p, const float* x, const float* w, 
 // its own A fragments (C1 1.11 ms vs 1.16 persistent in the sweep; C3 no better). Row-window kernel
 // ("rowwin_rR", stride 1 down the rows, no dilation, KH in {3, 5, 7}, KW <= 8, M <= 32): strips of R
 // output rows.
-static const struct {
-    const char* name;
-    mma_runner run;
-    int rowwin_rows;  // 0: the banded kernel
-} MMA_CONFIGS[] = {
-    {"n4_w8", mma_run<4, 8, false>, 0},         {"n8_w8", mma_run<8, 8, false>, 0},
-    {"n2_w8", mma_run<2, 8, false>, 0},         {"n4_w4", mma_run<4, 4, false>, 0},
-    {"n8_w4", mma_run<8, 4, false>, 0},         {"n4_w8_short", mma_run<4, 8, true>, 0},
-    {"n8_w8_grid", mma_run<8, 8, false, false>, 0},
-    {"rowwin_r8", mma_run_rowwin<8>, 8},        {"rowwin_r12", mma_run_rowwin<12>, 12},
-    {"rowwin_r16", mma_run_rowwin<16>, 16},
+static const conv_config MMA_CONFIGS[] = {
+    {"n4_w8", conv_f32_run<mma_run<4, 8, false>>, NULL},
+    {"n8_w8", conv_f32_run<mma_run<8, 8, false>>, NULL},
+    {"n2_w8", conv_f32_run<mma_run<2, 8, false>>, NULL},
+    {"n4_w4", conv_f32_run<mma_run<4, 4, false>>, NULL},
+    {"n8_w4", conv_f32_run<mma_run<8, 4, false>>, NULL},
+    {"n4_w8_short", conv_f32_run<mma_run<4, 8, true>>, NULL},
+    {"n8_w8_grid", conv_f32_run<mma_run<8, 8, false, false>>, NULL},
+    {"rowwin_r8", conv_f32_run<mma_run_rowwin<8>>, mma_rowwin_supports<8>},
+    {"rowwin_r12", conv_f32_run<mma_run_rowwin<12>>, mma_rowwin_supports<12>},
+    {"rowwin_r16", conv_f32_run<mma_run_rowwin<16>>, mma_rowwin_supports<16>},
 };
-constexpr int MMA_NUM_CONFIGS = (int)(sizeof MMA_CONFIGS / sizeof MMA_CONFIGS[0]);
-
-static int mma_config_supports(const conv_params* p, int config) {
-    if (config < 0 || config >= MMA_NUM_CONFIGS)
-        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16: config %d is out of range [0, %d)", config,
-                              MMA_NUM_CONFIGS);
-    return MMA_CONFIGS[config].rowwin_rows ? mma_rowwin_fits(p, MMA_CONFIGS[config].rowwin_rows) : CONV_OK;
-}
+static const int MMA_ROWWIN_ROWS[] = {16, 12, 8};
 
 // The default. Where the row window fits: the strip height that computes the fewest rows (the last
 // strip overlaps its neighbour), the taller on a tie. Elsewhere, from the H100 sweeps of the banded
 // kernel (bench/PERF_NOTES.md): 8 warps; for few maps 8 pixel tiles per pass, one block per unit
 // (C1: 1.11 ms vs 1.16 persistent and 1.21 with 4 tiles), for more 4 tiles in a persistent wave
 // (C3: 0.83 ms vs 0.88 with 8, 0.93 one block per unit).
-static int mma_default_config(const conv_params* p) {
+static const char* mma_default_config(const conv_problem* p) {
+    static const char* const names[] = {"rowwin_r16", "rowwin_r12", "rowwin_r8"};
     int best = -1;
     int64_t best_rows = 0;
-    for (int c = 0; c < MMA_NUM_CONFIGS; ++c) {
-        const int rows = MMA_CONFIGS[c].rowwin_rows;
-        if (!rows || mma_rowwin_fits(p, rows) != CONV_OK) continue;
+    for (int i = 0; i < 3; ++i) {
+        const int rows = MMA_ROWWIN_ROWS[i];
+        if (mma_rowwin_fits(p, rows) != CONV_OK) continue;
         const int64_t computed = (conv_out_h(p) + rows - 1) / rows * rows;
-        if (best < 0 || computed <= best_rows) {
-            best = c;
+        if (best < 0 || computed < best_rows) {
+            best = i;
             best_rows = computed;
         }
     }
     conv_clear_error();
-    if (best >= 0) return best;
-    return p->M <= 8 ? 6 : 0;
+    if (best >= 0) return names[best];
+    return p->M <= 8 ? "n8_w8_grid" : "n4_w8";
 }
 
-static int mma_launch_config(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
-                             void* stream, int config) {
-    const int status = mma_config_supports(p, config);
-    return status != CONV_OK ? status : MMA_CONFIGS[config].run(p, x, w, y, conv_stream(stream));
-}
-
-static int mma_launch(const conv_params* p, const float* x, const float* w, float* y, void* ws, size_t ws_bytes,
-                      void* stream) {
-    return mma_launch_config(p, x, w, y, ws, ws_bytes, stream, mma_default_config(p));
-}
-
-static const char* mma_config_name(int config) {
-    return config >= 0 && config < MMA_NUM_CONFIGS ? MMA_CONFIGS[config].name : NULL;
-}
-
-extern "C" const conv_impl conv_impl_mma_fp16 = {mma_supports, NULL, mma_launch, MMA_NUM_CONFIGS,
-                                                 mma_launch_config, mma_config_supports, mma_config_name};
+extern "C" const conv_impl conv_impl_mma_fp16 = {mma_supports, NULL, MMA_CONFIGS,
+                                                 (int)(sizeof MMA_CONFIGS / sizeof MMA_CONFIGS[0]),
+                                                 mma_default_config};

@@ -302,20 +302,20 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
 
 // ---- host side ----
 
-static int rowwin_kernel_rows(const conv_params* p, int rows) { return p->M <= 16 ? rows : rows / 2; }
+static int rowwin_kernel_rows(const conv_problem* p, int rows) { return p->M <= 16 ? rows : rows / 2; }
 // Output rows per MMA (the kernel's GR): 4 maps x 4 rows for up to 4 maps.
-static int rowwin_group_rows(const conv_params* p) { return p->M <= 4 ? 4 : 1; }
+static int rowwin_group_rows(const conv_problem* p) { return p->M <= 4 ? 4 : 1; }
 // Floats per map in the output tile: even (float2 reads), and 8 banks apart for successive maps.
-static int64_t rowwin_ystride(const conv_params* p, int r) { return (r * conv_out_w(p) + 31) / 32 * 32 + 8; }
-static bool rowwin_direct_stores(const conv_params* p, const float* y) {
+static int64_t rowwin_ystride(const conv_problem* p, int r) { return (r * conv_out_w(p) + 31) / 32 * 32 + 8; }
+static bool rowwin_direct_stores(const conv_problem* p, const float* y) {
     return conv_out_w(p) % ROWWIN_COLS == 0 && ((uintptr_t)y & 7) == 0;
 }
-static int64_t rowwin_smem_bytes(const conv_params* p, int r, bool direct_stores) {
+static int64_t rowwin_smem_bytes(const conv_problem* p, int r, bool direct_stores) {
     return p->C * ((rowwin_group_rows(p) + p->KH) / 2) * ((p->M + 15) / 16) * 32 * (int64_t)sizeof(uint4) +
            (direct_stores ? 0 : p->M * rowwin_ystride(p, r) * (int64_t)sizeof(float));
 }
 
-int mma_rowwin_fits(const conv_params* p, int rows) {
+int mma_rowwin_fits(const conv_problem* p, int rows) {
     if (rows != 8 && rows != 12 && rows != 16)
         return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16 row window: strips of %d rows (8, 12 or 16)", rows);
     const int r = rowwin_kernel_rows(p, rows);
@@ -361,17 +361,17 @@ static rowwin_kernel rowwin_kernel_for(int64_t KH) {
 // Kernel rows are in {3, 5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
 // two (in half-height strips, for the registers); row tests only with vertical padding.
 template <int MT, int R, int GR>
-static rowwin_kernel rowwin_kernel_for(const conv_params* p) {
+static rowwin_kernel rowwin_kernel_for(const conv_problem* p) {
     return p->pad_h != 0 ? rowwin_kernel_for<MT, R, true, GR>(p->KH) : rowwin_kernel_for<MT, R, false, GR>(p->KH);
 }
 
 template <int R>
-static rowwin_kernel rowwin_kernel_for(const conv_params* p) {
+static rowwin_kernel rowwin_kernel_for(const conv_problem* p) {
     if (p->M <= 4) return rowwin_kernel_for<1, R, 4>(p);
     return p->M <= 16 ? rowwin_kernel_for<1, R, 1>(p) : rowwin_kernel_for<2, R / 2, 1>(p);
 }
 
-int mma_rowwin_run(const conv_params* p, const float* x, const float* w, float* y, cudaStream_t stream, int rows) {
+int mma_rowwin_run(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream, int rows) {
     const int r = rowwin_kernel_rows(p, rows);
     rowwin_shape s;
     s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;

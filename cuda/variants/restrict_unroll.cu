@@ -16,7 +16,7 @@
 // planes. At least two blocks per SM: caps the registers at 128 (7x7 takes 80, without spills).
 template <int KH_T, int KW_T>
 __global__ void __launch_bounds__(PLANE_THREADS, 2)
-conv_restrict_unroll_kernel(conv_params p, int OH, int OW, const float* __restrict__ x,
+conv_restrict_unroll_kernel(conv_problem p, int OH, int OW, const float* __restrict__ x,
                             const float* __restrict__ w, float* __restrict__ y) {
     const int KH = KH_T > 0 ? KH_T : (int)p.KH, KW = KW_T > 0 ? KW_T : (int)p.KW;
     const int C = (int)p.C, H = (int)p.H, W = (int)p.W, M = (int)p.M;
@@ -53,12 +53,12 @@ conv_restrict_unroll_kernel(conv_params p, int OH, int OW, const float* __restri
     }
 }
 
-static int restrict_unroll_supports(const conv_params* p) {
+static int restrict_unroll_supports(const conv_problem* p) {
     return conv_check_coords("restrict_unroll", p, 0, 0);
 }
 
 template <int KH_T, int KW_T>
-static int restrict_unroll_run(const conv_params* p, const float* x, const float* w, float* y,
+static int restrict_unroll_run(const conv_problem* p, const float* x, const float* w, float* y,
                                cudaStream_t stream) {
     const int OH = (int)conv_out_h(p), OW = (int)conv_out_w(p);
     const conv_plane_launch l = conv_plane_launch_for((int64_t)OH * OW, p->B * conv_map_groups(p->M));
@@ -67,8 +67,10 @@ static int restrict_unroll_run(const conv_params* p, const float* x, const float
     return CONV_OK;
 }
 
-static int restrict_unroll_launch(const conv_params* p, const float* x, const float* w, float* y, void*,
-                                  size_t, void* stream) {
+static int restrict_unroll_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
+    const float* w = (const float*)t->w;
+    float* y = (float*)t->y;
     const cudaStream_t s = conv_stream(stream);
     if (p->KH == p->KW) {
         switch (p->KH) {
@@ -82,5 +84,6 @@ static int restrict_unroll_launch(const conv_params* p, const float* x, const fl
     return restrict_unroll_run<0, 0>(p, x, w, y, s);
 }
 
-extern "C" const conv_impl conv_impl_restrict_unroll = {restrict_unroll_supports, NULL,
-                                                         restrict_unroll_launch};
+static const conv_config RESTRICT_UNROLL_CONFIGS[] = {{"default", restrict_unroll_launch, NULL}};
+extern "C" const conv_impl conv_impl_restrict_unroll = {restrict_unroll_supports, NULL, RESTRICT_UNROLL_CONFIGS, 1,
+                                                         NULL};

@@ -41,7 +41,7 @@ static int tile_side(int64_t n) {
     return t;
 }
 
-static int tiled_plan_for(const conv_params* p, tiled_plan* plan) {
+static int tiled_plan_for(const conv_problem* p, tiled_plan* plan) {
     int th = tile_side(conv_out_h(p)), tw = tile_side(conv_out_w(p));
     int64_t ih, iw;
     for (;;) {
@@ -76,7 +76,7 @@ static int tiled_plan_for(const conv_params* p, tiled_plan* plan) {
 // output of the tile; blockIdx.x picks the tile (tiles_w per tile row), blockIdx.y walks the
 // (image, group of MAPS_PER_THREAD maps) planes. Dynamic shared memory: (cs, in_th, in_tw) floats.
 __global__ void
-conv_tiled_kernel(conv_params p, int OH, int OW, int tiles_w, int in_th, int in_tw, int cs,
+conv_tiled_kernel(conv_problem p, int OH, int OW, int tiles_w, int in_th, int in_tw, int cs,
                   const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
     extern __shared__ float s_in[];
     const int C = (int)p.C, H = (int)p.H, W = (int)p.W, M = (int)p.M, KH = (int)p.KH, KW = (int)p.KW;
@@ -138,13 +138,15 @@ conv_tiled_kernel(conv_params p, int OH, int OW, int tiles_w, int in_th, int in_
     }
 }
 
-static int tiled_supports(const conv_params* p) {
+static int tiled_supports(const conv_problem* p) {
     tiled_plan plan;
     return tiled_plan_for(p, &plan);
 }
 
-static int tiled_launch(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
-                        void* stream) {
+static int tiled_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
+    const float* w = (const float*)t->w;
+    float* y = (float*)t->y;
     tiled_plan plan;
     int status = tiled_plan_for(p, &plan);
     if (status != CONV_OK) return status;
@@ -163,4 +165,5 @@ static int tiled_launch(const conv_params* p, const float* x, const float* w, fl
     return CONV_OK;
 }
 
-extern "C" const conv_impl conv_impl_tiled = {tiled_supports, NULL, tiled_launch};
+static const conv_config TILED_CONFIGS[] = {{"default", tiled_launch, NULL}};
+extern "C" const conv_impl conv_impl_tiled = {tiled_supports, NULL, TILED_CONFIGS, 1, NULL};

@@ -31,7 +31,7 @@
 // x is (B, C, H, W); xu is (C*KH*KW, ncols) row-major: row (c*KH + kh)*KW + kw, column n = pixel
 // col0 + n. blockIdx.x picks UNROLL_THREADS columns, blockIdx.y walks the channels.
 __global__ void __launch_bounds__(UNROLL_THREADS)
-conv_unroll_kernel(conv_params p, int OH, int OW, int col0, int ncols, const float* __restrict__ x,
+conv_unroll_kernel(conv_problem p, int OH, int OW, int col0, int ncols, const float* __restrict__ x,
                    float* __restrict__ xu) {
     const int C = (int)p.C, H = (int)p.H, W = (int)p.W, KH = (int)p.KH, KW = (int)p.KW;
     const int sh = (int)p.stride_h, sw = (int)p.stride_w, ph = (int)p.pad_h, pw = (int)p.pad_w;
@@ -116,24 +116,26 @@ conv_gemm_kernel(int M, int K, int N, int col0, int OHW, const float* __restrict
 }
 
 // Columns (output pixels of the batch) the workspace query makes room for.
-static int64_t query_columns(const conv_params* p) {
+static int64_t query_columns(const conv_problem* p) {
     const int64_t rows = p->C * p->KH * p->KW, total = p->B * conv_out_h(p) * conv_out_w(p);
     int64_t cols = WORKSPACE_CAP / (rows * (int64_t)sizeof(float)) / GEMM_BN * GEMM_BN;
     if (cols < GEMM_BN) cols = GEMM_BN;
     return cols < total ? cols : total;
 }
 
-static int unroll_gemm_supports(const conv_params* p) {
+static int unroll_gemm_supports(const conv_problem* p) {
     return conv_check_coords("unroll_gemm", p, 0, 0);
 }
 
-static int unroll_gemm_workspace_size(const conv_params* p, size_t* bytes) {
+static int unroll_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
     *bytes = (size_t)(query_columns(p) * p->C * p->KH * p->KW) * sizeof(float);
     return CONV_OK;
 }
 
-static int unroll_gemm_launch(const conv_params* p, const float* x, const float* w, float* y,
-                              void* workspace, size_t workspace_bytes, void* stream) {
+static int unroll_gemm_launch(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes, void* stream) {
+    const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
+    const float* w = (const float*)t->w;
+    float* y = (float*)t->y;
     const int OH = (int)conv_out_h(p), OW = (int)conv_out_w(p), OHW = OH * OW;
     const int64_t rows = p->C * p->KH * p->KW, total = p->B * OHW;
     const int64_t fit = (int64_t)(workspace_bytes / ((size_t)rows * sizeof(float)));
@@ -161,5 +163,6 @@ static int unroll_gemm_launch(const conv_params* p, const float* x, const float*
     return CONV_OK;
 }
 
+static const conv_config UNROLL_GEMM_CONFIGS[] = {{"default", unroll_gemm_launch, NULL}};
 extern "C" const conv_impl conv_impl_unroll_gemm = {unroll_gemm_supports, unroll_gemm_workspace_size,
-                                                     unroll_gemm_launch};
+                                                     UNROLL_GEMM_CONFIGS, 1, NULL};

@@ -182,7 +182,7 @@ conv_wmma_kernel(ConvGemmShape s, const float* __restrict__ x, const float* __re
 }
 
 template <class Cfg>
-static int wmma_run(const conv_params* p, const float* x, const float* w, float* y, void* stream) {
+static int wmma_run(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream) {
     const ConvGemmShape s = conv_gemm_shape(p);
     const dim3 grid((unsigned)conv_tiles(s.NPIX, Cfg::BN), conv_grid_y(conv_tiles(s.M, Cfg::BM)));
     conv_wmma_kernel<Cfg><<<grid, Cfg::THREADS, 0, conv_stream(stream)>>>(s, x, w, y);
@@ -226,52 +226,33 @@ static int wmma_check_device(const char* name, int min_arch, const void* const* 
 
 // ---- wmma: fp16 operands ----
 
-// Tunable configurations; the default picks by M.
-enum { WMMA_CONFIG_M16N16K16 = 0, WMMA_CONFIG_M8N32K16 = 1, WMMA_CONFIG_COUNT = 2 };
-
-static int wmma_supports(const conv_params*) {
+static int wmma_supports(const conv_problem*) {
     static DeviceMask passed{0};
     const void* kernels[] = {reinterpret_cast<const void*>(&conv_wmma_kernel<WmmaFp16Config>),
                              reinterpret_cast<const void*>(&conv_wmma_kernel<WmmaFp16SmallMConfig>)};
     return wmma_check_device("wmma", Fp16Operands::MIN_ARCH, kernels, 2, passed);
 }
 
-static int wmma_launch_config(const conv_params* p, const float* x, const float* w, float* y, void*,
-                              size_t, void* stream, int config) {
-    switch (config) {
-        case WMMA_CONFIG_M16N16K16: return wmma_run<WmmaFp16Config>(p, x, w, y, stream);
-        case WMMA_CONFIG_M8N32K16: return wmma_run<WmmaFp16SmallMConfig>(p, x, w, y, stream);
-        default: return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "wmma: config %d is out of range", config);
-    }
+// Tunable configurations; the default picks by M: M <= 8, one 8-map fragment row covers every map;
+// otherwise 16 x 16 fragments.
+static const conv_config WMMA_CONFIGS[] = {
+    {"m16n16k16_tile64x64", conv_f32_run<wmma_run<WmmaFp16Config>>, NULL},
+    {"m8n32k16_tile8x256", conv_f32_run<wmma_run<WmmaFp16SmallMConfig>>, NULL},
+};
+
+static const char* wmma_default_config(const conv_problem* p) {
+    return p->M <= 8 ? "m8n32k16_tile8x256" : "m16n16k16_tile64x64";
 }
 
-static const char* wmma_config_name(int config) {
-    return config == WMMA_CONFIG_M16N16K16 ? "m16n16k16_tile64x64"
-           : config == WMMA_CONFIG_M8N32K16 ? "m8n32k16_tile8x256"
-                                            : "unknown";
-}
-
-// M <= 8: one 8-map fragment row covers every map; otherwise 16 x 16 fragments.
-static int wmma_launch(const conv_params* p, const float* x, const float* w, float* y, void* ws,
-                       size_t ws_bytes, void* stream) {
-    return wmma_launch_config(p, x, w, y, ws, ws_bytes, stream,
-                              p->M <= 8 ? WMMA_CONFIG_M8N32K16 : WMMA_CONFIG_M16N16K16);
-}
-
-extern "C" const conv_impl conv_impl_wmma = {wmma_supports, NULL, wmma_launch, WMMA_CONFIG_COUNT,
-                                             wmma_launch_config, NULL, wmma_config_name};
+extern "C" const conv_impl conv_impl_wmma = {wmma_supports, NULL, WMMA_CONFIGS, 2, wmma_default_config};
 
 // ---- wmma_tf32: tf32 operands ----
 
-static int wmma_tf32_supports(const conv_params*) {
+static int wmma_tf32_supports(const conv_problem*) {
     static DeviceMask passed{0};
     const void* kernels[] = {reinterpret_cast<const void*>(&conv_wmma_kernel<WmmaTf32Config>)};
     return wmma_check_device("wmma_tf32", Tf32Operands::MIN_ARCH, kernels, 1, passed);
 }
 
-static int wmma_tf32_launch(const conv_params* p, const float* x, const float* w, float* y, void*, size_t,
-                            void* stream) {
-    return wmma_run<WmmaTf32Config>(p, x, w, y, stream);
-}
-
-extern "C" const conv_impl conv_impl_wmma_tf32 = {wmma_tf32_supports, NULL, wmma_tf32_launch};
+static const conv_config WMMA_TF32_CONFIGS[] = {{"default", conv_f32_run<wmma_run<WmmaTf32Config>>, NULL}};
+extern "C" const conv_impl conv_impl_wmma_tf32 = {wmma_tf32_supports, NULL, WMMA_TF32_CONFIGS, 1, NULL};
