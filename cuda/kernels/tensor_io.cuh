@@ -1,0 +1,96 @@
+// tensor_io.cuh — how kernels read and write the tensors a conv_problem describes, in one place:
+//   - element types: conv_load<T>() widens f32 / f16 / bf16 to float, conv_store_as<T>() narrows with
+//     round-to-nearest-even (what PyTorch's .half() / .bfloat16() do);
+//   - layouts: ConvLayout gives the offset of x[b, c, h, w] / y[b, m, h, w] in NCHW or NHWC, and of
+//     w[m, c, kh, kw] in MCKK or MKKC;
+//   - the epilogue: conv_epilogue_value() adds the bias and applies ReLU; conv_max_nan() is the
+//     NaN-propagating max of the max-pool (PyTorch's max_pool2d propagates NaN; fmaxf would drop it).
+// Kernels that take several dtypes are templated on them and instantiated by conv_dispatch_dtypes().
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda_util.cuh"
+
+// ---- element types ----
+template <class T>
+__device__ __forceinline__ float conv_load(const T* p, long long i);
+template <>
+__device__ __forceinline__ float conv_load<float>(const float* p, long long i) { return p[i]; }
+template <>
+__device__ __forceinline__ float conv_load<__half>(const __half* p, long long i) { return __half2float(p[i]); }
+template <>
+__device__ __forceinline__ float conv_load<__nv_bfloat16>(const __nv_bfloat16* p, long long i) {
+    return __bfloat162float(p[i]);
+}
+
+template <class T>
+__device__ __forceinline__ T conv_store_as(float v);
+template <>
+__device__ __forceinline__ float conv_store_as<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half conv_store_as<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 conv_store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// ---- layouts (int64 offsets: callers that index in int32 convert where the dispatcher's chunking
+// guarantees the range) ----
+struct ConvLayout {
+    int x_nhwc, y_nhwc, w_mkkc;
+    long long C, H, W, M, OH, OW, Cg, KH, KW;  // Cg = C / groups: channels per filter
+
+    __host__ static ConvLayout of(const conv_problem* p, long long OH, long long OW) {
+        ConvLayout l;
+        l.x_nhwc = p->x_layout == CONV_NHWC;
+        l.y_nhwc = p->y_layout == CONV_NHWC;
+        l.w_mkkc = p->w_layout == CONV_MKKC;
+        l.C = p->C; l.H = p->H; l.W = p->W; l.M = p->M; l.OH = OH; l.OW = OW;
+        l.Cg = p->C / p->groups; l.KH = p->KH; l.KW = p->KW;
+        return l;
+    }
+    __device__ __forceinline__ long long x_at(long long b, long long c, long long h, long long w) const {
+        return x_nhwc ? ((b * H + h) * W + w) * C + c : ((b * C + c) * H + h) * W + w;
+    }
+    // y at the stored (pooled where pooling) size OH x OW.
+    __device__ __forceinline__ long long y_at(long long b, long long m, long long h, long long w) const {
+        return y_nhwc ? ((b * OH + h) * OW + w) * M + m : ((b * M + m) * OH + h) * OW + w;
+    }
+    // c is the channel within the group (0 <= c < Cg).
+    __device__ __forceinline__ long long w_at(long long m, long long c, long long kh, long long kw) const {
+        return w_mkkc ? ((m * KH + kh) * KW + kw) * Cg + c : ((m * Cg + c) * KH + kh) * KW + kw;
+    }
+};
+
+// ---- epilogue ----
+// bias (already widened to float; 0 without one), then ReLU: max(v, 0) with NaN kept (v < 0 is false
+// for NaN).
+__device__ __forceinline__ float conv_epilogue_value(float acc, float bias, bool relu) {
+    const float v = acc + bias;
+    return relu && v < 0.0f ? 0.0f : v;
+}
+
+// max with NaN propagation: once a NaN is seen the result stays NaN.
+__device__ __forceinline__ float conv_max_nan(float m, float v) {
+    return (m != m || v > m || v != v) ? (m != m ? m : v) : m;
+}
+
+// The element types of a problem as template arguments: calls F::template run<TX, TY>(args...) with
+// TX the type of x and w, TY the type of y and bias.
+template <class TX, class F, class... Args>
+static int conv_dispatch_out(int y_dtype, Args&&... args) {
+    switch (y_dtype) {
+    case CONV_F16: return F::template run<TX, __half>(args...);
+    case CONV_BF16: return F::template run<TX, __nv_bfloat16>(args...);
+    default: return F::template run<TX, float>(args...);
+    }
+}
+
+template <class F, class... Args>
+static int conv_dispatch_dtypes(const conv_problem* p, Args&&... args) {
+    switch (p->x_dtype) {
+    case CONV_F16: return conv_dispatch_out<__half, F>(p->y_dtype, args...);
+    case CONV_BF16: return conv_dispatch_out<__nv_bfloat16, F>(p->y_dtype, args...);
+    default: return conv_dispatch_out<float, F>(p->y_dtype, args...);
+    }
+}
