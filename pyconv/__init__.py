@@ -7,14 +7,17 @@
 """
 from ._lib import (ConvError, ConvNoDeviceError, ConvOutOfMemoryError, ConvRuntimeError,
                    ConvUnsupportedError, LibraryNotFoundError)
-from .api import Conv2dPlan, VariantInfo, conv1d, conv2d, variant_configs, variant_info, variants
-from .device import DeviceArray, Event, Stream, device_count, device_name, mem_info, pinned_empty
+from .api import (Conv2dPlan, ReluMaxPool, VariantInfo, clear_plan_cache, conv1d, conv2d, variant_configs,
+                  variant_info, variants)
+from .device import (DeviceArray, Event, Stream, device_count, device_name, empty_cache, mem_info, pinned_empty,
+                     synchronize)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConvError", "ConvNoDeviceError", "ConvOutOfMemoryError", "ConvRuntimeError", "ConvUnsupportedError",
-    "LibraryNotFoundError", "Conv2dPlan", "VariantInfo", "conv1d", "conv2d", "variant_configs", "variant_info",
-    "variants",
-    "DeviceArray", "Event", "Stream", "device_count", "device_name", "mem_info", "pinned_empty",
+    "LibraryNotFoundError", "Conv2dPlan", "ReluMaxPool", "VariantInfo", "clear_plan_cache", "conv1d", "conv2d",
+    "variant_configs", "variant_info", "variants",
+    "DeviceArray", "Event", "Stream", "device_count", "device_name", "empty_cache", "mem_info", "pinned_empty",
+    "synchronize",
 ]

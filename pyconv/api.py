@@ -1,15 +1,30 @@
-"""The public convolution API: conv2d, conv1d, and what variants exist."""
+"""The public convolution API: conv2d, conv1d, Conv2dPlan, and what variants exist.
+
+One call: operands checked once (pyconv._arrays) -> a cached plan for (device, problem, variant,
+config) in which the library resolved `auto` and the launch configuration once -> one C call that
+launches on the operands' device and the caller's stream -> the result in the caller's kind of array.
+Device arrays in: the call enqueues and returns (no host synchronisation unless sync=True). NumPy in:
+the result is ready when the call returns.
+"""
 from __future__ import annotations
 
+import sys
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
 
+from . import _problem
 from . import device as _device
-from ._arrays import Operand, as_operand, host_output, is_device_array
+from ._arrays import Operand, as_operand, check_output, new_output
 from ._lib import ConvError, check, ffi, lib
+from ._problem import Epilogue, ReluMaxPool, pair  # noqa: F401 - ReluMaxPool re-exported by the package
+from ._streams import handle_of, launch_stream, wait_for_producers
 
-PRECISIONS = ("exact", "fast")
+PRECISIONS = tuple(_problem.PRECISIONS)
 
 
 @dataclass(frozen=True)
@@ -18,7 +33,7 @@ class VariantInfo:
     idea: str
     on_device: bool      # runs on the GPU (else on the host: cpu)
     exact: bool          # fp32 arithmetic; False: reduced precision (fp16 / TF32 inside)
-    max_rel_error: float  # relative L2 error bound the variant is tested to
+    max_rel_error: float  # relative L2 error bound the variant is tested to (fp32 in and out)
     available: bool      # usable in this build on this machine
     reason: str          # why not, when not available
 
@@ -57,45 +72,31 @@ def variant_configs(variant: str) -> list[str]:
     return names
 
 
-def _config_index(variant: str, config: str) -> int:
-    if variant == "auto":
-        raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
-    names = variant_configs(variant)
-    if config not in names:
-        raise ConvError(f"variant '{variant}' has no launch configuration {config!r}; it has {names}")
-    return names.index(config)
-
-
-def _pair(value, name: str) -> tuple[int, int]:
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(items) != 2:
-        raise ConvError(f"{name} must be an int or an (h, w) pair, got {value!r}")
-    for item in items:
-        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-            raise ConvError(f"{name} must be an int or an (h, w) pair of ints, got {value!r}")
-    return int(items[0]), int(items[1])
-
-
 def variant_id(variant: str, precision: str = "exact") -> int:
-    """The library's id for a variant name ('auto' maps to CONV_AUTO or CONV_AUTO_FAST)."""
-    if precision not in PRECISIONS:
-        raise ConvError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    """The library's id for a variant name ('auto' maps to CONV_AUTO, or CONV_AUTO_FAST for the legacy
+    calls with precision="fast")."""
     if not isinstance(variant, str):
         raise ConvError(f"variant must be a name (str), got {type(variant).__name__}")
-    if variant == "auto":
-        variant = "auto_fast" if precision == "fast" else "auto"
+    if precision not in PRECISIONS:
+        raise ConvError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if "\x00" in variant:
+        raise ConvError(f"variant name {variant!r} contains a NUL character")
+    if variant == "auto" and precision == "fast":
+        variant = "auto_fast"
     found = ffi().new("int*")
     check(lib().conv_variant_find(variant.encode(), found))
     return found[0]
 
 
 def make_params(x_shape, w_shape, stride, padding, dilation):
-    """conv_params for NCHW x and MCKK w, checked by the library (one place)."""
+    """Legacy conv_params (f32 NCHW, groups 1) for x_shape and w_shape, checked by the library."""
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise ConvError(f"x must be (B, C, H, W) and w (M, C, KH, KW), got {tuple(x_shape)}, {tuple(w_shape)}")
     B, C, H, W = x_shape
     M, Cw, KH, KW = w_shape
     if C != Cw:
         raise ConvError(f"channel mismatch: x has C={C} channels but w has {Cw} (w is (M, C, KH, KW))")
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     p = ffi().new("conv_params*", dict(B=B, C=C, H=H, W=W, M=M, KH=KH, KW=KW, stride_h=sh, stride_w=sw,
                                        pad_h=ph, pad_w=pw, dilation_h=dh, dilation_w=dw))
     oh, ow = ffi().new("int64_t*"), ffi().new("int64_t*")
@@ -103,177 +104,344 @@ def make_params(x_shape, w_shape, stride, padding, dilation):
     return p, (B, M, oh[0], ow[0])
 
 
-def _wait_for_producer(op: Operand) -> None:
-    # CUDA array interface v3: the producer names a stream the consumer must wait on before reading.
-    if op.on_device and op.stream not in (None, 0):
-        check(lib().conv_stream_synchronize(ffi().cast("void*", op.stream)))
+# ---- plans ----
 
+class _Plan:
+    """A C plan handle: the problem bound to a concrete variant, configuration and device."""
+    __slots__ = ("handle", "variant", "config", "device", "on_device", "workspace_bytes", "__weakref__")
 
-def _pointer(a) -> int:
-    if isinstance(a, int):
-        return a
-    if isinstance(a, np.ndarray):
-        return a.ctypes.data
-    return int(a.__cuda_array_interface__["data"][0])
-
-
-class Conv2dPlan:
-    """One convolution shape bound to one concrete variant, with its workspace allocated once.
-
-    `launch` only enqueues the kernels on a stream: no allocation, no synchronisation, no argument
-    conversion, so it can be timed, captured, and overlapped with copies on other streams.
-    Shapes and the variant are checked when the plan is made.
-    """
-
-    def __init__(self, x_shape, w_shape, stride=1, padding=0, dilation=1, variant: str = "auto",
-                 precision: str = "exact", config: str | None = None):
+    def __init__(self, vid: int, problem, config: Optional[str], device: int):
         f, l = ffi(), lib()
-        self.params, self.out_shape = make_params(tuple(x_shape), tuple(w_shape), stride, padding, dilation)
-        requested = variant_id(variant, precision)
-        # config: one launch configuration of the variant (variant_configs), checked against the shape here.
-        self.config = None if config is None else _config_index(variant, config)
-        chosen = f.new("int*")
-        check(l.conv2d_auto_choice(requested, self.params, chosen))  # tunes a new shape here, not in launch
-        # An auto plan launches through auto, which also applies the tuned launch configuration of
-        # the chosen variant (a launch by the variant's own id would take its default configuration).
-        self.variant_id = requested
-        info = f.new("conv_variant_info*")
-        check(l.conv_variant_get_info(chosen[0], info))
-        self.variant = f.string(info.name).decode()
+        out = f.new("conv_plan**")
+        check(l.conv2d_plan_create(vid, problem, config.encode() if config else f.NULL, device, out))
+        self.handle = out[0]
+        weakref.finalize(self, l.conv2d_plan_destroy, self.handle)
+        info = f.new("conv_plan_info*")
+        check(l.conv2d_plan_get_info(self.handle, info))
+        self.variant = f.string(info.variant_name).decode()
+        self.config = f.string(info.config_name).decode()
+        self.device = int(info.device)
         self.on_device = bool(info.on_device)
-        if self.config is not None:
-            check(l.conv_variant_config_supports(self.variant_id, self.config, self.params))
-        ws_bytes = f.new("size_t*")
-        check(l.conv2d_workspace_size(self.variant_id, self.params, ws_bytes))
-        self.workspace_bytes = ws_bytes[0]
-        self._workspace = _device.DeviceArray((self.workspace_bytes,), np.uint8) if self.workspace_bytes else None
-
-    def launch(self, x, w, y, stream=None) -> None:
-        """Enqueues y = conv(x, w). x, w, y: arrays (device arrays for a GPU variant, NumPy for cpu)
-        or raw pointers (int) of the plan's shapes, C-contiguous float32."""
-        f = ffi()
-        ws = self._workspace.handle if self._workspace is not None else f.NULL
-        args = (self.params, f.cast("float*", _pointer(x)), f.cast("float*", _pointer(w)),
-                f.cast("float*", _pointer(y)), ws, self.workspace_bytes, _device.stream_handle(stream))
-        if self.config is None:
-            check(lib().conv2d_forward(self.variant_id, *args))
-        else:
-            check(lib().conv2d_forward_config(self.variant_id, self.config, *args))
+        self.workspace_bytes = int(info.workspace_bytes)
 
 
-def _conv(x: Operand, w: Operand, out, out_shape, params, variant: str, precision: str, stream, config=None):
-    """Runs the convolution on operands; returns the output in the caller's kind of array."""
-    x_shape, w_shape = x.shape, w.shape
-    p = params
-    plan = Conv2dPlan(x_shape, w_shape, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w),
-                      (p.dilation_h, p.dilation_w), variant, precision, config)
-    on_device = x.on_device or w.on_device or is_device_array(out)
-    if not plan.on_device:
-        if on_device:
-            raise ConvError(f"variant '{plan.variant}' runs on host memory: pass NumPy arrays, or choose "
-                            f"a GPU variant for device arrays")
-        y = host_output(out, out_shape)
-        plan.launch(x.ptr, w.ptr, y)
+_PLAN_CACHE_SIZE = 512
+_plans: "OrderedDict[tuple, _Plan]" = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def _cached_plan(device: int, key: tuple, problem, vid: int, config: Optional[str]) -> _Plan:
+    """LRU cache of plans keyed by device, problem, variant and config: a repeated call resolves nothing."""
+    k = (device, key, vid, config)
+    with _plans_lock:
+        plan = _plans.get(k)
+        if plan is not None:
+            _plans.move_to_end(k)
+            return plan
+    plan = _Plan(vid, problem, config, device)  # may tune for seconds: outside the lock
+    with _plans_lock:
+        _plans[k] = plan
+        while len(_plans) > _PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return plan
+
+
+def clear_plan_cache() -> None:
+    """Forgets the cached plans (e.g. after pyconv.tuning.clear())."""
+    with _plans_lock:
+        _plans.clear()
+
+
+def _current_device() -> int:
+    d = ffi().new("int*")
+    check(lib().conv_get_device(d))
+    return d[0]
+
+
+def _gpu_usable() -> bool:
+    return _device.device_count() > 0
+
+
+# ---- running ----
+
+def _call_device(ops, device_arg) -> int:
+    """The device the call runs on: the device operands' (all one), else `device=`, else -1 (host)."""
+    devices = {op.device for op, _ in ops if op is not None and op.device >= 0}
+    if len(devices) > 1:
+        where = ", ".join(f"{name} on device {op.device}" for op, name in ops if op is not None and op.device >= 0)
+        raise ConvError(f"operands are on different devices ({where}); move them to one device")
+    if devices:
+        device = devices.pop()
+        if device_arg is not None and int(device_arg) != device:
+            raise ConvError(f"device={device_arg}, but the operands are on device {device}")
+        return device
+    return -1 if device_arg is None else int(device_arg)
+
+
+def _workspace(plan: _Plan, like: Operand, stream: int):
+    """Scratch for one call: from PyTorch's allocator for torch operands, else from pyconv's pool,
+    freed in the stream's order once the call's kernels are done."""
+    if like.kind == "torch" and "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        ws = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", plan.device))
+        if stream != torch.cuda.current_stream(plan.device).cuda_stream:
+            ws.record_stream(torch.cuda.ExternalStream(stream, device=torch.device("cuda", plan.device)))
+        return ws, ws.data_ptr()
+    ws = _device.DeviceArray((plan.workspace_bytes,), np.uint8, device=plan.device, stream=stream)
+    return ws, ws.ptr
+
+
+def _launch(plan: _Plan, x: int, w: int, bias: Optional[int], y: int, stream: int, like: Operand) -> None:
+    f = ffi()
+    keep, ws_ptr = (None, 0)
+    if plan.workspace_bytes:
+        keep, ws_ptr = (_workspace(plan, like, stream) if plan.on_device
+                        else _host_workspace(plan.workspace_bytes))
+    check(lib().conv2d_plan_run(plan.handle, f.cast("void*", x), f.cast("void*", w),
+                                f.cast("void*", bias or 0), f.cast("void*", y), f.cast("void*", ws_ptr),
+                                plan.workspace_bytes, f.cast("void*", stream)))
+    del keep  # device scratch goes back to its pool in stream order; host scratch after the (blocking) call
+
+
+def _host_workspace(nbytes: int):
+    a = np.empty(nbytes, np.uint8)
+    return a, a.ctypes.data
+
+
+def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, padding, dilation, groups, epilogue,
+         variant: str, precision: str, out_dtype, stream, config, sync: bool, device):
+    if wo.dtype != xo.dtype:
+        raise ConvError(f"w has dtype {wo.dtype} but x has {xo.dtype}; pass both in one dtype")
+    y_dtype = out_dtype if out_dtype is not None else xo.dtype
+    if isinstance(y_dtype, np.dtype) or isinstance(y_dtype, type):
+        y_dtype = np.dtype(y_dtype).name
+    y_dtype = str(y_dtype).replace("torch.", "")
+    if bo is not None and (bo.shape != (wo.shape[0],) or bo.dtype != y_dtype):
+        raise ConvError(f"bias must have shape ({wo.shape[0]},) and the result's dtype {y_dtype}, got "
+                        f"{bo.shape} {bo.dtype}")
+    ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
+    dev = _call_device(ops, device)
+    if config is not None and variant == "auto":
+        raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
+    vid = variant_id(variant)
+    problem, key, out_shape = _problem.make_problem(
+        xo.shape, wo.shape, bias=bo is not None, stride=stride, padding=padding, dilation=dilation, groups=groups,
+        epilogue=epilogue, precision=precision, x_dtype=xo.dtype, y_dtype=y_dtype, x_layout=xo.layout,
+        w_layout="MCKK" if wo.layout == "NCHW" else "MKKC")
+    on_host = dev < 0
+    plan_device = dev if dev >= 0 else (-1 if not _gpu_usable() or variant == "cpu" else _current_device())
+    plan = _cached_plan(plan_device, key, problem, vid, config)
+    if on_host and not plan.on_device:  # host operands, host variant: run in place, blocking
+        y = new_output(xo, out_shape, y_dtype, xo.layout, -1, 0) if out is None else out
+        yo = _out_operand(y)
+        check_output(yo, out_shape, y_dtype, xo.layout, -1, ops)
+        _launch(plan, xo.ptr, wo.ptr, bo.ptr if bo else None, yo.ptr, 0, xo)
         return y
+    if not plan.on_device:
+        raise ConvError(f"variant '{plan.variant}' runs on host memory, but the operands are on device {dev}: "
+                        f"choose a GPU variant for device arrays")
+    s = launch_stream(stream, [op for op, _ in ops], plan.device)
+    if on_host:
+        return _run_host_operands_on_gpu(plan, xo, wo, bo, out, out_shape, y_dtype, s)
+    uploads = []  # host operands of a device call (e.g. NumPy weights): copied to the device once per call
 
-    keep = []  # device copies of host operands, alive until the call is done
-
-    def on_gpu(op: Operand) -> int:
-        if op.on_device:
-            _wait_for_producer(op)
-            return op.ptr
-        copy = _device.DeviceArray.from_host(op.keep, stream)
-        keep.append(copy)
+    def ptr(op: Optional[Operand]):
+        if op is None or op.device >= 0:
+            return op.ptr if op is not None else None
+        copy = _device.DeviceArray.from_host(op.keep, stream=s, device=plan.device)
+        uploads.append(copy)
         return copy.ptr
 
-    xp, wp = on_gpu(x), on_gpu(w)
-    if not on_device:
-        host = host_output(out, out_shape)
-        y_dev = _device.DeviceArray(out_shape)
-        plan.launch(xp, wp, y_dev, stream)
-        return y_dev.get(stream, out=host)
-    if out is None:
-        result = _device.DeviceArray(out_shape)
-    else:
-        y_op = as_operand(out, "out", len(out_shape), "like the result")
-        if y_op.shape != tuple(out_shape):
-            raise ConvError(f"out must be a float32 device array of shape {tuple(out_shape)}, got {y_op.shape}")
-        result = out
-    plan.launch(xp, wp, result, stream)
-    check(lib().conv_stream_synchronize(_device.stream_handle(stream)))  # kernel faults surface here
-    return result
+    wait_for_producers([xo, wo, bo], s)
+    y = new_output(xo, out_shape, y_dtype, xo.layout, plan.device, s) if out is None else out
+    yo = _out_operand(y)
+    check_output(yo, out_shape, y_dtype, xo.layout, plan.device, ops)
+    _launch(plan, ptr(xo), ptr(wo), ptr(bo), yo.ptr, s, xo)
+    if sync or uploads:
+        check(lib().conv_stream_synchronize(ffi().cast("void*", s)))
+    return y
 
 
-def conv2d(x, w, stride=1, padding=0, dilation=1, variant: str = "auto", out=None,
-           precision: str = "exact", stream=None, config: str | None = None):
-    """2-D convolution (cross-correlation, as in PyTorch), no bias.
+def _run_host_operands_on_gpu(plan: _Plan, xo, wo, bo, out, out_shape, y_dtype, stream: int):
+    """NumPy in, NumPy out on a GPU variant: upload, run, download; blocking."""
+    y = new_output(xo, out_shape, y_dtype, xo.layout, -1, 0) if out is None else out
+    yo = _out_operand(y)
+    check_output(yo, out_shape, y_dtype, xo.layout, -1, ((xo, "x"), (wo, "w"), (bo, "bias")))
+    d = [_device.DeviceArray.from_host(op.keep.reshape(-1), stream=stream, device=plan.device) if op is not None else None
+         for op in (xo, wo, bo)]
+    y_dev = _device.DeviceArray((yo.nbytes // yo.keep.itemsize,), yo.keep.dtype, device=plan.device, stream=stream)
+    _launch(plan, d[0].ptr, d[1].ptr, d[2].ptr if d[2] is not None else None, y_dev.ptr, stream, xo)
+    host = y_dev.get(stream)
+    memory = yo.keep if yo.layout == "NCHW" else yo.keep.transpose(0, 2, 3, 1)
+    memory[...] = host.reshape(memory.shape)
+    return y
 
-    x: (B, C, H, W) float32; w: (M, C, KH, KW) float32 — NumPy arrays, or device arrays exposing
-    ``__cuda_array_interface__`` (CuPy, PyTorch CUDA tensors, pyconv.DeviceArray), used in place.
-    stride, padding, dilation: an int or an (h, w) pair. Padding is zeros on both sides.
-    variant: a name from pyconv.variants(), or "auto" (the fastest variant for the shape; with
-    precision="exact", the default, only fp32-exact variants; "fast" also allows TF32/FP16 inside).
-    out: optional output of shape (B, M, OH, OW), of the same kind as the result.
-    stream: CUDA stream (pyconv.Stream or an int handle); default: the legacy default stream.
-    config: pin one of the variant's launch configurations (pyconv.variant_configs(variant));
-    default: the variant's own choice for the shape.
-    Returns a NumPy array for NumPy inputs, a device array (pyconv.DeviceArray, or `out`) when x or
-    w is a device array. NumPy input of another real dtype is converted to float32; a
-    non-contiguous NumPy array is copied. The call returns when the result is ready.
+
+def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue: Epilogue = None,
+           variant: str = "auto", precision: str = "exact", out=None, out_dtype=None, stream=None,
+           config: Optional[str] = None, sync: bool = False, device: Optional[int] = None) -> Any:
+    """2-D convolution (cross-correlation, as torch.nn.functional.conv2d), then the fused epilogue.
+
+    x: (B, C, H, W), w: (M, C/groups, KH, KW), bias: (M,) or None — NumPy arrays, PyTorch tensors (CPU
+    or CUDA, parameters too), CuPy arrays, or any __cuda_array_interface__ / DLPack device array, used
+    in place. float32, float16 or bfloat16 (bfloat16 through PyTorch); x and w of one dtype; 4-D tensors
+    NCHW (contiguous) or NHWC (channels_last), used as they are.
+    stride, dilation: int or (h, w); padding: int, (h, w), "valid" or "same" (stride 1; an odd total is
+    split as PyTorch does, the larger half after); groups: C and M divisible by it.
+    epilogue: None, "relu", or pyconv.ReluMaxPool(kernel, stride=None, ceil_mode=False), applied to
+    (conv + bias) before the store.
+    variant: a name from pyconv.variants(), or "auto" (the fastest variant for the problem here);
+    precision: "exact" (fp32 arithmetic), "tf32" or "fast" (TF32 / fp16 / bf16 operands allowed).
+    out: an output array of the result's shape (B, M, OH, OW), dtype and layout, not overlapping the
+    inputs; out_dtype: the result's dtype (default x's).
+    stream: the stream to run on (pyconv.Stream, torch/cupy stream, int handle); default: PyTorch's or
+    CuPy's current stream for their arrays, else the legacy default stream. device: the GPU for NumPy
+    inputs (default the current one); device arrays run on their own device.
+    Returns an array of the caller's kind: NumPy for NumPy inputs (ready on return), a torch tensor for
+    torch inputs, a CuPy array for CuPy inputs, else a pyconv.DeviceArray — on the inputs' device, with
+    the work enqueued on the stream (sync=True waits for it).
     """
     xo = as_operand(x, "x", 4, "(B, C, H, W)")
-    wo = as_operand(w, "w", 4, "(M, C, KH, KW)")
-    params, out_shape = make_params(xo.shape, wo.shape, stride, padding, dilation)
-    return _conv(xo, wo, out, out_shape, params, variant, precision, stream, config)
+    wo = as_operand(w, "w", 4, "(M, C/groups, KH, KW)")
+    bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
+    return _run(xo, wo, bo, out, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                epilogue=epilogue, variant=variant, precision=precision, out_dtype=out_dtype, stream=stream,
+                config=config, sync=sync, device=device)
 
 
-def conv1d(x, w, stride=1, padding=0, dilation=1, variant: str = "auto", out=None,
-           precision: str = "exact", stream=None):
-    """1-D convolution of (B, C, L) signals with (M, C, K) filters, on the same kernels as conv2d.
+def _int1d(value, name: str) -> int:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise ConvError(f"{name} must be an int or a 1-tuple for conv1d, got {value!r}")
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConvError(f"{name} must be an int for conv1d, got {value!r}")
+    return int(value)
 
-    padding: an int, or "same": dilation*(K-1)/2 zero halo cells on both sides, so that the output
-    has length L (needs stride 1 and an odd K, as a symmetric halo requires).
-    Returns (B, M, L_out), of the same kind as conv2d's result.
-    """
+
+def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue: Epilogue = None,
+           variant: str = "auto", precision: str = "exact", out=None, out_dtype=None, stream=None,
+           config: Optional[str] = None, sync: bool = False, device: Optional[int] = None) -> Any:
+    """1-D convolution of (B, C, L) signals with (M, C/groups, K) filters, on conv2d's kernels.
+
+    padding: an int, "valid" or "same" (as torch.nn.functional.conv1d). The epilogue "relu" applies;
+    ReluMaxPool pools along L with a (1, k) window. Returns (B, M, L_out) of the same kind as conv2d."""
     xo = as_operand(x, "x", 3, "(B, C, L)")
-    wo = as_operand(w, "w", 3, "(M, C, K)")
-    for value, name in ((stride, "stride"), (dilation, "dilation")):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ConvError(f"{name} must be an int for conv1d, got {value!r}")
-    if isinstance(padding, str):
-        if padding != "same":
-            raise ConvError(f"padding must be an int or 'same', got {padding!r}")
-        K = wo.shape[2]
-        if stride != 1 or K % 2 == 0:
-            raise ConvError(f"padding='same' needs stride 1 and an odd kernel size, got stride={stride}, K={K}")
-        padding = dilation * (K - 1) // 2
-    elif isinstance(padding, bool) or not isinstance(padding, (int, np.integer)):
-        raise ConvError(f"padding must be an int or 'same' for conv1d, got {padding!r}")
-    B, C, L = xo.shape
-    M, Cw, K = wo.shape
-    params, out_shape = make_params((B, C, 1, L), (M, Cw, 1, K), (1, stride), (0, padding), (1, dilation))
-    out_shape_1d = (out_shape[0], out_shape[1], out_shape[3])
-    x2, w2 = xo.reshaped((B, C, 1, L)), wo.reshaped((M, Cw, 1, K))
-    if out is None:
-        result = _conv(x2, w2, None, out_shape, params, variant, precision, stream)
-        if isinstance(result, np.ndarray):
-            return result.reshape(out_shape_1d)
-        result.shape = out_shape_1d  # a fresh DeviceArray of ours: same memory, 1-D shape
-        return result
-    if is_device_array(out):
-        op = as_operand(out, "out", 3, "(B, M, L_out)")
-        if op.shape != out_shape_1d:
-            raise ConvError(f"out must have shape {out_shape_1d}, got {op.shape}")
-        _conv(x2, w2, _Reshaped(op, out_shape), out_shape, params, variant, precision, stream)
-    else:
-        _conv(x2, w2, host_output(out, out_shape_1d).reshape(out_shape), out_shape, params, variant,
-              precision, stream)
-    return out
+    wo = as_operand(w, "w", 3, "(M, C/groups, K)")
+    bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
+    s, d = _int1d(stride, "stride"), _int1d(dilation, "dilation")
+    pad = padding if isinstance(padding, str) else (0, _int1d(padding, "padding"))
+    if isinstance(epilogue, ReluMaxPool):
+        k = _int1d(epilogue.kernel, "epilogue kernel")
+        ks = _int1d(epilogue.stride if epilogue.stride is not None else k, "epilogue stride")
+        epilogue = ReluMaxPool((1, k), (1, ks), epilogue.ceil_mode)
+    (B, C, L), (M, Cg, K) = xo.shape, wo.shape
+    x4, w4 = xo.reshaped((B, C, 1, L)), wo.reshaped((M, Cg, 1, K))
+    out4 = None
+    if out is not None:
+        oo = as_operand(out, "out", 3, "(B, M, L_out)")
+        out4 = _Reshaped(oo, (oo.shape[0], oo.shape[1], 1, oo.shape[2]))
+    y = _run(x4, w4, bo, out4, stride=(1, s), padding=pad, dilation=(1, d), groups=groups, epilogue=epilogue,
+             variant=variant, precision=precision, out_dtype=out_dtype, stream=stream, config=config, sync=sync,
+             device=device)
+    if out is not None:
+        return out
+    shape3 = (y.shape[0], y.shape[1], y.shape[3])
+    return y.reshape(shape3)
 
 
 class _Reshaped:
-    """A device operand seen with another (same-size) shape, for conv1d's `out`."""
+    """An operand seen with another shape of the same memory (conv1d's `out` as 4-D)."""
 
     def __init__(self, op: Operand, shape):
-        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": "<f4", "data": (op.ptr, False),
-                                         "strides": None, "version": 3, "stream": op.stream}
+        self.op = op.reshaped(shape)
+
+
+def _out_operand(out) -> Operand:
+    """The output array as an operand; conv1d passes its 3-D `out` seen as 4-D."""
+    return out.op if isinstance(out, _Reshaped) else as_operand(out, "out", 4, "(B, M, OH, OW)")
+
+
+class Conv2dPlan:
+    """One convolution problem bound to one concrete variant and launch configuration, with its
+    workspace allocated once: `launch` only checks its arrays and enqueues the kernels (no allocation,
+    no synchronisation), so it can be timed, captured in a CUDA graph and overlapped with copies.
+
+    Arguments as conv2d's, plus the operands' dtype ("float32", "float16", "bfloat16"), out_dtype,
+    layout ("NCHW" or "NHWC", of x and y), w_layout ("MCKK" or "MKKC"), bias (True: launch takes one)
+    and device (the GPU it runs on; default the current one).
+    """
+
+    def __init__(self, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, *, bias: bool = False,
+                 epilogue: Epilogue = None, variant: str = "auto", precision: str = "exact",
+                 config: Optional[str] = None, dtype: str = "float32", out_dtype: Optional[str] = None,
+                 layout: str = "NCHW", w_layout: str = "MCKK", device: Optional[int] = None):
+        if layout not in ("NCHW", "NHWC") or w_layout not in ("MCKK", "MKKC"):
+            raise ConvError(f"layout must be NCHW or NHWC and w_layout MCKK or MKKC, got {layout!r}, {w_layout!r}")
+        if config is not None and variant == "auto":
+            raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
+        self.variant_id = variant_id(variant, precision)
+        problem, self.key, self.out_shape = _problem.make_problem(
+            tuple(x_shape), tuple(w_shape), bias=bias, stride=stride, padding=padding, dilation=dilation,
+            groups=groups, epilogue=epilogue, precision=precision, x_dtype=dtype, y_dtype=out_dtype,
+            x_layout=layout, w_layout=w_layout)
+        self.problem = problem
+        dev = -1 if device is None else int(device)
+        self._plan = _Plan(self.variant_id, problem, config, dev)
+        self.variant, self.config = self._plan.variant, self._plan.config
+        self.device, self.on_device = self._plan.device, self._plan.on_device
+        self.workspace_bytes = self._plan.workspace_bytes
+        self.x_shape, self.w_shape = tuple(x_shape), tuple(w_shape)
+        self.dtype, self.out_dtype = dtype, out_dtype or dtype
+        self.layout, self.w_layout, self.has_bias = layout, w_layout, bool(bias)
+        if not self.workspace_bytes:
+            self._workspace = None
+        elif self.on_device:
+            self._workspace = _device.DeviceArray((self.workspace_bytes,), np.uint8, device=self.device)
+        else:
+            self._workspace = np.empty(self.workspace_bytes, np.uint8)
+
+    @property
+    def params(self):
+        """The legacy conv_params of an fp32 NCHW problem without groups, bias or epilogue (for
+        conv2d_time and the bench tool)."""
+        fields = dict(self.key)
+        return ffi().new("conv_params*", {k: fields[k] for k in (
+            "B", "C", "H", "W", "M", "KH", "KW", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h",
+            "dilation_w")})
+
+    def _pointer(self, a, name: str, shape, dtype: str, layout: str, writable: bool = False) -> int:
+        if isinstance(a, int) and not isinstance(a, bool):
+            return a  # a raw pointer: the caller vouches for it (unchecked)
+        op = as_operand(a, name, len(shape), str(shape))
+        if op.shape != tuple(shape) or op.dtype != dtype or op.layout != layout:
+            raise ConvError(f"{name} must be {tuple(shape)} {dtype} {layout}, got {op.shape} {op.dtype} {op.layout}")
+        want = self.device if self.on_device else -1
+        if op.device != want:
+            raise ConvError(f"{name} is on {'the host' if op.device < 0 else f'device {op.device}'}, but this "
+                            f"plan runs on {'the host' if want < 0 else f'device {want}'}")
+        if writable and op.readonly:
+            raise ConvError(f"{name} is read-only")
+        return op.ptr
+
+    def launch(self, x, w, y, stream=None, bias=None) -> None:
+        """Enqueues y = epilogue(conv(x, w) + bias) on `stream` (default: the legacy default stream).
+
+        x, w, y, bias: arrays of the plan's shapes, dtypes and layouts on the plan's device (host arrays
+        for the cpu variant) — checked cheaply — or raw int pointers, which are NOT checked."""
+        w_layout = "NCHW" if self.w_layout == "MCKK" else "NHWC"
+        xp = self._pointer(x, "x", self.x_shape, self.dtype, self.layout)
+        wp = self._pointer(w, "w", self.w_shape, self.dtype, w_layout)
+        yp = self._pointer(y, "y", self.out_shape, self.out_dtype, self.layout, writable=True)
+        if self.has_bias != (bias is not None):
+            raise ConvError("this plan takes a bias" if self.has_bias else "this plan was made without bias")
+        bp = self._pointer(bias, "bias", (self.w_shape[0],), self.out_dtype, "NCHW") if bias is not None else 0
+        for ptr, name in ((xp, "x"), (wp, "w")):
+            if not isinstance(x, int) and ptr == yp:
+                raise ConvError(f"y is the same memory as {name}")
+        f = ffi()
+        ws = self._workspace
+        ws_ptr = 0 if ws is None else (ws.ptr if self.on_device else ws.ctypes.data)
+        check(lib().conv2d_plan_run(self._plan.handle, f.cast("void*", xp), f.cast("void*", wp),
+                                    f.cast("void*", bp), f.cast("void*", yp), f.cast("void*", ws_ptr),
+                                    self.workspace_bytes, f.cast("void*", handle_of(stream))))

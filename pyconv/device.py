@@ -6,6 +6,7 @@ import weakref
 import numpy as np
 
 from ._lib import check, ffi, lib
+from ._streams import handle_of
 
 
 def device_count() -> int:
@@ -28,17 +29,32 @@ def mem_info() -> tuple[int, int]:
     return free[0], total[0]
 
 
-def synchronize() -> None:
-    check(lib().conv_device_synchronize())
+def synchronize(device: int | None = None) -> None:
+    """Waits for all work on a device (default: the current one). A kernel that faulted earlier is
+    reported here as a ConvRuntimeError naming the last pyconv kernel launched on that device."""
+    f, l = ffi(), lib()
+    if device is None:
+        check(l.conv_device_synchronize())
+        return
+    previous = f.new("int*")
+    check(l.conv_get_device(previous))
+    check(l.conv_set_device(int(device)))
+    try:
+        check(l.conv_device_synchronize())
+    finally:
+        l.conv_set_device(previous[0])
+
+
+def empty_cache() -> None:
+    """Returns the memory pyconv's pool holds unused (outputs and workspaces of calls on non-PyTorch
+    arrays) to the driver. PyTorch tensors' memory is PyTorch's: torch.cuda.empty_cache()."""
+    check(lib().conv_pool_trim())
 
 
 def stream_handle(stream) -> object:
-    """A void* for libconv from None (legacy default stream), an int handle, or a Stream."""
-    if stream is None:
-        return ffi().NULL
-    if isinstance(stream, Stream):
-        return stream.handle
-    return ffi().cast("void*", int(stream))
+    """A void* for libconv from None (legacy default stream), an int handle, or any stream object
+    (pyconv, torch, cupy: see pyconv._streams.handle_of)."""
+    return ffi().cast("void*", handle_of(stream))
 
 
 class Stream:
@@ -56,6 +72,8 @@ class Stream:
     @property
     def ptr(self) -> int:
         return int(ffi().cast("uintptr_t", self.handle))
+
+    handle_int = ptr
 
 
 class Event:
@@ -80,60 +98,120 @@ class Event:
         return ms[0]
 
 
-class _Allocation:
-    """Owns memory from an allocate/free pair of libconv and frees it when collected."""
+class _DeviceScope:
+    """Makes `device` current for a block and restores the caller's device after it."""
 
-    def __init__(self, nbytes: int, alloc, free):
-        ptr = ffi().new("void**")
-        check(alloc(ptr, nbytes))
-        self.ptr = int(ffi().cast("uintptr_t", ptr[0]))
-        self._finalizer = weakref.finalize(self, free, ptr[0])
+    def __init__(self, device: int | None):
+        self.device = device
+        self.previous = None
+
+    def __enter__(self):
+        if self.device is not None:
+            f, l = ffi(), lib()
+            previous = f.new("int*")
+            check(l.conv_get_device(previous))
+            if previous[0] != self.device:
+                check(l.conv_set_device(self.device))
+                self.previous = previous[0]
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            lib().conv_set_device(self.previous)
+
+
+def _free_async(ptr, stream_handle_value: int, device: int, _stream_owner) -> None:
+    with _DeviceScope(device):
+        lib().conv_free_async(ptr, ffi().cast("void*", stream_handle_value))
 
 
 class DeviceArray:
-    """A C-contiguous array in GPU memory allocated by libconv.
+    """An array in GPU memory from pyconv's stream-ordered pool (cudaMallocAsync: freeing it never
+    synchronises the device; `pyconv.empty_cache()` returns unused pool memory).
 
-    It exposes ``__cuda_array_interface__`` (so CuPy, PyTorch and Numba can use it without a copy);
-    ``get()`` copies it to a NumPy array.
+    The memory belongs to `stream` (default: the legacy default stream): it is allocated and freed in
+    that stream's order, and ``__cuda_array_interface__`` names that stream, so consumers (CuPy,
+    PyTorch, Numba, pyconv) wait for the work queued there before reading. ``get()`` copies the array
+    to NumPy. 4-D arrays may be laid out NHWC (logical shape (B, C, H, W), channels in memory last).
     """
 
-    def __init__(self, shape, dtype=np.float32):
+    def __init__(self, shape, dtype=np.float32, *, device: int | None = None, stream=None, layout: str = "NCHW"):
         self.shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         self.dtype = np.dtype(dtype)
+        self.layout = layout
         self.size = int(np.prod(self.shape, dtype=np.int64))
         self.nbytes = self.size * self.dtype.itemsize
-        self._memory = _Allocation(self.nbytes, lib().conv_malloc, lib().conv_free)
-        self.ptr = self._memory.ptr
+        self.stream = handle_of(stream)
+        f, l = ffi(), lib()
+        if device is None:
+            current = f.new("int*")
+            check(l.conv_get_device(current))
+            device = current[0]
+        self.device = int(device)
+        raw = f.new("void**")
+        with _DeviceScope(self.device):
+            check(l.conv_malloc_async(raw, self.nbytes, f.cast("void*", self.stream)))
+        self.ptr = int(f.cast("uintptr_t", raw[0]))
+        # A pyconv.Stream passed in must outlive the memory that is freed on it.
+        owner = stream if isinstance(stream, Stream) else None
+        self._finalizer = weakref.finalize(self, _free_async, raw[0], self.stream, self.device, owner)
 
     @classmethod
-    def from_host(cls, array, stream=None) -> "DeviceArray":
+    def from_host(cls, array, stream=None, device: int | None = None) -> "DeviceArray":
         host = np.ascontiguousarray(array)
-        out = cls(host.shape, host.dtype)
+        out = cls(host.shape, host.dtype, device=device, stream=stream)
         out.set(host, stream)
         return out
 
+    @property
+    def strides(self) -> tuple | None:
+        """Byte strides, None for C order."""
+        if self.layout != "NHWC":
+            return None
+        B, C, H, W = self.shape
+        item = self.dtype.itemsize
+        return (H * W * C * item, item, W * C * item, C * item)
+
     def set(self, host: np.ndarray, stream=None) -> None:
         """Copies a host array of the same shape and dtype into this one (waits for the copy)."""
+        if self.layout != "NCHW":
+            raise ValueError("set() copies C-ordered arrays; this one is NHWC")
         host = np.ascontiguousarray(host, dtype=self.dtype)
         if host.shape != self.shape:
             raise ValueError(f"shape {host.shape} does not match {self.shape}")
-        check(lib().conv_memcpy_h2d(self.handle, ffi().cast("void*", host.ctypes.data), self.nbytes,
-                                    stream_handle(stream)))
-        check(lib().conv_stream_synchronize(stream_handle(stream)))
+        with _DeviceScope(self.device):
+            check(lib().conv_memcpy_h2d(self.handle, ffi().cast("void*", host.ctypes.data), self.nbytes,
+                                        stream_handle(stream)))
+            check(lib().conv_stream_synchronize(stream_handle(stream)))
 
     def get(self, stream=None, out: np.ndarray | None = None) -> np.ndarray:
-        """A NumPy copy, into `out` if given (C-contiguous, same size); waits for the copy."""
-        host = np.empty(self.shape, self.dtype) if out is None else out
+        """A NumPy copy (logical shape, NHWC arrays as channels-last views), into `out` if given
+        (C-contiguous, same size); waits for the copy. Default stream: the array's own."""
+        memory = self.shape if self.layout == "NCHW" else (self.shape[0], self.shape[2], self.shape[3], self.shape[1])
+        host = np.empty(memory, self.dtype) if out is None else out
         if host.nbytes != self.nbytes or not host.flags.c_contiguous:
             raise ValueError(f"out must be a C-contiguous array of {self.nbytes} bytes")
-        check(lib().conv_memcpy_d2h(ffi().cast("void*", host.ctypes.data), self.handle, self.nbytes,
-                                    stream_handle(stream)))
-        check(lib().conv_stream_synchronize(stream_handle(stream)))
-        return host
+        handle = stream_handle(self.stream if stream is None else stream)
+        with _DeviceScope(self.device):
+            check(lib().conv_memcpy_d2h(ffi().cast("void*", host.ctypes.data), self.handle, self.nbytes, handle))
+            check(lib().conv_stream_synchronize(handle))
+        return host if self.layout == "NCHW" or out is not None else host.transpose(0, 3, 1, 2)
+
+    def reshape(self, shape) -> "DeviceArray":
+        """The same memory with another shape of the same size (C-ordered arrays only)."""
+        shape = tuple(int(n) for n in shape)
+        if self.layout != "NCHW" or int(np.prod(shape, dtype=np.int64)) != self.size:
+            raise ValueError(f"cannot view {self!r} as shape {shape}")
+        view = object.__new__(DeviceArray)
+        view.__dict__.update(self.__dict__)
+        view.shape, view._base = shape, self  # the base owns (and frees) the memory
+        return view
 
     def fill_bytes(self, value: int, stream=None) -> None:
         """Sets every byte to `value` (0xFF gives NaN in float32: a poison for tests)."""
-        check(lib().conv_memset(self.handle, value, self.nbytes, stream_handle(stream)))
+        with _DeviceScope(self.device):
+            check(lib().conv_memset(self.handle, value, self.nbytes,
+                                    stream_handle(self.stream if stream is None else stream)))
 
     @property
     def handle(self):
@@ -141,11 +219,12 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self) -> dict:
+        # v3: "stream" names the stream the data is written on; 1 is the legacy default stream.
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
-                "strides": None, "version": 3, "stream": None}
+                "strides": self.strides, "version": 3, "stream": self.stream or 1}
 
     def __repr__(self) -> str:
-        return f"DeviceArray(shape={self.shape}, dtype={self.dtype})"
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device}, layout={self.layout})"
 
 
 def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
