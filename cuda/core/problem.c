@@ -102,10 +102,13 @@ static int too_large(const char* what, const conv_problem* p) {
 /* Element counts of x, y and w as a whole, overflow-checked: the caller's buffers have these sizes,
  * so they must be addressable (bytes below 2^63). */
 static int check_totals(const conv_problem* p) {
-    int64_t image, out_image, filters, total, bytes;
+    int64_t image, out_image, conv_image, filters, total, bytes;
     const int64_t oh = conv_y_h(p), ow = conv_y_w(p);
     if (!mul_ok(p->C, p->H, &image) || !mul_ok(image, p->W, &image)) return too_large("C*H*W", p);
     if (!mul_ok(p->M, oh, &out_image) || !mul_ok(out_image, ow, &out_image)) return too_large("M*OH*OW", p);
+    /* The kernels index the unpooled output grid too (the batch chunking divides by it). */
+    if (!mul_ok(p->M, conv_out_h(p), &conv_image) || !mul_ok(conv_image, conv_out_w(p), &conv_image))
+        return too_large("M*OH*OW before pooling", p);
     if (!mul_ok(p->M, p->C / p->groups, &filters) || !mul_ok(filters, p->KH, &filters) ||
         !mul_ok(filters, p->KW, &filters))
         return too_large("M*(C/groups)*KH*KW", p);
@@ -113,11 +116,11 @@ static int check_totals(const conv_problem* p) {
     if (!mul_ok(p->B, out_image, &total) || !mul_ok(total, 4, &bytes)) return too_large("y's size in bytes", p);
     /* One image, one output image and the filter bank must each fit CONV_INDEX_LIMIT; the batch is
      * split by the dispatcher, so only these per-image counts are limited. */
-    if (image > CONV_INDEX_LIMIT || out_image > CONV_INDEX_LIMIT || filters > CONV_INDEX_LIMIT)
+    if (image > CONV_INDEX_LIMIT || conv_image > CONV_INDEX_LIMIT || filters > CONV_INDEX_LIMIT)
         return conv_set_error(CONV_ERR_TOO_LARGE,
-                              "one image (%lld elements), one output image (%lld) or the filter bank "
-                              "(%lld) has more than 2^30 elements (the limit of 32-bit indexing with headroom)",
-                              (long long)image, (long long)out_image, (long long)filters);
+                              "one image (%lld elements), one output image (%lld before pooling) or the filter "
+                              "bank (%lld) has more than 2^30 elements (the limit of 32-bit indexing with headroom)",
+                              (long long)image, (long long)conv_image, (long long)filters);
     return CONV_OK;
 }
 

@@ -1,8 +1,11 @@
-// tuner.cu — times auto's candidates for one shape and picks the fastest correct one.
-//   conv_tune_fill_kernel: uniform(-1, 1) test data from a hash of the index (no host copies).
-//   conv_tune_error_kernel: sums (y - ref)^2 and ref^2 in double, for the relative L2 error of a
-//   candidate against the direct kernel; a candidate outside its own bound is never chosen.
-// Each candidate runs once to warm up and to be checked, once more to be timed (each timed run
+// tuner.cu — times auto's candidates for one problem and picks the fastest correct one.
+//   conv_tune_fill_kernel<T>: uniform(-1, 1) test data from a hash of the index, rounded to T (f32,
+//   f16 or bf16; no host copies).
+//   conv_tune_error_kernel<T>: sums (y - ref)^2 and ref^2 in double over outputs of type T, for the
+//   relative L2 error of a candidate against the direct kernel; a candidate outside its own bound is
+//   never chosen.
+// Operands have the problem's dtypes and sizes (a bias of M values when it has one). Each candidate
+// runs once into a NaN-poisoned y to warm up and to be checked, once more to be timed (each timed run
 // starts with the L2 flushed); clearly slower ones
 // (3x the best so far) stop there, the rest get repeated runs within the budget and their median
 // decides. Buffers are the tuner's own, so the caller's data is never touched.
@@ -10,28 +13,32 @@
 // how to see why auto chose what it chose, and how configurations compare on a new GPU.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#include "cuda_util.cuh"
+#include "tensor_io.cuh"
 
-__global__ void conv_tune_fill_kernel(float* data, long long n, unsigned seed) {
+template <class T>
+__global__ void conv_tune_fill_kernel(T* data, long long n, unsigned seed) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         unsigned h = (unsigned)i * 2654435761u ^ seed;
         h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
-        data[i] = (h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+        data[i] = conv_store_as<T>((h >> 8) * (2.0f / 16777216.0f) - 1.0f);
     }
 }
 
 // sums[0] += (y - ref)^2, sums[1] += ref^2; a NaN in y makes sums[0] NaN.
-__global__ void conv_tune_error_kernel(const float* y, const float* ref, long long n, double* sums) {
+template <class T>
+__global__ void conv_tune_error_kernel(const T* y, const T* ref, long long n, double* sums) {
     double diff = 0.0, norm = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        double d = (double)y[i] - (double)ref[i];
+        const double r = conv_load(ref, i);
+        const double d = conv_load(y, i) - r;
         diff += d * d;
-        norm += (double)ref[i] * ref[i];
+        norm += r * r;
     }
     for (int offset = 16; offset > 0; offset >>= 1) {
         diff += __shfl_down_sync(0xffffffffu, diff, offset);
@@ -45,9 +52,41 @@ __global__ void conv_tune_error_kernel(const float* y, const float* ref, long lo
 
 namespace {
 
-// Device buffers and a stream for one tuning session, released on every path out.
+// Calls F::template run<T>(args...) with T the element type of dtype.
+template <class F, class... Args>
+int with_element_type(int dtype, Args... args) {
+    switch (dtype) {
+    case CONV_F16: return F::template run<__half>(args...);
+    case CONV_BF16: return F::template run<__nv_bfloat16>(args...);
+    default: return F::template run<float>(args...);
+    }
+}
+
+struct FillUniform {
+    template <class T>
+    static int run(void* data, long long n, unsigned seed, cudaStream_t stream) {
+        conv_tune_fill_kernel<T><<<conv_grid_for(n, 256), 256, 0, stream>>>(static_cast<T*>(data), n, seed);
+        CONV_LAUNCH_CHECK(conv_tune_fill_kernel);
+        return CONV_OK;
+    }
+};
+
+struct SumErrors {
+    template <class T>
+    static int run(const void* y, const void* ref, long long n, double* sums, cudaStream_t stream) {
+        conv_tune_error_kernel<T><<<conv_grid_for(n, 256), 256, 0, stream>>>(static_cast<const T*>(y),
+                                                                            static_cast<const T*>(ref), n, sums);
+        CONV_LAUNCH_CHECK(conv_tune_error_kernel);
+        return CONV_OK;
+    }
+};
+
+// Device buffers and a stream for one tuning session, released on every path out. x, w, y, ref and
+// bias hold the problem's dtypes.
 struct TuneSession {
-    float *x = nullptr, *w = nullptr, *y = nullptr, *ref = nullptr, *bias = nullptr;
+    void *x = nullptr, *w = nullptr, *y = nullptr, *ref = nullptr, *bias = nullptr;
+    long long nx = 0, nw = 0, ny = 0;  // elements of x, w and y (ref has y's)
+    size_t y_bytes = 0;
     void* workspace = nullptr;
     double* sums = nullptr;
     void* flush = nullptr;  // written before each timed run, so that no candidate starts with x in L2
@@ -56,7 +95,7 @@ struct TuneSession {
     cudaStream_t stream = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
     ~TuneSession() {
-        cudaFree(x); cudaFree(w); cudaFree(y); cudaFree(ref); cudaFree(workspace); cudaFree(sums);
+        cudaFree(x); cudaFree(w); cudaFree(y); cudaFree(ref); cudaFree(bias); cudaFree(workspace); cudaFree(sums);
         cudaFree(flush);
         if (start) cudaEventDestroy(start);
         if (stop) cudaEventDestroy(stop);
@@ -64,10 +103,23 @@ struct TuneSession {
     }
 };
 
-int fill(float* data, long long n, unsigned seed, cudaStream_t stream) {
-    conv_tune_fill_kernel<<<conv_grid_for(n, 256), 256, 0, stream>>>(data, n, seed);
-    CONV_LAUNCH_CHECK(conv_tune_fill_kernel);
-    return CONV_OK;
+// Allocates the operands in the problem's dtypes and fills x, w and the bias with uniform(-1, 1).
+int make_operands(TuneSession& s, const conv_problem* p) {
+    const size_t x_size = conv_dtype_size(p->x_dtype), w_size = conv_dtype_size(p->w_dtype);
+    const size_t y_size = conv_dtype_size(p->y_dtype);
+    s.nx = p->B * conv_x_image(p);
+    s.nw = conv_w_count(p);
+    s.ny = p->B * conv_y_image(p);
+    s.y_bytes = (size_t)s.ny * y_size;
+    CONV_CUDA_CHECK(cudaMalloc(&s.x, (size_t)s.nx * x_size));
+    CONV_CUDA_CHECK(cudaMalloc(&s.w, (size_t)s.nw * w_size));
+    CONV_CUDA_CHECK(cudaMalloc(&s.y, s.y_bytes));
+    CONV_CUDA_CHECK(cudaMalloc(&s.ref, s.y_bytes));
+    int status = with_element_type<FillUniform>(p->x_dtype, s.x, s.nx, 0x9e3779b9u, s.stream);
+    if (status == CONV_OK) status = with_element_type<FillUniform>(p->w_dtype, s.w, s.nw, 0x85ebca6bu, s.stream);
+    if (status != CONV_OK || !p->bias) return status;
+    CONV_CUDA_CHECK(cudaMalloc(&s.bias, (size_t)p->M * y_size));
+    return with_element_type<FillUniform>(p->y_dtype, s.bias, (long long)p->M, 0xc2b2ae35u, s.stream);
 }
 
 // Runs one candidate and returns its time in ms (events around the launch).
@@ -86,10 +138,10 @@ int run_timed(TuneSession& s, const conv_problem* p, conv_tune_candidate c, floa
     return CONV_OK;
 }
 
-int relative_error(TuneSession& s, long long ny, double* err) {
+int relative_error(TuneSession& s, int y_dtype, double* err) {
     CONV_CUDA_CHECK(cudaMemsetAsync(s.sums, 0, 2 * sizeof(double), s.stream));
-    conv_tune_error_kernel<<<conv_grid_for(ny, 256), 256, 0, s.stream>>>(s.y, s.ref, ny, s.sums);
-    CONV_LAUNCH_CHECK(conv_tune_error_kernel);
+    int status = with_element_type<SumErrors>(y_dtype, s.y, s.ref, s.ny, s.sums, s.stream);
+    if (status != CONV_OK) return status;
     double sums[2];
     CONV_CUDA_CHECK(cudaMemcpyAsync(sums, s.sums, sizeof sums, cudaMemcpyDeviceToHost, s.stream));
     CONV_CUDA_CHECK(cudaStreamSynchronize(s.stream));
@@ -114,6 +166,15 @@ void log_candidate(conv_tune_candidate c, const char* outcome, float median_ms, 
         fprintf(stderr, "pyconv tune: %s[%s] %s\n", e->info.name, config, outcome);
 }
 
+// The relative L2 error a candidate may show against direct: its own bound (fp32 in and out) plus the
+// rounding of the output dtype (both outputs are rounded to it), with a 2x margin for random data.
+double error_bound(const conv_variant_entry* e, int y_dtype) {
+    const double rounding = y_dtype == CONV_F16    ? std::ldexp(1.0, -11)  // 11-bit significand
+                            : y_dtype == CONV_BF16 ? std::ldexp(1.0, -8)   // 8-bit significand
+                                                   : 0.0;
+    return 2.0 * (e->info.max_rel_error + rounding);
+}
+
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
@@ -123,8 +184,6 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
 int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidates, int count,
                       double budget_ms, conv_tune_result* result) {
     const auto began = std::chrono::steady_clock::now();
-    const long long nx = p->B * p->C * p->H * p->W, nw = p->M * p->C * p->KH * p->KW;
-    const long long ny = p->B * p->M * conv_out_h(p) * conv_out_w(p);
     TuneSession s;
     for (int i = 0; i < count; ++i) {
         size_t bytes = 0;
@@ -132,10 +191,9 @@ int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidat
         if (status != CONV_OK) return status;
         s.workspace_bytes = std::max(s.workspace_bytes, bytes);
     }
-    CONV_CUDA_CHECK(cudaMalloc(&s.x, nx * sizeof(float)));
-    CONV_CUDA_CHECK(cudaMalloc(&s.w, nw * sizeof(float)));
-    CONV_CUDA_CHECK(cudaMalloc(&s.y, ny * sizeof(float)));
-    CONV_CUDA_CHECK(cudaMalloc(&s.ref, ny * sizeof(float)));
+    CONV_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    int status = make_operands(s, p);
+    if (status != CONV_OK) return status;
     CONV_CUDA_CHECK(cudaMalloc(&s.sums, 2 * sizeof(double)));
     if (s.workspace_bytes) CONV_CUDA_CHECK(cudaMalloc(&s.workspace, s.workspace_bytes));
     int device = 0, l2_bytes = 0;
@@ -143,12 +201,8 @@ int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidat
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
     s.flush_bytes = 2 * (size_t)(l2_bytes > 0 ? l2_bytes : 1);
     CONV_CUDA_CHECK(cudaMalloc(&s.flush, s.flush_bytes));
-    CONV_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     CONV_CUDA_CHECK(cudaEventCreate(&s.start));
     CONV_CUDA_CHECK(cudaEventCreate(&s.stop));
-    int status = fill(s.x, nx, 0x9e3779b9u, s.stream);
-    if (status == CONV_OK) status = fill(s.w, nw, 0x85ebca6bu, s.stream);
-    if (status != CONV_OK) return status;
 
     // The reference output: the direct kernel, the simplest exact one.
     const conv_variant_entry* direct = conv_variant_entry_get(CONV_ID_direct);
@@ -161,15 +215,18 @@ int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidat
     std::vector<float> times;
     for (int i = 0; i < count; ++i) {
         const conv_variant_entry* e = conv_variant_entry_get(candidates[i].variant);
+        // All-ones bytes are a NaN in f32, f16 and bf16: an element the candidate leaves unwritten fails
+        // the check below instead of passing with the value an earlier candidate left there.
+        CONV_CUDA_CHECK(cudaMemsetAsync(s.y, 0xFF, s.y_bytes, s.stream));
         float ms;
         if (run_timed(s, p, candidates[i], &ms) != CONV_OK) {  // warm-up; a failing candidate is out
             log_candidate(candidates[i], conv_last_error(), 0.0f, 0, 0.0);
             continue;
         }
         double err;
-        status = relative_error(s, ny, &err);
+        status = relative_error(s, p->y_dtype, &err);
         if (status != CONV_OK) return status;
-        if (!(err <= 2.0 * e->info.max_rel_error)) {  // NaN fails this test too
+        if (!(err <= error_bound(e, p->y_dtype))) {  // NaN fails this test too
             log_candidate(candidates[i], "rejected: error above its bound", 0.0f, 0, err);
             continue;
         }
