@@ -10,7 +10,8 @@
 # after the other steps (--max-seconds; shapes it could not start are listed as not run).
 # Environment: BENCH_VARIANTS (e.g. "direct,fused,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
-# SKIP_TESTS=1 (benchmarks only), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# STEPS (which steps run, default all: "tests sanitize lenet per-call bench-lenet bench-cnn5
+# pytest-benchmark"), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
 # this GPU only).
 set -uo pipefail
@@ -28,10 +29,17 @@ started=$SECONDS
 total="${TOTAL_SECONDS:-480}"
 failed=0
 
+steps="${STEPS:-tests sanitize lenet per-call bench-lenet bench-cnn5 pytest-benchmark}"
+[ "${SKIP_TESTS:-0}" = 1 ] && steps="${steps//tests/}" && steps="${steps//sanitize/}"
+# want NAME: whether step NAME is in $steps.
+want() { [[ " $steps " == *" $1 "* ]]; }
+
 # step NAME COMMAND...: runs COMMAND with its output in logs/NAME.log; notes exit status and seconds.
+# Steps not in $steps (other than the set-up ones) are skipped.
 step() {
     local name="$1" t0=$SECONDS rc
     shift
+    case "$name" in wheels|install) ;; *) want "$name" || return 0 ;; esac
     "$@" > "$out/logs/$name.log" 2>&1
     rc=$?
     printf '%-18s exit %-3s %5ss\n' "$name" "$rc" "$((SECONDS - t0))" >> "$summary"
@@ -79,32 +87,34 @@ else
     echo "no matplotlib here: no plots" >> "$summary"
 fi
 
-# 3. The full test suite (GPU tests included), unless SKIP_TESTS=1.
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-    step tests python3 -m pytest -q -p no:cacheprovider "$repo/tests"
-fi
+# 3. The full test suite (GPU tests included).
+step tests python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$repo/tests"
 
 # 3b. compute-sanitizer memcheck + racecheck over every GPU variant on small shapes.
-if [ "${SKIP_TESTS:-0}" != 1 ] && command -v compute-sanitizer > /dev/null; then
+if command -v compute-sanitizer > /dev/null; then
     step sanitize "$repo/tests/sanitize/run.sh" "$out/logs"
 fi
 
-# 3c. The main job: LeNet-5 on the 10,000 Fashion-MNIST test images, every variant (LENET_DATA: a
+# 3c. Per-call wall time against torch.nn.functional.conv2d at batch 1 (host cost of a call).
+step per-call python3 "$repo/bench/per_call.py" --json "$res/per-call.json"
+want per-call && cp "$out/logs/per-call.log" "$res/per-call.txt"
+
+# 3d. The main job: LeNet-5 on the 10,000 Fashion-MNIST test images, every variant (LENET_DATA: a
 # directory with the idx files, where the Debian package is not installed).
 step lenet python3 -m pyconv lenet --batch 10000 --variant all ${LENET_DATA:+--data "$LENET_DATA"}
-cp "$out/logs/lenet.log" "$res/lenet-inference.txt"
+want lenet && cp "$out/logs/lenet.log" "$res/lenet-inference.txt"
 
 # 4. The LeNet bench.
 step bench-lenet python3 -m pyconv bench --suite lenet "${variants[@]}" \
     --json "$res/lenet.json" --csv "$res/lenet.csv" "${plot_lenet[@]}"
-cp "$out/logs/bench-lenet.log" "$res/lenet.txt"
+want bench-lenet && cp "$out/logs/bench-lenet.log" "$res/lenet.txt"
 
 # 5. The cnn5 bench, in the time that is left but the pytest-benchmark suite's minute.
 left=$((total - (SECONDS - started) - 80))
 [ "$left" -ge 60 ] || left=60
 step bench-cnn5 python3 -m pyconv bench --suite cnn5 "${cnn5_variants[@]}" --max-seconds "$left" \
     --json "$res/cnn5.json" --csv "$res/cnn5.csv" "${plot_cnn5[@]}"
-cp "$out/logs/bench-cnn5.log" "$res/cnn5.txt"
+want bench-cnn5 && cp "$out/logs/bench-cnn5.log" "$res/cnn5.txt"
 
 # 6. pytest-benchmark's GPU suite, saved for pytest-benchmark's compare.
 step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test_bench_gpu.py" --benchmark-only \
@@ -113,13 +123,12 @@ step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test
 # 7. The summary, last.
 {
     echo "== pyconv on $gpu, $((SECONDS - started)) s in all; full logs in $out/logs, results in $res"
-    grep -m1 '^GPU ceilings' "$res/lenet.txt"
-    grep -m1 '^cuDNN:' "$res/lenet.txt"
+    [ -f "$res/lenet.txt" ] && grep -m1 '^GPU ceilings' "$res/lenet.txt" && grep -m1 '^cuDNN:' "$res/lenet.txt"
     [ -f "$out/logs/tests.log" ] && echo "tests: $(tail -n 1 "$out/logs/tests.log")"
-    echo "pytest-benchmark: $(tail -n 1 "$out/logs/pytest-benchmark.log")"
-    grep -m1 'max-seconds .* reached' "$res/cnn5.txt"
-    grep -h 'failed with an error' "$res/lenet.txt" "$res/cnn5.txt"
-    python3 -m pyconv.bench.summary "$res/lenet.json" "$res/cnn5.json"
+    [ -f "$res/per-call.txt" ] && cat "$res/per-call.txt"
+    [ -f "$out/logs/pytest-benchmark.log" ] && echo "pytest-benchmark: $(tail -n 1 "$out/logs/pytest-benchmark.log")"
+    [ -f "$res/cnn5.txt" ] && grep -m1 'max-seconds .* reached' "$res/cnn5.txt"
+    [ -f "$res/lenet.json" ] && [ -f "$res/cnn5.json" ] && python3 -m pyconv.bench.summary "$res/lenet.json" "$res/cnn5.json"
 } >> "$summary" 2>&1
 cat "$summary"
 # PACK_RESULTS=1: one archive instead of many files, for transports that return only a few files.

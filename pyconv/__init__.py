@@ -12,7 +12,9 @@ from .api import (Conv2dPlan, ReluMaxPool, VariantInfo, clear_plan_cache, conv1d
 from .device import (DeviceArray, Event, Stream, device_count, device_name, empty_cache, mem_info, pinned_empty,
                      synchronize)
 
-__version__ = "0.1.0"
+from . import _lib
+
+__version__ = _lib.package_version()   # pyproject.toml's, through the package metadata
 
 __all__ = [
     "ConvError", "ConvNoDeviceError", "ConvOutOfMemoryError", "ConvRuntimeError", "ConvUnsupportedError",

@@ -105,6 +105,11 @@ def cdef_source(header_text: str) -> str:
 
 _lock = threading.Lock()
 _loaded: tuple | None = None
+# RTLD_NODELETE: libconv (and, through it, its OpenMP runtime) stays mapped until the process ends.
+# cffi dlcloses the library when the interpreter shuts down; unmapping libgomp while its idle worker
+# threads still spin inside it (OMP_WAIT_POLICY=active) crashes the exit. The library is also linked
+# with -z nodelete; the flag here covers libraries built without it (PYCONV_LIBRARY).
+_DLOPEN_FLAGS = os.RTLD_NOW | os.RTLD_NODELETE
 
 
 def load():
@@ -120,7 +125,7 @@ def load():
                     errors.append(f"{path}: no such file")
                     continue
                 try:
-                    _loaded = (ffi, ffi.dlopen(str(path)), path)
+                    _loaded = (ffi, ffi.dlopen(str(path), _DLOPEN_FLAGS), path)
                     break
                 except OSError as exc:
                     errors.append(f"{path}: {exc}")
@@ -129,6 +134,20 @@ def load():
                     "cannot load libconv: " + "; ".join(errors)
                     + f". Install pyconv with `pip install .`, or set {LIBRARY_ENV} to a built libconv.so.")
     return _loaded
+
+
+def package_version() -> str:
+    """The version of the installed distribution (pyproject.toml's, the one source of it); in a source
+    checkout that is not installed, the version the library was built with."""
+    try:
+        return metadata.version("pyconv")
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        f, l, _ = load()
+    except LibraryNotFoundError:
+        return "0+unknown"
+    return f.string(l.conv_version()).decode()
 
 
 def ffi():

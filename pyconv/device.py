@@ -5,6 +5,7 @@ import weakref
 
 import numpy as np
 
+from . import _dlpack
 from ._lib import check, ffi, lib
 from ._streams import handle_of
 
@@ -131,8 +132,8 @@ class DeviceArray:
 
     The memory belongs to `stream` (default: the legacy default stream): it is allocated and freed in
     that stream's order, and ``__cuda_array_interface__`` names that stream, so consumers (CuPy,
-    PyTorch, Numba, pyconv) wait for the work queued there before reading. ``get()`` copies the array
-    to NumPy. 4-D arrays may be laid out NHWC (logical shape (B, C, H, W), channels in memory last).
+    PyTorch, Numba, pyconv) wait for the work queued there before reading; it also exports DLPack
+    (``__dlpack__``, with the stream handshake). ``get()`` copies the array to NumPy. 4-D arrays may be laid out NHWC (logical shape (B, C, H, W), channels in memory last).
     """
 
     def __init__(self, shape, dtype=np.float32, *, device: int | None = None, stream=None, layout: str = "NCHW"):
@@ -222,6 +223,21 @@ class DeviceArray:
         # v3: "stream" names the stream the data is written on; 1 is the legacy default stream.
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": self.strides, "version": 3, "stream": self.stream or 1}
+
+    def __dlpack_device__(self) -> tuple:
+        return (_dlpack.KDL_CUDA, self.device)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this memory. `stream`: the consumer's stream (1: legacy default, 2:
+        per-thread default, -1: no synchronisation), made to wait for the stream the data was written on."""
+        if copy:
+            raise BufferError("DeviceArray exports its memory in place (copy=True is not supported)")
+        if stream is not None and stream != -1:
+            consumer = {1: 0, 2: 2}.get(stream, stream)
+            if consumer != self.stream:
+                with _DeviceScope(self.device):
+                    check(lib().conv_stream_wait_stream(ffi().cast("void*", consumer), ffi().cast("void*", self.stream)))
+        return _dlpack.export(self, self.shape, self.strides, self.dtype.itemsize, self.device)
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device}, layout={self.layout})"

@@ -1,9 +1,11 @@
 """Fashion-MNIST from the standard idx files, and the one resize from 28x28 to the network's 86x86.
 
-The data comes from Debian's `dataset-fashion-mnist` package (apt-get install dataset-fashion-mnist),
-which installs the four standard files in /usr/share/datasets/fashion-mnist; any directory holding
-them (gzipped or not) works too. Inference and training both go through `load_split` and `resize`,
-so the network sees exactly the same pixels in both.
+Where the files are read from, first found: --data DIR, $PYCONV_LENET_DATA, Debian's
+`dataset-fashion-mnist` package (/usr/share/datasets/fashion-mnist, all four files), then, for the
+test split only, the copy of the 10,000-image test set shipped inside this package (fashion_mnist/,
+4.4 MB, MIT licence: see its LICENSE), so the main job runs on any machine. Any directory holding the
+files (gzipped or not) works. Inference and training both go through `load_split` and `resize`, so
+the network sees exactly the same pixels in both.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
 DEFAULT_DIR = Path("/usr/share/datasets/fashion-mnist")
+SHIPPED_DIR = Path(__file__).resolve().parent / "fashion_mnist"   # the test split only
 INSTALL_HINT = (f"install it with `apt-get install {DEBIAN_PACKAGE}` (Debian/Ubuntu), or pass --data DIR "
                 f"with the four idx files from https://github.com/zalandoresearch/fashion-mnist")
 
@@ -41,9 +44,14 @@ def _dpkg_dirs() -> list[Path]:
     return sorted({Path(line).parent for line in listing.splitlines() if line.endswith("-idx3-ubyte.gz")})
 
 
-def find_data_dir(data_dir=None) -> Path:
-    """The directory to read: `data_dir` if given (it must exist), else $PYCONV_LENET_DATA if set,
-    else the Debian package's."""
+def _has_split(directory: Path, split: str) -> bool:
+    stem = f"{SPLITS[split]}-images-idx3-ubyte"
+    return (directory / f"{stem}.gz").is_file() or (directory / stem).is_file()
+
+
+def find_data_dir(data_dir=None, split: str = "test") -> Path:
+    """The directory to read `split` from: `data_dir` if given (it must exist), else
+    $PYCONV_LENET_DATA if set, else the Debian package's, else (test split) the shipped copy."""
     if data_dir is None:
         data_dir = os.environ.get("PYCONV_LENET_DATA") or None
     if data_dir is not None:
@@ -51,10 +59,13 @@ def find_data_dir(data_dir=None) -> Path:
         if not path.is_dir():
             raise DataError(f"data directory {path} does not exist")
         return path
-    for path in [DEFAULT_DIR] + _dpkg_dirs():
-        if (path / "t10k-images-idx3-ubyte.gz").is_file() or (path / "t10k-images-idx3-ubyte").is_file():
+    shipped = [SHIPPED_DIR] if split == "test" else []
+    for path in [DEFAULT_DIR] + _dpkg_dirs() + shipped:
+        if _has_split(path, split):
             return path
-    raise DataError(f"Fashion-MNIST not found in {DEFAULT_DIR}: {INSTALL_HINT}")
+    raise DataError(f"the Fashion-MNIST {split} split is not in {DEFAULT_DIR}"
+                    + (f" nor in {SHIPPED_DIR}" if shipped else " (only the test split ships with pyconv)")
+                    + f": {INSTALL_HINT}")
 
 
 def _idx_path(directory: Path, stem: str) -> Path:
@@ -90,7 +101,7 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
 
 def load_split(split: str = "test", data_dir=None) -> tuple[np.ndarray, np.ndarray]:
     """(images (N, 28, 28) uint8, labels (N,) uint8) of the "test" or "train" split, checked."""
-    directory = find_data_dir(data_dir)
+    directory = find_data_dir(data_dir, split)
     prefix = SPLITS[split]
     images_path = _idx_path(directory, f"{prefix}-images-idx3-ubyte")
     labels_path = _idx_path(directory, f"{prefix}-labels-idx1-ubyte")
