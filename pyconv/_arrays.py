@@ -37,14 +37,23 @@ class Operand:
     keep: object             # the object owning the memory, alive for the call
     stream: Optional[int] = None  # a stream the producer asks consumers to wait on (CUDA array interface v3)
     readonly: bool = False
+    strided: bool = False    # a NumPy view in neither layout: copied by dense() once the problem is valid
 
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * ITEMSIZE[self.dtype]
 
     def reshaped(self, shape) -> "Operand":
-        return Operand(tuple(shape), self.ptr, self.dtype, self.layout, self.device, self.kind, self.keep,
-                       self.stream, self.readonly)
+        op = self.dense()
+        return Operand(tuple(shape), op.ptr, op.dtype, op.layout, op.device, op.kind, op.keep, op.stream, op.readonly)
+
+    def dense(self) -> "Operand":
+        """This operand, with a strided NumPy view copied into C order (after the sizes were checked:
+        a zero-stride view of a huge batch must be refused before it is copied)."""
+        if not self.strided:
+            return self
+        a = np.ascontiguousarray(self.keep)
+        return Operand(self.shape, a.ctypes.data, self.dtype, "NCHW", -1, "numpy", a)
 
 
 def _dense_in(shape, strides, order) -> bool:
@@ -138,9 +147,8 @@ def _numpy_operand(a, name: str) -> Operand:
         layout = layout_of(a.shape, strides, name) if strides is not None else None
     except ConvError:
         layout = None
-    if layout is None:  # a strided view: copied on the host (cheap and visible, unlike a device copy)
-        a = np.ascontiguousarray(a)
-        layout = "NCHW"
+    if layout is None:  # a strided view: copied on the host later (cheap and visible, unlike a device copy)
+        return Operand(tuple(a.shape), 0, dtype, "NCHW", -1, "numpy", a, None, True, strided=True)
     return Operand(tuple(a.shape), a.ctypes.data, dtype, layout, -1, "numpy", a, None, not a.flags.writeable)
 
 
@@ -179,6 +187,8 @@ def _dlpack_operand(a, name: str) -> Operand:
 def check_output(out: Operand, shape, dtype: str, layout: str, device: int, inputs) -> None:
     """`out` must be writeable, of the result's shape, dtype and layout, where the call runs, and share no
     memory with the inputs (as PyTorch refuses)."""
+    if out.strided:
+        raise ConvError(f"out must be dense in NCHW (C-contiguous) or NHWC (channels_last) order; it is a strided view")
     if out.readonly:
         raise ConvError("out is read-only")
     if out.shape != tuple(shape):

@@ -208,19 +208,25 @@ def _host_workspace(nbytes: int):
     return a, a.ctypes.data
 
 
-def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, padding, dilation, groups, epilogue,
-         variant: str, precision: str, out_dtype, stream, config, sync: bool, device):
+def _dtype_name(dtype) -> str:
+    if isinstance(dtype, (np.dtype, type)):
+        return np.dtype(dtype).name
+    return str(dtype).replace("torch.", "")
+
+
+# (device argument, operand signature, arguments) -> (plan, output shape, y dtype): a repeated call
+# builds no problem and resolves nothing (arguments given as lists are not hashable and skip it).
+_calls: dict = {}
+
+
+def _plan_for_call(xo: Operand, wo: Operand, bo: Optional[Operand], dev: int, args: tuple):
+    stride, padding, dilation, groups, epilogue, variant, precision, config, out_dtype = args
     if wo.dtype != xo.dtype:
         raise ConvError(f"w has dtype {wo.dtype} but x has {xo.dtype}; pass both in one dtype")
-    y_dtype = out_dtype if out_dtype is not None else xo.dtype
-    if isinstance(y_dtype, np.dtype) or isinstance(y_dtype, type):
-        y_dtype = np.dtype(y_dtype).name
-    y_dtype = str(y_dtype).replace("torch.", "")
+    y_dtype = _dtype_name(out_dtype) if out_dtype is not None else xo.dtype
     if bo is not None and (bo.shape != (wo.shape[0],) or bo.dtype != y_dtype):
         raise ConvError(f"bias must have shape ({wo.shape[0]},) and the result's dtype {y_dtype}, got "
                         f"{bo.shape} {bo.dtype}")
-    ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
-    dev = _call_device(ops, device)
     if config is not None and variant == "auto":
         raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
     vid = variant_id(variant)
@@ -228,9 +234,48 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
         xo.shape, wo.shape, bias=bo is not None, stride=stride, padding=padding, dilation=dilation, groups=groups,
         epilogue=epilogue, precision=precision, x_dtype=xo.dtype, y_dtype=y_dtype, x_layout=xo.layout,
         w_layout="MCKK" if wo.layout == "NCHW" else "MKKC")
+    plan_device = dev if dev >= 0 else (-1 if variant == "cpu" or not _gpu_usable() else _current_device())
+    return _cached_plan(plan_device, key, problem, vid, config), out_shape, y_dtype
+
+
+def _memory(op: Operand) -> np.ndarray:
+    """A host operand's memory as a flat C-ordered array (NHWC / MKKC views are transposed back)."""
+    a = op.keep if op.layout == "NCHW" else op.keep.transpose(0, 2, 3, 1)
+    return a.reshape(-1)
+
+
+def _data_ptr(y) -> int:
+    """The pointer of an output this module created (torch, CuPy, DeviceArray or NumPy)."""
+    if hasattr(y, "data_ptr"):
+        return y.data_ptr()
+    if isinstance(y, np.ndarray):
+        return y.ctypes.data
+    if hasattr(y, "data") and hasattr(y.data, "ptr"):
+        return y.data.ptr
+    return y.ptr
+
+
+def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, padding, dilation, groups, epilogue,
+         variant: str, precision: str, out_dtype, stream, config, sync: bool, device):
+    ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
+    dev = _call_device(ops, device)
+    args = (stride, padding, dilation, groups, epilogue, variant, precision, config, out_dtype)
+    signature = (dev, xo.shape, xo.dtype, xo.layout, wo.shape, wo.dtype, wo.layout,
+                 None if bo is None else (bo.shape, bo.dtype), args)
+    try:
+        hit = _calls.get(signature)
+    except TypeError:  # an unhashable argument (a list): no fast path
+        signature, hit = None, None
+    if hit is None:
+        hit = _plan_for_call(xo, wo, bo, dev, args)
+        if signature is not None:
+            if len(_calls) >= 4 * _PLAN_CACHE_SIZE:
+                _calls.clear()
+            _calls[signature] = hit
+    plan, out_shape, y_dtype = hit
+    xo, wo, bo = xo.dense(), wo.dense(), bo.dense() if bo is not None else None
+    ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
     on_host = dev < 0
-    plan_device = dev if dev >= 0 else (-1 if not _gpu_usable() or variant == "cpu" else _current_device())
-    plan = _cached_plan(plan_device, key, problem, vid, config)
     if on_host and not plan.on_device:  # host operands, host variant: run in place, blocking
         y = new_output(xo, out_shape, y_dtype, xo.layout, -1, 0) if out is None else out
         yo = _out_operand(y)
@@ -240,23 +285,28 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
     if not plan.on_device:
         raise ConvError(f"variant '{plan.variant}' runs on host memory, but the operands are on device {dev}: "
                         f"choose a GPU variant for device arrays")
-    s = launch_stream(stream, [op for op, _ in ops], plan.device)
+    s = launch_stream(stream, (xo, wo, bo), plan.device)
     if on_host:
         return _run_host_operands_on_gpu(plan, xo, wo, bo, out, out_shape, y_dtype, s)
-    uploads = []  # host operands of a device call (e.g. NumPy weights): copied to the device once per call
+    uploads = []  # host operands of a device call (e.g. NumPy weights): copied to the device for this call
 
     def ptr(op: Optional[Operand]):
         if op is None or op.device >= 0:
             return op.ptr if op is not None else None
-        copy = _device.DeviceArray.from_host(op.keep, stream=s, device=plan.device)
+        copy = _device.DeviceArray.from_host(_memory(op), stream=s, device=plan.device)
         uploads.append(copy)
         return copy.ptr
 
-    wait_for_producers([xo, wo, bo], s)
-    y = new_output(xo, out_shape, y_dtype, xo.layout, plan.device, s) if out is None else out
-    yo = _out_operand(y)
-    check_output(yo, out_shape, y_dtype, xo.layout, plan.device, ops)
-    _launch(plan, ptr(xo), ptr(wo), ptr(bo), yo.ptr, s, xo)
+    wait_for_producers((xo, wo, bo), s)
+    if out is None:
+        y = new_output(xo, out_shape, y_dtype, xo.layout, plan.device, s)
+        y_ptr = _data_ptr(y)
+    else:
+        y = out
+        yo = _out_operand(y)
+        check_output(yo, out_shape, y_dtype, xo.layout, plan.device, ops)
+        y_ptr = yo.ptr
+    _launch(plan, ptr(xo), ptr(wo), ptr(bo), y_ptr, s, xo)
     if sync or uploads:
         check(lib().conv_stream_synchronize(ffi().cast("void*", s)))
     return y
@@ -267,13 +317,12 @@ def _run_host_operands_on_gpu(plan: _Plan, xo, wo, bo, out, out_shape, y_dtype, 
     y = new_output(xo, out_shape, y_dtype, xo.layout, -1, 0) if out is None else out
     yo = _out_operand(y)
     check_output(yo, out_shape, y_dtype, xo.layout, -1, ((xo, "x"), (wo, "w"), (bo, "bias")))
-    d = [_device.DeviceArray.from_host(op.keep.reshape(-1), stream=stream, device=plan.device) if op is not None else None
+    d = [None if op is None else _device.DeviceArray.from_host(_memory(op), stream=stream, device=plan.device)
          for op in (xo, wo, bo)]
-    y_dev = _device.DeviceArray((yo.nbytes // yo.keep.itemsize,), yo.keep.dtype, device=plan.device, stream=stream)
+    host = _memory(yo)
+    y_dev = _device.DeviceArray(host.shape, host.dtype, device=plan.device, stream=stream)
     _launch(plan, d[0].ptr, d[1].ptr, d[2].ptr if d[2] is not None else None, y_dev.ptr, stream, xo)
-    host = y_dev.get(stream)
-    memory = yo.keep if yo.layout == "NCHW" else yo.keep.transpose(0, 2, 3, 1)
-    memory[...] = host.reshape(memory.shape)
+    host[...] = y_dev.get(stream)
     return y
 
 
@@ -413,7 +462,7 @@ class Conv2dPlan:
     def _pointer(self, a, name: str, shape, dtype: str, layout: str, writable: bool = False) -> int:
         if isinstance(a, int) and not isinstance(a, bool):
             return a  # a raw pointer: the caller vouches for it (unchecked)
-        op = as_operand(a, name, len(shape), str(shape))
+        op = as_operand(a, name, len(shape), str(shape)).dense()
         if op.shape != tuple(shape) or op.dtype != dtype or op.layout != layout:
             raise ConvError(f"{name} must be {tuple(shape)} {dtype} {layout}, got {op.shape} {op.dtype} {op.layout}")
         want = self.device if self.on_device else -1

@@ -1,5 +1,5 @@
 """`python -m pyconv tune`: pre-tune `auto` on a suite of shapes (so that no first call pays for
-tuning), show what it picks, or clear the tuning cache."""
+tuning), show what it picks, or clear or compact the tuning cache."""
 from __future__ import annotations
 
 import sys
@@ -13,6 +13,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--precision", choices=("exact", "fast", "both"), default="both")
     parser.add_argument("--budget-ms", type=float, help="tuning budget per new shape (default 3000)")
     parser.add_argument("--clear", action="store_true", help="forget every tuning result first")
+    parser.add_argument("--compact", action="store_true",
+                        help="rewrite the cache file with only the newest result per shape of this build, and stop")
 
 
 def run(args) -> int:
@@ -21,6 +23,10 @@ def run(args) -> int:
     if args.batch and any(b < 1 for b in args.batch):
         print(f"error: --batch values must be >= 1, got {args.batch}", file=sys.stderr)
         return 2
+    if args.compact:
+        kept, dropped = tuning.compact()
+        print(f"compacted {tuning.cache_path()}: kept {kept} lines, dropped {dropped}")
+        return 0
     if args.clear:
         tuning.clear()
         print(f"cleared {tuning.cache_path()}")

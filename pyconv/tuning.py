@@ -1,11 +1,15 @@
-"""The auto-tuner's cache: where it lives, clearing it, its time budget, and pre-tuning shapes.
+"""The auto-tuner's cache: where it lives, clearing and compacting it, its time budget, and
+pre-tuning shapes.
 
 `auto` tunes a new shape on its first call by itself; pre-tuning a list of shapes moves that cost
-out of the first real call (e.g. before timing, or before a graph capture)."""
+out of the first real call (e.g. before timing, or before a graph capture). The cache file is shared
+by every process on the machine: one process tunes a shape while the others wait for its result, and
+results are keyed by GPU model, library build, CUDA driver and runtime, so that a rebuilt library
+tunes again."""
 from __future__ import annotations
 
 from . import api
-from ._lib import check, ffi, lib
+from ._lib import LibraryNotFoundError, check, ffi, lib, library_path
 
 
 def cache_path() -> str:
@@ -22,6 +26,19 @@ def set_cache_path(path: str | None) -> None:
 def clear() -> None:
     """Forgets every tuning result, in memory and on disk."""
     check(lib().conv_tune_clear())
+
+
+def compact() -> tuple[int, int]:
+    """Rewrites the cache file keeping only the newest line per shape and only this build's lines;
+    returns (lines kept, lines dropped)."""
+    try:
+        compact_file = lib().conv_tune_compact
+    except AttributeError:
+        raise LibraryNotFoundError(f"{library_path()} has no conv_tune_compact: it was built from older "
+                                   "sources; rebuild it") from None
+    kept, dropped = ffi().new("int*"), ffi().new("int*")
+    check(compact_file(kept, dropped))
+    return kept[0], dropped[0]
 
 
 def set_budget_ms(ms: float) -> None:
