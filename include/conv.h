@@ -212,13 +212,17 @@ int conv2d_forward_config(int variant, int config, const conv_params* params, co
 
 /* ---- auto-tuning ----
  * CONV_AUTO / CONV_AUTO_FAST time every candidate variant (and each one's launch configurations) on
- * random data of a new shape the first time it is seen, within a time budget, check each candidate's
- * output against the direct kernel, and remember the fastest correct one in a cache file keyed by
- * GPU, library version, shape and precision. Tuning allocates its own buffers: do the first call of
- * a shape outside CUDA-graph capture. Tuning never changes results beyond the precision asked for. */
+ * random data of a new problem the first time it is seen, within a time budget, check each candidate's
+ * output against the direct kernel, and remember the fastest correct one in a cache file keyed by the
+ * GPU model, the build id (a hash of the library's sources and build settings), the CUDA driver and
+ * runtime versions and the whole problem; processes share the file, and one tunes a problem while
+ * the others wait for its result. Tuning allocates its own buffers: do the first call of a problem
+ * outside CUDA-graph capture. Tuning never changes results beyond the precision asked for. */
 int conv_tune_set_cache_path(const char* path); /* NULL: $PYCONV_TUNE_CACHE, else ~/.cache/pyconv/tuning.txt */
 int conv_tune_get_cache_path(char* path, size_t path_bytes);
 int conv_tune_clear(void);                       /* forget every result, in memory and in the file */
+/* Rewrite the cache file with only the newest line per problem of this build (either count may be NULL). */
+int conv_tune_compact(int* lines_kept, int* lines_dropped);
 int conv_tune_set_budget_ms(double ms);          /* budget of one shape's tuning (default 3000 ms) */
 /* What auto chose for a shape (tuning it if new): "variant[config] 0.512 ms" */
 int conv_tune_describe(int variant, const conv_params* params, char* text, size_t text_bytes);

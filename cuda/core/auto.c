@@ -1,9 +1,10 @@
 /* auto.c — resolves CONV_AUTO / CONV_AUTO_FAST to a concrete variant and launch configuration for a
  * problem on the current device: the candidates are the (variant, configuration) pairs that can run
  * it here (GPU ones whenever a device is usable, within the problem's allowed compute); with more
- * than one, the tuner times them once per problem and the cache remembers the winner. Without a GPU
- * the answer is the cpu variant. */
-#include "conv_internal.h"
+ * than one, the tuner times them once per problem, build and GPU model (in one process while the
+ * others wait: tune_cache.c) and the cache remembers the winner. Without a GPU the answer is the cpu
+ * variant. */
+#include "tune_cache.h"
 
 #define MAX_CANDIDATES 256
 
@@ -21,9 +22,23 @@ static int list_candidates(const conv_problem* p, conv_tune_candidate* out) {
 }
 
 #ifdef CONV_WITH_CUDA
-static int contains(const conv_tune_candidate* list, int n, conv_tune_candidate c) {
-    for (int i = 0; i < n; ++i)
-        if (list[i].variant == c.variant && list[i].config == c.config) return 1;
+/* The tuning of one problem, as the cache runs it (conv_tuner). */
+typedef struct candidate_list {
+    const conv_problem* p;
+    const conv_tune_candidate* candidates;
+    int count;
+} candidate_list;
+
+static int measure_candidates(void* context, conv_tune_result* result) {
+    const candidate_list* list = context;
+    return conv_tune_measure(list->p, list->candidates, list->count, conv_tune_budget_ms(), result);
+}
+
+static int is_candidate(void* context, const conv_tune_result* result) {
+    const candidate_list* list = context;
+    for (int i = 0; i < list->count; ++i)
+        if (list->candidates[i].variant == result->best.variant && list->candidates[i].config == result->best.config)
+            return 1;
     return 0;
 }
 #endif
@@ -49,15 +64,11 @@ int conv_auto_resolve(int variant, const conv_problem* p, int* chosen, int* conf
 #ifdef CONV_WITH_CUDA
     char gpu[256];
     if (n > 1 && conv_gpu_name(gpu, sizeof gpu) == CONV_OK) {
-        int cached = conv_tune_cache_get(gpu, p, &result) == CONV_OK && contains(candidates, n, result.best);
-        /* New problem: tune it. If tuning itself cannot run (e.g. not enough memory for its buffers),
-         * keep the first candidate — correct, only perhaps not the fastest — and do not cache it. */
-        if (!cached) {
-            if (conv_tune_measure(p, candidates, n, conv_tune_budget_ms(), &result) == CONV_OK)
-                conv_tune_cache_put(gpu, p, &result);
-            else
-                result.best = candidates[0];
-        }
+        candidate_list list = {p, candidates, n};
+        const conv_tuner tuner = {measure_candidates, is_candidate, &list};
+        /* If tuning cannot run (e.g. not enough memory for its buffers), keep the first candidate —
+         * correct, only perhaps not the fastest; the cache stores nothing then. */
+        if (conv_tune_cache_resolve(gpu, p, &tuner, &result) != CONV_OK) result.best = candidates[0];
     }
 #endif
     conv_clear_error();

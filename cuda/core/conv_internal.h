@@ -137,7 +137,6 @@ int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidat
 
 /* The cache of tuning results, keyed by GPU, build and the whole problem (tune_cache.c). */
 int conv_tune_cache_get(const char* gpu, const conv_problem* p, conv_tune_result* result);
-void conv_tune_cache_put(const char* gpu, const conv_problem* p, const conv_tune_result* result);
 double conv_tune_budget_ms(void);
 int conv_gpu_name(char* name, size_t bytes);  /* current device's name (device_runtime.cu) */
 
@@ -146,6 +145,8 @@ int conv_gpu_name(char* name, size_t bytes);  /* current device's name (device_r
 int conv_cuda_ready(void);
 /* 1 once this library has used CUDA in this process (so asking where a pointer lives costs no new context). */
 int conv_cuda_started(void);
+/* The CUDA driver and runtime versions (part of the tuning key); 0, 0 without CUDA. */
+int conv_cuda_versions(int* driver, int* runtime);
 /* Current device, and switching to another for the length of a call. */
 int conv_device_enter(int device, int* previous);
 void conv_device_leave(int previous);

@@ -74,6 +74,15 @@ static int conv_fault_status(cudaError_t err, const char* what) {
     return conv_cuda_status(err, what);
 }
 
+// Asked on every tuning-cache lookup: looked up once.
+int conv_cuda_versions(int* driver, int* runtime) {
+    static const int d = [] { int v = 0; cudaDriverGetVersion(&v); return v; }();
+    static const int r = [] { int v = 0; cudaRuntimeGetVersion(&v); return v; }();
+    *driver = d;
+    *runtime = r;
+    return CONV_OK;
+}
+
 int conv_device_enter(int device, int* previous) {
     *previous = -1;
     CONV_CUDA_CHECK(cudaGetDevice(previous));

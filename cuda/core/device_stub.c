@@ -9,6 +9,7 @@
 
 int conv_cuda_ready(void) { NO_CUDA(); return 0; }
 int conv_cuda_started(void) { return 0; }
+int conv_cuda_versions(int* driver, int* runtime) { *driver = *runtime = 0; return CONV_OK; }
 int conv_device_enter(int device, int* previous) { (void)device; *previous = -1; return NO_CUDA(); }
 void conv_device_leave(int previous) { (void)previous; }
 void conv_note_launch(const char* kernel_name) { (void)kernel_name; }
