@@ -1,9 +1,11 @@
 // conv_kernel_util.cuh — what the variant kernels share beyond cuda_util.cuh: the check that their
-// 32-bit input coordinates cannot overflow, and the launch shape of the "plane" kernels (one block
-// row per (image, group of output maps), threads over that plane's output pixels).
+// 32-bit input coordinates cannot overflow, and the "plane" kernels' launch shape (one block row per
+// (image, group of output maps), threads over that plane's output pixels) and store (with the bias +
+// ReLU epilogue where the problem asks for one).
 #pragma once
 
 #include "cuda_util.cuh"
+#include "tensor_io.cuh"
 
 // Output maps one thread computes in the plane kernels: each input value it loads feeds
 // MAPS_PER_THREAD accumulators instead of one.
@@ -91,11 +93,34 @@ __device__ __forceinline__ bool conv_plane_pixel(const conv_problem& p, int OW, 
     return true;
 }
 
-// Writes such a thread's pixel of each of the plane's maps below M.
+// The plane kernels' epilogue (their variants declare f32 y, so bias is f32 too).
+struct conv_plane_epilogue {
+    const float* bias;  // (M,); NULL without one
+    bool relu;
+};
+
+static inline conv_plane_epilogue conv_plane_epilogue_for(const conv_problem* p, const conv_tensors* t) {
+    conv_plane_epilogue e;
+    e.bias = p->bias ? static_cast<const float*>(t->bias) : NULL;
+    e.relu = p->epilogue >= CONV_EPILOGUE_RELU;
+    return e;
+}
+
+// Whether a launch needs the kernels' EPILOGUE instance; without one they store the sums as they are.
+static inline bool conv_plane_epilogue_on(const conv_plane_epilogue& e) { return e.bias != NULL || e.relu; }
+
+// Writes such a thread's pixel of each of the plane's maps below M; EPILOGUE: through the bias and
+// ReLU (as conv followed by the separate ops, bit for bit).
+template <bool EPILOGUE>
 __device__ __forceinline__ void conv_plane_store(float* y, const conv_plane& q, int M, int OHW, int pix,
-                                                 const float (&acc)[MAPS_PER_THREAD]) {
+                                                 const float (&acc)[MAPS_PER_THREAD],
+                                                 const conv_plane_epilogue& ep) {
 #pragma unroll
-    for (int j = 0; j < MAPS_PER_THREAD; ++j)
-        if (q.m0 + j < M) y[(q.b * M + q.m0 + j) * OHW + pix] = acc[j];
+    for (int j = 0; j < MAPS_PER_THREAD; ++j) {
+        const int m = q.m0 + j;
+        if (m >= M) continue;
+        const float v = EPILOGUE ? conv_epilogue_value(acc[j], ep.bias ? ep.bias[m] : 0.0f, ep.relu) : acc[j];
+        y[(q.b * M + m) * OHW + pix] = v;
+    }
 }
 

@@ -11,7 +11,7 @@
 
 // Two floats as one fp16 pair register, lo in the low 16 bits (the smaller k).
 __device__ __forceinline__ uint32_t mma_pack_half2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits: the smaller k
+    const __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&h);
 }
 

@@ -9,27 +9,29 @@
 //     is coalesced across the warp (a horizontal strip per thread would scatter each lane's stores
 //     over separate 32-byte sectors).
 //     KWLOOP = false: kh and kw unrolled; the loads are fixed offsets from the channel's base
-//     pointer (one IMAD.WIDE per row, no pointer array to hold in registers). Best for small tiles
-//     (4 maps x 8 rows: 1568 FFMA per channel), whose body still fits the instruction caches.
+//     pointer (one IMAD.WIDE per row, no pointer array to hold in registers). Best for small tiles,
+//     whose body still fits the instruction caches.
 //     KWLOOP = true: (channel, kw) walked by a run-time loop, kh unrolled, and the next column's
 //     loads issued before this column's FMAs. The body is K times smaller (7*MT*PT FFMA), so the
 //     large tiles that reuse each load and each weight more stop missing in the instruction
-//     caches (unrolled 4 x 17 lost 43% of its issue slots to instruction fetch). It costs a
-//     pointer step per row and a register copy per value per column, which is why it loses on
-//     small tiles.
+//     caches. It costs a pointer step per row and a register copy per value per column, which is
+//     why it loses on small tiles.
 //     CHECKED = false (no padding, OH >= PT): no bounds tests at all; the last strip of a column
 //     is moved up to end on the last output row, recomputing rows of the strip above bit for bit
 //     (same operations in the same order), so it stores all its rows unconditionally.
+//     CHECKED = true: inputs outside the image load as zeros and still meet their weights, so a
+//     padded tap adds 0 * w (an Inf or NaN weight gives NaN, as in PyTorch).
 //   conv_regblock_generic_kernel<MT, PT, ...>: any stride, padding, dilation and KH x KW. Same
-//     thread tile, but each tap's PT inputs are loaded with bounds tests (MT FMAs per load): the
-//     correct fallback for every shape the fast kernel does not template.
+//     thread tile, but each tap's PT inputs are loaded with bounds tests (zeros outside the image,
+//     as CHECKED; MT FMAs per load): the correct fallback for every shape the fast kernel does not
+//     template.
 // Both walk the filter in chunks of taps (tap = (c, kh, kw), the order of w's rows) that fit a
 // fixed shared-memory budget, so any C*KH*KW runs, and both loop over batches of items so that a
-// launch may be one persistent wave (weights staged once per block).
-// Measured on the H100 (bench/PERF_NOTES.md, B = 10000): C1 (M = 4) 0.75 ms with 4 x 8 unrolled
-// (every KWLOOP tile was slower there, 0.78-0.87); C3 (M = 16) 1.59 ms with 8 x 17 KWLOOP
-// (unrolled 4 x 8: 1.96; unrolled 8 x 17: 2.37).
+// launch may be one persistent wave (weights staged once per block). Measurements of every
+// configuration: bench/PERF_NOTES.md.
 #include "conv_kernel_util.cuh"
+#include "conv_shape.cuh"
+#include "launch_util.cuh"
 
 // Floats of weights per shared-memory fill (16 KB), so that several blocks share an SM.
 constexpr int REGBLOCK_SMEM_FLOATS = 4096;
@@ -37,9 +39,7 @@ constexpr int REGBLOCK_SMEM_FLOATS = 4096;
 constexpr int REGBLOCK_MAX_PT = 17;
 
 // x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31.
-struct regblock_shape {
-    int C, H, W, M, OH, OW, KH, KW;
-    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+struct regblock_shape : ConvShape32 {
     int strips;      // ceil(OH / PT): vertical strips per output column
     int items;       // B * strips * OW: one strip of one column per thread
     int groups;      // ceil(M / MT): map groups, over blockIdx.y
@@ -261,11 +261,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_regblock_generic_ker
 
 static regblock_shape regblock_shape_for(const conv_problem* p, int MT, int PT, bool fast) {
     regblock_shape s;
-    s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;
-    s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KH = (int)p->KH; s.KW = (int)p->KW;
-    s.stride_h = (int)p->stride_h; s.stride_w = (int)p->stride_w;
-    s.pad_h = (int)p->pad_h; s.pad_w = (int)p->pad_w;
-    s.dil_h = (int)p->dilation_h; s.dil_w = (int)p->dilation_w;
+    static_cast<ConvShape32&>(s) = conv_shape32(p);
     s.strips = conv_ceil_div(s.OH, PT);
     s.items = (int)(p->B * s.strips * s.OW);  // <= B*OH*OW, which the dispatcher keeps < 2^31
     s.groups = conv_ceil_div(s.M, MT);
@@ -286,23 +282,21 @@ static bool regblock_is_fast(const conv_problem* p) {
 
 typedef void (*regblock_kernel)(regblock_shape, const float*, const float*, float*);
 
-// wave = 1: one wave of persistent blocks (as many as fit on the GPU at once), each looping over
-// batches of items: the weights are staged once per block and the warps drift apart, so that some
-// load while others compute. wave = 0: a block per batch of items.
-static int regblock_launch_grid(regblock_kernel kernel, const regblock_shape& s, int threads, size_t smem,
-                                bool wave_only, cudaStream_t stream, const float* x, const float* w, float* y) {
-    int device, sms, per_sm = 0;
-    CONV_CUDA_CHECK(cudaGetDevice(&device));
-    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-    const long long gy = s.groups < GRID_Y_LIMIT ? s.groups : GRID_Y_LIMIT;
-    const long long wave = (long long)sms * (per_sm > 0 ? per_sm : 1);
-    const long long need = ((long long)s.items + threads - 1) / threads;
-    long long gx = wave_only ? (wave + gy - 1) / gy : need;
-    if (gx > need) gx = need;
-    if (gx > (1LL << 31) - 1) gx = (1LL << 31) - 1;
-    kernel<<<dim3((unsigned)gx, (unsigned)gy), threads, smem, stream>>>(s, x, w, y);
-    CONV_LAUNCH_CHECK(kernel);
+// wave_only: one wave of persistent blocks (as many as fit on the GPU at once, shared among the
+// gridDim.y map groups), each looping over batches of items: the weights are staged once per block
+// and the warps drift apart, so that some load while others compute. Else a block per batch of items.
+static int regblock_launch_grid(regblock_kernel kernel, bool fast, const regblock_shape& s, int threads,
+                                size_t smem, bool wave_only, cudaStream_t stream, const float* x, const float* w,
+                                float* y) {
+    int64_t wave = 0;
+    int status = conv_wave_blocks(kernel, threads, smem, &wave);
+    if (status != CONV_OK) return status;
+    const int64_t gy = s.groups < GRID_Y_LIMIT ? s.groups : GRID_Y_LIMIT;
+    const int64_t need = ((int64_t)s.items + threads - 1) / threads;
+    const unsigned gx = conv_wave_grid(need, (wave + gy - 1) / gy, wave_only);
+    kernel<<<dim3(gx, (unsigned)gy), threads, smem, stream>>>(s, x, w, y);
+    conv_note_launch(fast ? "conv_regblock_fast_kernel" : "conv_regblock_generic_kernel");
+    CONV_CUDA_CHECK(cudaGetLastError());
     return CONV_OK;
 }
 
@@ -321,7 +315,9 @@ static int regblock_run(const conv_problem* p, const float* x, const float* w, f
     const size_t smem = (size_t)s.chunk_taps * MT * sizeof(float);
     regblock_kernel kernel = conv_regblock_generic_kernel<MT, PT, THREADS, MIN_BLOCKS>;
     if (fast) {
-        const bool checked = s.pad_h != 0 || s.pad_w != 0 || s.OH < PT;
+        // Any padding, the end padding of 'same' included, puts taps outside the image.
+        const bool checked = p->pad_h != 0 || p->pad_w != 0 || p->pad_h_extra != 0 || p->pad_w_extra != 0 ||
+                             s.OH < PT;
         switch (s.KH) {
             case 1: kernel = regblock_fast_kernel_for<1, MT, PT, THREADS, MIN_BLOCKS, KWLOOP>(checked); break;
             case 3: kernel = regblock_fast_kernel_for<3, MT, PT, THREADS, MIN_BLOCKS, KWLOOP>(checked); break;
@@ -329,14 +325,14 @@ static int regblock_run(const conv_problem* p, const float* x, const float* w, f
             default: kernel = regblock_fast_kernel_for<7, MT, PT, THREADS, MIN_BLOCKS, KWLOOP>(checked); break;
         }
     }
-    return regblock_launch_grid(kernel, s, THREADS, smem, WAVE, stream, x, w, y);
+    return regblock_launch_grid(kernel, fast, s, THREADS, smem, WAVE, stream, x, w, y);
 }
 
 // The tunable configurations: maps per thread x rows per thread x threads per block (with the
 // blocks per SM that __launch_bounds__ asks for, which caps the registers at 64K / (threads *
 // blocks)), one persistent wave of blocks or a block per batch of items, and ("_kwloop") the
-// run-time kw loop. Each kept one wins a measured case: C1 (4 x 8), C3 (8 x 17 kwloop), C1 and C3
-// at B = 100 (4 x 10, 4 x 17); 8 x 8 is the default for M > 16.
+// run-time kw loop. Each kept one won a measured case (bench/PERF_NOTES.md): C1 (4 x 8), C3 (8 x 17
+// kwloop), C1 and C3 at B = 100 (4 x 10, 4 x 17); 8 x 8 is the default for M > 16.
 static const conv_config REGBLOCK_CONFIGS[] = {
     {"m4_p8_t256_wave", conv_f32_run<regblock_run<4, 8, 256, 2, true, false>>, NULL},
     {"m4_p10_t256_wave", conv_f32_run<regblock_run<4, 10, 256, 2, true, false>>, NULL},
@@ -346,16 +342,15 @@ static const conv_config REGBLOCK_CONFIGS[] = {
 };
 
 // Below this many threads (at 8 rows per strip) the batch fills the H100 only a few times over, and
-// taller strips (fewer, longer threads) ran faster: C3 at B=100 0.030 ms with 17 rows vs 0.043.
+// taller strips (fewer, longer threads) ran faster.
 constexpr long long REGBLOCK_SMALL_THREADS = 1LL << 18;
 
 // The default, from the H100 sweeps (bench/PERF_NOTES.md). Large batches: 4 maps x 8 rows, fully
-// unrolled, in one persistent wave for M <= 4 (C1 0.75 ms: the run-time kw loop lost there, its
-// per-step pointer and copy overhead weighs more than the instruction-cache stalls of this small
-// body); for more maps with 7x7 filters, 8 maps x 17 rows with the run-time kw loop (C3 1.59 ms vs
-// 1.96 with 4 x 8), where 17-row strips pad no more rows than 8-row ones. Many maps (no data) get
-// 8 per thread, so that x is re-read fewer times; small batches get the strip height that wastes
-// the fewest rows.
+// unrolled, in one persistent wave for M <= 4 (C1: the run-time kw loop lost there, its per-step
+// pointer and copy overhead weighs more than the instruction-cache stalls of this small body); for
+// more maps with 7x7 filters, 8 maps x 17 rows with the run-time kw loop (C3), where 17-row strips
+// pad no more rows than 8-row ones. Many maps (not measured) get 8 per thread, so that x is re-read
+// fewer times; small batches get the strip height that wastes the fewest rows.
 static const char* regblock_default_config(const conv_problem* p) {
     if (p->M > 16) return "m8_p8_t256_grid";
     const int64_t OH = conv_out_h(p);

@@ -19,12 +19,11 @@
 //   8-byte pairs (four lanes fill one 32-byte sector).
 //   B addresses: the tap table holds byte offsets, so each B register costs one IMAD (pixel base
 //   * 4 + offset) and one LDS with the band's address as its uniform operand, not an add, a
-//   scaling LEA and the LDS: the profiler showed the kernel issue-bound (0.67 instructions per
-//   cycle per scheduler with 5.4 warps each, shared memory limiting a block to 3 per SM).
-//   Measured on the H100 (bench/PERF_NOTES.md): C3 0.80 ms, C1 1.10 ms, about 40% of the copy
-//   bandwidth; staging the loads ahead (cp.async) and storing 16-byte rows through shared memory
-//   did not help (the latter ran 1.5 ms); 16 warps per block and one block per unit (no persistent
-//   loop) did not help on C3 either.
+//   scaling LEA and the LDS: the kernel is issue-bound (bench/PERF_NOTES.md has the profiles and
+//   the versions that did not help).
+//   Padding: the band's copies zero-fill outside the image, so a padded tap adds 0 * w (an Inf or
+//   NaN weight gives NaN, as in PyTorch); the taps that pad k (kw to an even count, the last
+//   k-step) have zero weights and zero inputs.
 //
 // Error bound. Only the operands are rounded to fp16 (unit roundoff u = 2^-11); products and sums
 // are fp32. Each product then carries a relative error of at most 2u, independent between
@@ -33,6 +32,8 @@
 // held to 1e-3. Range: |x| and |w| must stay below 65504 (fp16 max; larger values become inf) and
 // values below 6.1e-5 in magnitude lose relative precision (fp16 subnormals).
 #include "conv_kernel_util.cuh"
+#include "conv_shape.cuh"
+#include "launch_util.cuh"
 #include "mma_rowwin.h"
 #include "mma_sync.cuh"
 
@@ -48,9 +49,7 @@ constexpr int MMA_SMEM_TARGET = 72 * 1024;
 constexpr int MMA_SMEM_TARGET_SHORT = 36 * 1024;
 
 // x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31.
-struct mma_shape {
-    int C, H, W, M, OH, OW, KH, KW;
-    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+struct mma_shape : ConvShape32 {
     int kwp;                   // KW rounded up to even: k = (c*KH + kh)*kwp + kw
     int ksteps;                // ceil(C*KH*kwp / 16)
     int tile_rows;             // output rows per unit
@@ -294,11 +293,7 @@ static int mma_supports(const conv_problem* p) {
 // target: the shared memory the band height is chosen for.
 static mma_shape mma_shape_for(const conv_problem* p, const float* y, int sms, int64_t target) {
     mma_shape s;
-    s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;
-    s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KH = (int)p->KH; s.KW = (int)p->KW;
-    s.stride_h = (int)p->stride_h; s.stride_w = (int)p->stride_w;
-    s.pad_h = (int)p->pad_h; s.pad_w = (int)p->pad_w;
-    s.dil_h = (int)p->dilation_h; s.dil_w = (int)p->dilation_w;
+    static_cast<ConvShape32&>(s) = conv_shape32(p);
     s.kwp = (int)mma_kwp(p);
     s.ksteps = (int)mma_ksteps(p);
     // The tallest band within the target, but small enough for about four units per SM on small
@@ -321,19 +316,17 @@ static mma_shape mma_shape_for(const conv_problem* p, const float* y, int sms, i
 template <int MTILES, int NT, int WARPS>
 static int mma_run_tiles(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream,
                          int64_t target, bool persistent) {
-    const int warps = WARPS;
-    int device, sms, per_sm = 0;
-    CONV_CUDA_CHECK(cudaGetDevice(&device));
-    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const auto kernel = conv_mma_fp16_kernel<MTILES, NT, WARPS>;
+    int sms;
+    int status = conv_sm_count(&sms);
+    if (status != CONV_OK) return status;
     const mma_shape s = mma_shape_for(p, y, sms, target);
     const size_t smem = (size_t)mma_smem_bytes(p, s.tile_rows);
-    CONV_CUDA_CHECK(cudaFuncSetAttribute(conv_mma_fp16_kernel<MTILES, NT, WARPS>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_fp16_kernel<MTILES, NT, WARPS>,
-                                                                  warps * 32, smem));
-    const int64_t resident = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
-    const unsigned blocks = (unsigned)(s.units < resident || !persistent ? s.units : resident);
-    conv_mma_fp16_kernel<MTILES, NT, WARPS><<<blocks, warps * 32, smem, stream>>>(s, x, w, y);
+    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int64_t wave = 0;
+    status = conv_wave_blocks(kernel, WARPS * 32, smem, &wave);
+    if (status != CONV_OK) return status;
+    kernel<<<conv_wave_grid(s.units, wave, persistent), WARPS * 32, smem, stream>>>(s, x, w, y);
     CONV_LAUNCH_CHECK(conv_mma_fp16_kernel);
     return CONV_OK;
 }
@@ -364,7 +357,7 @@ static int mma_rowwin_supports(const conv_problem* p) {
 // The tunable configurations. Banded kernel (any supported shape): n8 pixel tiles per warp pass x
 // warps per block, tall bands (3 blocks per SM) or short ones (6), one persistent wave or ("_grid")
 // one block per unit, where the hardware starts the next block as one ends and each block builds
-// its own A fragments (C1 1.11 ms vs 1.16 persistent in the sweep; C3 no better). Row-window kernel
+// its own A fragments (faster on C1, not on C3). Row-window kernel
 // ("rowwin_rR", stride 1 down the rows, no dilation, KH in {3, 5, 7}, KW <= 8, M <= 32): strips of R
 // output rows.
 static const conv_config MMA_CONFIGS[] = {
@@ -383,9 +376,8 @@ static const int MMA_ROWWIN_ROWS[] = {16, 12, 8};
 
 // The default. Where the row window fits: the strip height that computes the fewest rows (the last
 // strip overlaps its neighbour), the taller on a tie. Elsewhere, from the H100 sweeps of the banded
-// kernel (bench/PERF_NOTES.md): 8 warps; for few maps 8 pixel tiles per pass, one block per unit
-// (C1: 1.11 ms vs 1.16 persistent and 1.21 with 4 tiles), for more 4 tiles in a persistent wave
-// (C3: 0.83 ms vs 0.88 with 8, 0.93 one block per unit).
+// kernel (bench/PERF_NOTES.md): 8 warps; for few maps (C1) 8 pixel tiles per pass, one block per
+// unit, for more (C3) 4 tiles in a persistent wave.
 static const char* mma_default_config(const conv_problem* p) {
     static const char* const names[] = {"rowwin_r16", "rowwin_r12", "rowwin_r8"};
     int best = -1;

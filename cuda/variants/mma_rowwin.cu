@@ -18,12 +18,15 @@
 //   Edges: the last strip and the last column tile shift back to end on the last output row and
 //   column (they recompute a few outputs of their neighbours, bit for bit: the same operations in
 //   the same order), so no output needs a test; padding reads as zero through the load masks.
-//   Padded taps (kw >= KW, kernel row KH of an odd KH) have zero weights and read zero input, so
-//   an Inf in x gives Inf or NaN exactly where the fp32 reference does.
-// Measured on the H100 (bench/PERF_NOTES.md, B = 10000): C1 0.53 ms (16-row strips, 4-row groups,
-// direct stores), C3 0.62 ms (12-row strips, staged), against 1.11 / 0.82 ms for the banded kernel.
+//   Taps that only pad k (kw >= KW, kernel row KH of an odd KH) have zero weights and read zero
+//   input, so an Inf in x gives Inf or NaN exactly where the fp32 reference does; taps on the
+//   image's padding read zero input against their real weights, so they add 0 * w (an Inf or NaN
+//   weight gives NaN, as in PyTorch), in the MMAs and in the fp32 recomputation alike.
+// Measurements of each version: bench/PERF_NOTES.md (run 6).
 // Error bound: as mma_fp16.cu (only the operands are rounded to fp16).
 #include "conv_kernel_util.cuh"
+#include "conv_shape.cuh"
+#include "launch_util.cuh"
 #include "mma_rowwin.h"
 #include "mma_sync.cuh"
 
@@ -31,8 +34,7 @@
 constexpr int ROWWIN_COLS = 8;
 // Warps per block: staged, one per 8-column tile of a strip, up to a limit (they loop over the
 // rest); direct, 4. Three blocks per SM: 128 registers a thread at 5 warps, 168 at 4, which strips
-// of 16 rows (64 accumulators) need. Measured: C3 staged at 165 registers and two blocks per SM
-// 0.73 ms, at 128 registers and three 0.61-0.64 ms.
+// of 16 rows (64 accumulators) need; two blocks per SM with more registers ran slower.
 constexpr int ROWWIN_DIRECT_WARPS = 4;
 constexpr int ROWWIN_MIN_BLOCKS = 3;
 __host__ __device__ constexpr int rowwin_max_warps(int R, int MT) { return R * MT >= 16 ? 4 : 5; }
@@ -43,10 +45,9 @@ constexpr int ROWWIN_MAX_MAPS = 32;
 // One warp-wide load per input row covers the 7*stride_w + 9 columns a tile's pairs come from.
 constexpr int ROWWIN_MAX_STRIDE_W = 3;
 
-// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31.
-struct rowwin_shape {
-    int C, H, W, M, OH, OW, KW;
-    int stride_w, pad_h, pad_w;
+// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31. KH is
+// also a template parameter of the kernel, which uses that one.
+struct rowwin_shape : ConvShape32 {
     int strips, xtiles, items;  // items = B * strips: one strip of one image per block pass
     int ystride;                // floats per map in the shared output tile (>= R * OW, even)
     int pair_stores;            // 1: OW is even and y 8-byte aligned: float2 stores
@@ -115,19 +116,19 @@ __device__ __forceinline__ void rowwin_pairs(const rowwin_unit& u, const float (
 }
 
 // One output of the conv in fp32 straight from x and w: the slow path of a row group whose MMAs
-// met a NaN or an infinity (see the kernel).
+// met a NaN or an infinity (see the kernel). Taps on the padding add 0 * w, as the MMAs do.
 __device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const float* __restrict__ x,
                                     const float* __restrict__ w, int b, int m, int oy, int ox) {
     float sum = 0.0f;
     for (int c = 0; c < s.C; ++c)
         for (int kh = 0; kh < KH; ++kh) {
             const int ih = oy - s.pad_h + kh;
-            if ((unsigned)ih >= (unsigned)s.H) continue;
+            const bool row_in = (unsigned)ih < (unsigned)s.H;
             for (int kw = 0; kw < s.KW; ++kw) {
                 const int iw = ox * s.stride_w - s.pad_w + kw;
-                if ((unsigned)iw < (unsigned)s.W)
-                    sum = fmaf(__ldg(x + ((b * s.C + c) * s.H + ih) * s.W + iw),
-                               __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw), sum);
+                const float v = row_in && (unsigned)iw < (unsigned)s.W
+                                    ? __ldg(x + ((b * s.C + c) * s.H + ih) * s.W + iw) : 0.0f;
+                sum = fmaf(v, __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw), sum);
             }
         }
     return sum;
@@ -137,10 +138,10 @@ __device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const float* 
 // GR: output rows per MMA. 1: the 16 GEMM rows are 16 maps. 4 (M <= 4): they are 4 maps x 4
 // consecutive output rows, with the weights shifted by the row offset in the A fragments, so that
 // few maps do not leave three quarters of every MMA empty: C1 takes 5 MMAs per channel and 4 output
-// rows instead of 16, and a quarter of the accumulators (C1 0.595 -> 0.530 ms). The price: an
-// output row's MMAs also see the group's other input rows, with zero weights, so a NaN or an
-// infinity there would give NaN where IEEE arithmetic gives a number. A lane whose outputs are not
-// all finite recomputes them in fp32 from x and w (rare: only where x or the sums are not finite).
+// rows instead of 16, and a quarter of the accumulators. The price: an output row's MMAs also see
+// the group's other input rows, with zero weights, so a NaN or an infinity there would give NaN
+// where IEEE arithmetic gives a number. A lane whose outputs are not all finite recomputes them in
+// fp32 from x and w (rare: only where x, w or the sums are not finite).
 template <int KH, int MT, int R, bool CHECKED, int GR>
 __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
     conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
@@ -173,9 +174,8 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     // tiles of a strip. Where OW is a multiple of 8, each tile row is one 32-byte sector per map and
     // is stored straight from the fragments. Elsewhere the results go through shared memory, so that
     // each map's R*OW outputs, contiguous in y, are written by consecutive threads: stored straight,
-    // tiles straddle sectors (C3, OW = 34: 1.59 ms, against 0.46 ms for the same kernel at OW = 32;
-    // staged 0.61 ms), while staging costs C1 (OW = 80) a third (0.66 -> 0.95 ms, fewer warps per SM
-    // and the barriers).
+    // tiles straddle sectors (C3, OW = 34, ran 3x slower than at OW = 32), while staging costs C1
+    // (OW = 80) a third (fewer warps per SM, and the barriers).
     // Software pipeline over a warp's (tile, channel) steps: the loads of the next step (the next
     // channel, or the next tile's first) are issued before this step's MMAs, so that a warp has a
     // window of loads in flight while it computes, and across the block's barriers.
@@ -359,10 +359,12 @@ static rowwin_kernel rowwin_kernel_for(int64_t KH) {
 }
 
 // Kernel rows are in {3, 5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
-// two (in half-height strips, for the registers); row tests only with vertical padding.
+// two (in half-height strips, for the registers); row tests only with vertical padding (the end
+// padding of 'same' included).
 template <int MT, int R, int GR>
 static rowwin_kernel rowwin_kernel_for(const conv_problem* p) {
-    return p->pad_h != 0 ? rowwin_kernel_for<MT, R, true, GR>(p->KH) : rowwin_kernel_for<MT, R, false, GR>(p->KH);
+    return p->pad_h != 0 || p->pad_h_extra != 0 ? rowwin_kernel_for<MT, R, true, GR>(p->KH)
+                                                : rowwin_kernel_for<MT, R, false, GR>(p->KH);
 }
 
 template <int R>
@@ -374,9 +376,7 @@ static rowwin_kernel rowwin_kernel_for(const conv_problem* p) {
 int mma_rowwin_run(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream, int rows) {
     const int r = rowwin_kernel_rows(p, rows);
     rowwin_shape s;
-    s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M;
-    s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KW = (int)p->KW;
-    s.stride_w = (int)p->stride_w; s.pad_h = (int)p->pad_h; s.pad_w = (int)p->pad_w;
+    static_cast<ConvShape32&>(s) = conv_shape32(p);
     s.strips = conv_ceil_div(s.OH, r);
     s.xtiles = conv_ceil_div(s.OW, ROWWIN_COLS);
     s.items = (int)(p->B * s.strips);  // <= B*OH, which the dispatcher keeps < 2^31
@@ -391,13 +391,11 @@ int mma_rowwin_run(const conv_problem* p, const float* x, const float* w, float*
     const int max_warps =
         s.direct_stores ? ROWWIN_DIRECT_WARPS : rowwin_max_warps(r / rowwin_group_rows(p), p->M <= 16 ? 1 : 2);
     const int threads = 32 * (s.xtiles < max_warps ? s.xtiles : max_warps);
-    int device, sms, per_sm = 0;
-    CONV_CUDA_CHECK(cudaGetDevice(&device));
-    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
     // One persistent wave: the A fragments are built once per block, not once per strip.
-    const int64_t wave = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
-    kernel<<<(unsigned)(s.items < wave ? s.items : wave), threads, smem, stream>>>(s, x, w, y);
-    CONV_LAUNCH_CHECK(kernel);
+    int64_t wave = 0;
+    int status = conv_wave_blocks(kernel, threads, smem, &wave);
+    if (status != CONV_OK) return status;
+    kernel<<<conv_wave_grid(s.items, wave, true), threads, smem, stream>>>(s, x, w, y);
+    CONV_LAUNCH_CHECK(conv_mma_rowwin_kernel);
     return CONV_OK;
 }

@@ -1,23 +1,30 @@
 // restrict_unroll.cu — the direct convolution with `__restrict__` pointers and compile-time kernel sizes.
-//   conv_restrict_unroll_kernel<KH, KW>: the loops of conv_direct_kernel (direct.cu), with three
-//   changes. (1) `const float* __restrict__` tells the compiler x and w never alias y, so it may
-//   keep loaded values in registers across the stores and route the loads through the read-only
+//   conv_restrict_unroll_kernel<KH, KW, EPILOGUE>: the loops of conv_direct_kernel (direct.cu), with
+//   three changes. (1) `const float* __restrict__` tells the compiler x and w never alias y, so it
+//   may keep loaded values in registers across the stores and route the loads through the read-only
 //   (non-coherent) cache path. (2) KH and KW are template parameters for the common square sizes
 //   1, 3, 5, 7: the filter loops unroll fully, so the per-tap offsets kh*KW+kw become immediates,
-//   the loop counters and their branches disappear, and the column tests iw0 + kw*dilation can be
-//   hoisted out of the channel loop. <0, 0> is the generic fallback with runtime sizes (any other
-//   size, rectangular ones included). (3) As in direct_const, a block works on one image and
+//   the loop counters and their branches disappear, and the tests of which taps lie on the padding
+//   can be hoisted out of the channel loop. <0, 0> is the generic fallback with runtime sizes (any
+//   other size, rectangular ones included). (3) As in direct_const, a block works on one image and
 //   MAPS_PER_THREAD output maps and each thread computes all of them for its pixel: every input
 //   load feeds MAPS_PER_THREAD FMAs, and the weight loads are warp-uniform (one broadcast).
+//   EPILOGUE: bias + ReLU applied in the store; without them the store is the plain one.
 #include "conv_kernel_util.cuh"
+
+// Blocks per SM each kernel asks __launch_bounds__ for, i.e. its register budget: 40 registers for
+// 1x1 and 3x3, 64 for the others, without spills. With every tap's weight loads unconditional (padded
+// taps included) ptxas would otherwise hoist them and take up to 128 registers, trading warps for
+// loads in flight; these budgets keep the occupancy of the version that branched around padded taps.
+__host__ __device__ constexpr int restrict_unroll_min_blocks(int k) { return k == 1 || k == 3 ? 6 : 4; }
 
 // x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW). KH_T = KW_T = 0: sizes from p.
 // One thread per output pixel along x; blockIdx.y walks the (image, group of MAPS_PER_THREAD maps)
-// planes. At least two blocks per SM: caps the registers at 128 (7x7 takes 80, without spills).
-template <int KH_T, int KW_T>
-__global__ void __launch_bounds__(PLANE_THREADS, 2)
+// planes.
+template <int KH_T, int KW_T, bool EPILOGUE>
+__global__ void __launch_bounds__(PLANE_THREADS, restrict_unroll_min_blocks(KH_T))
 conv_restrict_unroll_kernel(conv_problem p, int OH, int OW, const float* __restrict__ x,
-                            const float* __restrict__ w, float* __restrict__ y) {
+                            const float* __restrict__ w, float* __restrict__ y, conv_plane_epilogue ep) {
     const int KH = KH_T > 0 ? KH_T : (int)p.KH, KW = KW_T > 0 ? KW_T : (int)p.KW;
     const int C = (int)p.C, H = (int)p.H, W = (int)p.W, M = (int)p.M;
     const int dh = (int)p.dilation_h, dw = (int)p.dilation_w;
@@ -37,19 +44,20 @@ conv_restrict_unroll_kernel(conv_problem p, int OH, int OW, const float* __restr
 #pragma unroll
             for (int kh = 0; kh < KH; ++kh) {
                 const int ih = ih0 + kh * dh;
-                if (ih < 0 || ih >= H) continue;
+                const bool row_in = ih >= 0 && ih < H;
 #pragma unroll
                 for (int kw = 0; kw < KW; ++kw) {
                     const int iw = iw0 + kw * dw;
-                    if (iw < 0 || iw >= W) continue;
-                    const float v = x[xc + ih * W + iw];
+                    // A padded tap still adds 0 * w (an Inf or NaN weight gives NaN, as in PyTorch);
+                    // only threads at the border take the zero.
+                    const float v = row_in && iw >= 0 && iw < W ? x[xc + ih * W + iw] : 0.0f;
                     const int k = (c * KH + kh) * KW + kw;
 #pragma unroll
                     for (int j = 0; j < MAPS_PER_THREAD; ++j) acc[j] += v * w[wbase[j] + k];
                 }
             }
         }
-        conv_plane_store(y, q, M, OHW, pix, acc);
+        conv_plane_store<EPILOGUE>(y, q, M, OHW, pix, acc, ep);
     }
 }
 
@@ -58,30 +66,35 @@ static int restrict_unroll_supports(const conv_problem* p) {
 }
 
 template <int KH_T, int KW_T>
-static int restrict_unroll_run(const conv_problem* p, const float* x, const float* w, float* y,
-                               cudaStream_t stream) {
+static int restrict_unroll_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
     const int OH = (int)conv_out_h(p), OW = (int)conv_out_w(p);
     const conv_plane_launch l = conv_plane_launch_for((int64_t)OH * OW, p->B * conv_map_groups(p->M));
-    conv_restrict_unroll_kernel<KH_T, KW_T><<<l.grid, l.block, 0, stream>>>(*p, OH, OW, x, w, y);
-    CONV_LAUNCH_CHECK(conv_restrict_unroll_kernel);
-    return CONV_OK;
-}
-
-static int restrict_unroll_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    const conv_plane_epilogue ep = conv_plane_epilogue_for(p, t);
     const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
     const float* w = (const float*)t->w;
     float* y = (float*)t->y;
+    if (conv_plane_epilogue_on(ep)) {
+        conv_restrict_unroll_kernel<KH_T, KW_T, true><<<l.grid, l.block, 0, stream>>>(*p, OH, OW, x, w, y, ep);
+        CONV_LAUNCH_CHECK(conv_restrict_unroll_kernel);
+    } else {
+        conv_restrict_unroll_kernel<KH_T, KW_T, false><<<l.grid, l.block, 0, stream>>>(*p, OH, OW, x, w, y, ep);
+        CONV_LAUNCH_CHECK(conv_restrict_unroll_kernel);
+    }
+    return CONV_OK;
+}
+
+static int restrict_unroll_launch(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
     const cudaStream_t s = conv_stream(stream);
     if (p->KH == p->KW) {
         switch (p->KH) {
-        case 1: return restrict_unroll_run<1, 1>(p, x, w, y, s);
-        case 3: return restrict_unroll_run<3, 3>(p, x, w, y, s);
-        case 5: return restrict_unroll_run<5, 5>(p, x, w, y, s);
-        case 7: return restrict_unroll_run<7, 7>(p, x, w, y, s);
+        case 1: return restrict_unroll_run<1, 1>(p, t, s);
+        case 3: return restrict_unroll_run<3, 3>(p, t, s);
+        case 5: return restrict_unroll_run<5, 5>(p, t, s);
+        case 7: return restrict_unroll_run<7, 7>(p, t, s);
         default: break;
         }
     }
-    return restrict_unroll_run<0, 0>(p, x, w, y, s);
+    return restrict_unroll_run<0, 0>(p, t, s);
 }
 
 static const conv_config RESTRICT_UNROLL_CONFIGS[] = {{"default", restrict_unroll_launch, NULL}};

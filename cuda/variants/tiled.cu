@@ -7,7 +7,8 @@
 //   In `direct` each input value is fetched from L1/L2 once per output that covers it (up to KH*KW
 //   times at stride 1, and once more per output map) and every tap pays a bounds test; here each
 //   value comes from global memory once per block and stage, the inner loop has no bounds tests
-//   (padding is stored as zeros), and each shared load feeds MAPS_PER_THREAD FMAs. The weights are
+//   (padding is stored as zeros, so a padded tap adds 0 * w as in PyTorch), and each shared load
+//   feeds MAPS_PER_THREAD FMAs. The weights are
 //   read through the read-only cache: at each step all threads of the block read the same one.
 // Shared memory stays bounded for any C because channels are staged: a stage holds as many channels
 // as fit in STAGE_FLOATS (at least one, up to WINDOW_FLOATS_MAX = 48 KB, the limit every GPU grants
@@ -143,7 +144,7 @@ static int tiled_supports(const conv_problem* p) {
     return tiled_plan_for(p, &plan);
 }
 
-static int tiled_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+static int tiled_launch(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
     const float* x = (const float*)t->x;  // f32 operands: the variant declares f32 only
     const float* w = (const float*)t->w;
     float* y = (float*)t->y;

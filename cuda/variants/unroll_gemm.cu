@@ -1,8 +1,8 @@
 // unroll_gemm.cu — explicit im2col, then a shared-memory tiled matrix multiply.
 //   conv_unroll_kernel: writes X_unroll, a (C*KH*KW) x N matrix whose column n is the receptive
 //   field of output pixel col0 + n of the batch (pixels numbered b*OH*OW + oh*OW + ow), zeros where
-//   it covers padding. Consecutive threads take consecutive columns, so every row is written with
-//   coalesced stores.
+//   it covers padding (so a padded tap adds 0 * w, as in PyTorch). Consecutive threads take
+//   consecutive columns, so every row is written with coalesced stores.
 //   conv_gemm_kernel: Y = W * X_unroll, W being the filter bank read as an M x (C*KH*KW) row-major
 //   matrix, with 64x64 output tiles per block, K staged 16 at a time through shared memory, and a
 //   4x4 register micro-tile per thread; it writes y in NCHW directly.
