@@ -459,10 +459,14 @@ class Conv2dPlan:
             "B", "C", "H", "W", "M", "KH", "KW", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h",
             "dilation_w")})
 
-    def _pointer(self, a, name: str, shape, dtype: str, layout: str, writable: bool = False) -> int:
+    def _pointer(self, a, name: str, shape, dtype: str, layout: str, keep: list, writable: bool = False) -> int:
         if isinstance(a, int) and not isinstance(a, bool):
             return a  # a raw pointer: the caller vouches for it (unchecked)
-        op = as_operand(a, name, len(shape), str(shape)).dense()
+        op = as_operand(a, name, len(shape), str(shape))
+        if writable and op.strided:
+            raise ConvError(f"{name} must be dense in {layout} order; it is a strided view")
+        op = op.dense()
+        keep.append(op.keep)  # a contiguous copy of a strided NumPy view lives until the launch returns
         if op.shape != tuple(shape) or op.dtype != dtype or op.layout != layout:
             raise ConvError(f"{name} must be {tuple(shape)} {dtype} {layout}, got {op.shape} {op.dtype} {op.layout}")
         want = self.device if self.on_device else -1
@@ -479,12 +483,13 @@ class Conv2dPlan:
         x, w, y, bias: arrays of the plan's shapes, dtypes and layouts on the plan's device (host arrays
         for the cpu variant) — checked cheaply — or raw int pointers, which are NOT checked."""
         w_layout = "NCHW" if self.w_layout == "MCKK" else "NHWC"
-        xp = self._pointer(x, "x", self.x_shape, self.dtype, self.layout)
-        wp = self._pointer(w, "w", self.w_shape, self.dtype, w_layout)
-        yp = self._pointer(y, "y", self.out_shape, self.out_dtype, self.layout, writable=True)
+        keep: list = []
+        xp = self._pointer(x, "x", self.x_shape, self.dtype, self.layout, keep)
+        wp = self._pointer(w, "w", self.w_shape, self.dtype, w_layout, keep)
+        yp = self._pointer(y, "y", self.out_shape, self.out_dtype, self.layout, keep, writable=True)
         if self.has_bias != (bias is not None):
             raise ConvError("this plan takes a bias" if self.has_bias else "this plan was made without bias")
-        bp = self._pointer(bias, "bias", (self.w_shape[0],), self.out_dtype, "NCHW") if bias is not None else 0
+        bp = self._pointer(bias, "bias", (self.w_shape[0],), self.out_dtype, "NCHW", keep) if bias is not None else 0
         for ptr, name in ((xp, "x"), (wp, "w")):
             if not isinstance(x, int) and ptr == yp:
                 raise ConvError(f"y is the same memory as {name}")
