@@ -44,6 +44,8 @@ static int resolve(int variant, conv_problem* p, const char* config_name, const 
         if (*config < 0)
             return conv_set_error(CONV_ERR_INTERNAL, "variant '%s': its default configuration has no entry",
                                   e->info.name);
+        status = conv_entry_config_supports(e, *config, p);
+        if (status != CONV_OK) return status;
     }
     *entry = e;
     return CONV_OK;

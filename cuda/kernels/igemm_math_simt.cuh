@@ -1,0 +1,118 @@
+// igemm_math_simt.cuh — math policies of the implicit-GEMM mainloop on CUDA cores. Both tile a block
+// as 64 maps x 64 pixels, k in steps of 16, 256 threads as 16 x 16 each owning 4 maps x 4 consecutive
+// pixels in registers; the W tile is k-major so that a thread's 4 maps are adjacent.
+//   IgemmSimtFp32Math (`implicit_gemm`): fp32 tiles; a thread reads its operands of one k as two
+//     float4 and does 16 FMAs: 16 FMAs per 2 shared-memory loads instead of one FMA per two global
+//     loads in `direct`. Exact fp32 products, summed in another order than `direct` (rel. L2 ~1e-7).
+//   IgemmHalf2Math (`fp16`): fp16 tiles (half the shared footprint and traffic: 8-byte reads), two
+//     adjacent pixels per __hfma2 (8 instructions per k for the 16 outputs instead of 16); the fp16
+//     partial sums of each 16-long run of k are flushed into fp32 accumulators.
+// The policy interface the mainloop uses is described in igemm_mainloop.cuh.
+#pragma once
+
+#include "igemm_epilogue.cuh"
+#include "igemm_tile_loaders.cuh"
+
+// The tiling both policies share; Op is the operand type of the tiles, A_PAD the W tile's row padding
+// (in elements) that spreads its k-strided stores over the banks.
+template <class Op, int A_PAD>
+struct IgemmMicroTile {
+    using Operand = Op;
+    using T = typename Op::type;
+    static constexpr unsigned INPUTS = CONV_DT_ALL;
+    static constexpr int MIN_ARCH = 0;
+    static constexpr int BM = 64, BN = 64, BK = 16, THREADS = 256;
+    static constexpr int TM = 4, TN = 4;  // outputs per thread: 16 x 16 threads cover 64 x 64
+    static constexpr bool A_K_MAJOR = true;
+    static constexpr int LDA = BM + A_PAD, LDB = BN;
+    static constexpr int A_BYTES = BK * LDA * (int)sizeof(T);
+    static constexpr int SMEM_BYTES = A_BYTES + BK * LDB * (int)sizeof(T);
+    static_assert(BM == 16 * TM && BN == 16 * TN && THREADS == 256, "16 x 16 threads, one micro-tile each");
+    static_assert((LDA * sizeof(T)) % 16 == 0 && A_BYTES % 16 == 0, "a thread's 4 maps / 4 pixels are one aligned read");
+
+    static __device__ int thread_m() { return threadIdx.x / 16 * TM; }
+    static __device__ int thread_n() { return threadIdx.x % 16 * TN; }
+    // The thread's TM x TN outputs; each policy's Mma adds its multiply().
+    struct Accumulators {
+        float acc[TM][TN];
+
+        __device__ void clear() {
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+        }
+    };
+    using Output = IgemmRegisterOutput<IgemmMicroTile>;
+};
+
+struct IgemmSimtFp32Math : IgemmMicroTile<IgemmFloatOperand, 4> {
+    struct Mma : Accumulators {
+        // As is W^T (k-major), Bs is Xunroll, both BK rows.
+        __device__ void multiply(const float* As, const float* Bs) {
+            const int m = thread_m(), n = thread_n();
+#pragma unroll
+            for (int kk = 0; kk < BK; ++kk) {
+                const float4 a4 = *reinterpret_cast<const float4*>(&As[kk * LDA + m]);
+                const float4 b4 = *reinterpret_cast<const float4*>(&Bs[kk * LDB + n]);
+                const float a[TM] = {a4.x, a4.y, a4.z, a4.w};
+                const float b[TN] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            }
+        }
+    };
+};
+
+// Error bound of IgemmHalf2Math. fp16 has a unit roundoff u = 2^-11 ~ 4.9e-4. Three sources:
+//   1. x and w are rounded to fp16 (not f16 inputs, which are exact): each product carries a relative
+//      error <= 2u (rms ~0.8u for uniform data), independent between products: ~2.7e-4 relative L2;
+//   2. each HFMA2 rounds once; over a run of n <= 16 products the rounding errors add up to
+//      ~u*sqrt(sum_j |partial_j|^2), which for zero-mean unit-scale data is ~1.2x the rms size of the
+//      run's sum times u, i.e. ~5-6e-4 relative;
+//   3. the flushes into fp32 (2^-24 each) are negligible.
+// Because the runs are flushed, the relative error does not grow with C*KH*KW: simulating this exact
+// summation order (fp16-rounded operands, one rounding per fma, runs of 16, fp32 flushes) for
+// uniform(-1,1) x and w gives 3.4e-4 (C*KH*KW = 1), 5.2e-4 (9) and 6.7e-4 (49 .. 5000) relative L2.
+// The variant's bound is 2e-3: 3x margin over that. (Worst case, not statistical: |error| <=
+// (2u + 16u) * sum |x*w| per output.) Range: |x|, |w| (bf16 inputs too) and every run of 16 partial
+// sums must stay below 65504 (fp16 max); values below 6.1e-5 lose relative precision (subnormals).
+struct IgemmHalf2Math : IgemmMicroTile<IgemmHalfOperand, 8> {
+    static_assert(TM == 4 && TN == 4, "the inner loop reads maps and pixels as two half2 each");
+
+    struct Mma : Accumulators {
+        __device__ void multiply(const __half* As, const __half* Bs) {
+            const int m = thread_m(), n = thread_n();
+            // One fp16 run of BK products per output: [map i][pixel pair j].
+            __half2 run[TM][TN / 2];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN / 2; ++j) run[i][j] = __float2half2_rn(0.0f);
+#pragma unroll
+            for (int kk = 0; kk < BK; ++kk) {
+                const __half2* a2 = reinterpret_cast<const __half2*>(&As[kk * LDA + m]);
+                const __half2* b2 = reinterpret_cast<const __half2*>(&Bs[kk * LDB + n]);
+                const __half2 a01 = a2[0], a23 = a2[1], b01 = b2[0], b23 = b2[1];
+                // Each map's weight broadcast to both halves, times two adjacent pixels.
+                const __half2 a[TM] = {__low2half2(a01), __high2half2(a01), __low2half2(a23), __high2half2(a23)};
+#pragma unroll
+                for (int i = 0; i < TM; ++i) {
+                    run[i][0] = __hfma2(a[i], b01, run[i][0]);
+                    run[i][1] = __hfma2(a[i], b23, run[i][1]);
+                }
+            }
+            // Flush the runs into fp32 so that the fp16 partial sums stay short and small.
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN / 2; ++j) {
+                    const float2 f = __half22float2(run[i][j]);
+                    acc[i][2 * j] += f.x;
+                    acc[i][2 * j + 1] += f.y;
+                }
+        }
+    };
+};
