@@ -44,8 +44,10 @@ class Operand:
         return int(np.prod(self.shape, dtype=np.int64)) * ITEMSIZE[self.dtype]
 
     def reshaped(self, shape) -> "Operand":
-        op = self.dense()
-        return Operand(tuple(shape), op.ptr, op.dtype, op.layout, op.device, op.kind, op.keep, op.stream, op.readonly)
+        """The same memory seen with another shape (a strided NumPy view stays a view, uncopied)."""
+        keep = self.keep.reshape(shape) if self.strided else self.keep
+        return Operand(tuple(shape), self.ptr, self.dtype, self.layout, self.device, self.kind, keep, self.stream,
+                       self.readonly, self.strided)
 
     def dense(self) -> "Operand":
         """This operand, with a strided NumPy view copied into C order (after the sizes were checked:

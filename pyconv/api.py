@@ -164,8 +164,19 @@ def _gpu_usable() -> bool:
 
 # ---- running ----
 
+def _device_argument(device) -> Optional[int]:
+    if device is None:
+        return None
+    if isinstance(device, bool) or not isinstance(device, (int, np.integer)):
+        raise TypeError(f"device must be a GPU index (int) or None, got {type(device).__name__} {device!r}")
+    if device < 0:
+        raise ConvError(f"device must be >= 0 (a GPU index), got {device}")
+    return int(device)
+
+
 def _call_device(ops, device_arg) -> int:
     """The device the call runs on: the device operands' (all one), else `device=`, else -1 (host)."""
+    device_arg = _device_argument(device_arg)
     devices = {op.device for op, _ in ops if op is not None and op.device >= 0}
     if len(devices) > 1:
         where = ", ".join(f"{name} on device {op.device}" for op, name in ops if op is not None and op.device >= 0)
@@ -230,12 +241,27 @@ def _plan_for_call(xo: Operand, wo: Operand, bo: Optional[Operand], dev: int, ar
     if config is not None and variant == "auto":
         raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
     vid = variant_id(variant)
+    precision = _precision_for(variant, vid, precision)
     problem, key, out_shape = _problem.make_problem(
         xo.shape, wo.shape, bias=bo is not None, stride=stride, padding=padding, dilation=dilation, groups=groups,
         epilogue=epilogue, precision=precision, x_dtype=xo.dtype, y_dtype=y_dtype, x_layout=xo.layout,
         w_layout="MCKK" if wo.layout == "NCHW" else "MKKC")
     plan_device = dev if dev >= 0 else (-1 if variant == "cpu" or not _gpu_usable() else _current_device())
     return _cached_plan(plan_device, key, problem, vid, config), out_shape, y_dtype
+
+
+_COMPUTE_NAMES = {v: k for k, v in _problem.PRECISIONS.items()}
+
+
+def _precision_for(variant: str, vid: int, precision: Optional[str]) -> str:
+    """precision=None: "exact" for auto; a named variant runs at the precision its arithmetic needs."""
+    if precision is not None:
+        return precision
+    if variant in ("auto", "auto_fast"):
+        return "fast" if variant == "auto_fast" else "exact"
+    caps = ffi().new("conv_variant_caps*")
+    check(lib().conv_variant_get_caps(vid, caps))
+    return _COMPUTE_NAMES[caps.compute]
 
 
 def _memory(op: Operand) -> np.ndarray:
@@ -259,19 +285,17 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
          variant: str, precision: str, out_dtype, stream, config, sync: bool, device):
     ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
     dev = _call_device(ops, device)
+    stream_handle = handle_of(stream) if stream is not None else None  # checked on every path
     args = (stride, padding, dilation, groups, epilogue, variant, precision, config, out_dtype)
+    # repr: True, 1.0 and 1 are equal as dict keys but not as arguments (only 1 is valid).
     signature = (dev, xo.shape, xo.dtype, xo.layout, wo.shape, wo.dtype, wo.layout,
-                 None if bo is None else (bo.shape, bo.dtype), args)
-    try:
-        hit = _calls.get(signature)
-    except TypeError:  # an unhashable argument (a list): no fast path
-        signature, hit = None, None
+                 None if bo is None else (bo.shape, bo.dtype), repr(args))
+    hit = _calls.get(signature)
     if hit is None:
         hit = _plan_for_call(xo, wo, bo, dev, args)
-        if signature is not None:
-            if len(_calls) >= 4 * _PLAN_CACHE_SIZE:
-                _calls.clear()
-            _calls[signature] = hit
+        if len(_calls) >= 4 * _PLAN_CACHE_SIZE:
+            _calls.clear()
+        _calls[signature] = hit
     plan, out_shape, y_dtype = hit
     xo, wo, bo = xo.dense(), wo.dense(), bo.dense() if bo is not None else None
     ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
@@ -285,7 +309,7 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
     if not plan.on_device:
         raise ConvError(f"variant '{plan.variant}' runs on host memory, but the operands are on device {dev}: "
                         f"choose a GPU variant for device arrays")
-    s = launch_stream(stream, (xo, wo, bo), plan.device)
+    s = stream_handle if stream_handle is not None else launch_stream(None, (xo, wo, bo), plan.device)
     if on_host:
         return _run_host_operands_on_gpu(plan, xo, wo, bo, out, out_shape, y_dtype, s)
     uploads = []  # host operands of a device call (e.g. NumPy weights): copied to the device for this call
@@ -327,7 +351,7 @@ def _run_host_operands_on_gpu(plan: _Plan, xo, wo, bo, out, out_shape, y_dtype, 
 
 
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue: Epilogue = None,
-           variant: str = "auto", precision: str = "exact", out=None, out_dtype=None, stream=None,
+           variant: str = "auto", precision: Optional[str] = None, out=None, out_dtype=None, stream=None,
            config: Optional[str] = None, sync: bool = False, device: Optional[int] = None) -> Any:
     """2-D convolution (cross-correlation, as torch.nn.functional.conv2d), then the fused epilogue.
 
@@ -340,7 +364,8 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     epilogue: None, "relu", or pyconv.ReluMaxPool(kernel, stride=None, ceil_mode=False), applied to
     (conv + bias) before the store.
     variant: a name from pyconv.variants(), or "auto" (the fastest variant for the problem here);
-    precision: "exact" (fp32 arithmetic), "tf32" or "fast" (TF32 / fp16 / bf16 operands allowed).
+    precision: "exact" (fp32 arithmetic), "tf32" or "fast" (TF32 / fp16 / bf16 operands allowed);
+    default: "exact" for auto, and the precision a named variant's arithmetic needs.
     out: an output array of the result's shape (B, M, OH, OW), dtype and layout, not overlapping the
     inputs; out_dtype: the result's dtype (default x's).
     stream: the stream to run on (pyconv.Stream, torch/cupy stream, int handle); default: PyTorch's or
@@ -369,7 +394,7 @@ def _int1d(value, name: str) -> int:
 
 
 def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue: Epilogue = None,
-           variant: str = "auto", precision: str = "exact", out=None, out_dtype=None, stream=None,
+           variant: str = "auto", precision: Optional[str] = None, out=None, out_dtype=None, stream=None,
            config: Optional[str] = None, sync: bool = False, device: Optional[int] = None) -> Any:
     """1-D convolution of (B, C, L) signals with (M, C/groups, K) filters, on conv2d's kernels.
 
@@ -422,14 +447,15 @@ class Conv2dPlan:
     """
 
     def __init__(self, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, *, bias: bool = False,
-                 epilogue: Epilogue = None, variant: str = "auto", precision: str = "exact",
+                 epilogue: Epilogue = None, variant: str = "auto", precision: Optional[str] = None,
                  config: Optional[str] = None, dtype: str = "float32", out_dtype: Optional[str] = None,
                  layout: str = "NCHW", w_layout: str = "MCKK", device: Optional[int] = None):
         if layout not in ("NCHW", "NHWC") or w_layout not in ("MCKK", "MKKC"):
             raise ConvError(f"layout must be NCHW or NHWC and w_layout MCKK or MKKC, got {layout!r}, {w_layout!r}")
         if config is not None and variant == "auto":
             raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
-        self.variant_id = variant_id(variant, precision)
+        self.variant_id = variant_id(variant, precision or "exact")
+        precision = _precision_for(variant, self.variant_id, precision)
         problem, self.key, self.out_shape = _problem.make_problem(
             tuple(x_shape), tuple(w_shape), bias=bias, stride=stride, padding=padding, dilation=dilation,
             groups=groups, epilogue=epilogue, precision=precision, x_dtype=dtype, y_dtype=out_dtype,
@@ -459,14 +485,16 @@ class Conv2dPlan:
             "B", "C", "H", "W", "M", "KH", "KW", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h",
             "dilation_w")})
 
-    def _pointer(self, a, name: str, shape, dtype: str, layout: str, keep: list, writable: bool = False) -> int:
+    def _pointer(self, a, name: str, shape, dtype: str, layout: str, keep: dict, writable: bool = False) -> int:
         if isinstance(a, int) and not isinstance(a, bool):
             return a  # a raw pointer: the caller vouches for it (unchecked)
+        if a is None:
+            raise ConvError(f"{name} is None")
         op = as_operand(a, name, len(shape), str(shape))
         if writable and op.strided:
             raise ConvError(f"{name} must be dense in {layout} order; it is a strided view")
         op = op.dense()
-        keep.append(op.keep)  # a contiguous copy of a strided NumPy view lives until the launch returns
+        keep[name] = op  # a contiguous copy of a strided NumPy view lives until the launch returns
         if op.shape != tuple(shape) or op.dtype != dtype or op.layout != layout:
             raise ConvError(f"{name} must be {tuple(shape)} {dtype} {layout}, got {op.shape} {op.dtype} {op.layout}")
         want = self.device if self.on_device else -1
@@ -483,16 +511,17 @@ class Conv2dPlan:
         x, w, y, bias: arrays of the plan's shapes, dtypes and layouts on the plan's device (host arrays
         for the cpu variant) — checked cheaply — or raw int pointers, which are NOT checked."""
         w_layout = "NCHW" if self.w_layout == "MCKK" else "NHWC"
-        keep: list = []
+        keep: dict = {}
         xp = self._pointer(x, "x", self.x_shape, self.dtype, self.layout, keep)
         wp = self._pointer(w, "w", self.w_shape, self.dtype, w_layout, keep)
         yp = self._pointer(y, "y", self.out_shape, self.out_dtype, self.layout, keep, writable=True)
         if self.has_bias != (bias is not None):
             raise ConvError("this plan takes a bias" if self.has_bias else "this plan was made without bias")
         bp = self._pointer(bias, "bias", (self.w_shape[0],), self.out_dtype, "NCHW", keep) if bias is not None else 0
-        for ptr, name in ((xp, "x"), (wp, "w")):
-            if not isinstance(x, int) and ptr == yp:
-                raise ConvError(f"y is the same memory as {name}")
+        y_op = keep.get("y")
+        for name, op in keep.items():
+            if y_op is not None and name != "y" and op.ptr < y_op.ptr + y_op.nbytes and y_op.ptr < op.ptr + op.nbytes:
+                raise ConvError(f"y overlaps {name} in memory; pass a separate output array")
         f = ffi()
         ws = self._workspace
         ws_ptr = 0 if ws is None else (ws.ptr if self.on_device else ws.ctypes.data)

@@ -1,5 +1,7 @@
 """Every variant against the float64 oracle on a matrix of shapes, on fresh random data, with the
-output poisoned (NaN) before the call so that an unwritten element fails the test."""
+output poisoned (NaN) before the call so that an unwritten element fails the test; then the Python
+API's own semantics (PyTorch's argument order, bias, 'same'/'valid' padding, groups, epilogues, fp16
+and channels-last NumPy arrays, the plan cache) on the variants that take every capability."""
 import numpy as np
 import pytest
 from conftest import GPU_SKIP_REASON
@@ -31,6 +33,11 @@ SHAPES = {
 VARIANTS = pyconv.variant_info()
 BY_NAME = {v.name: v for v in VARIANTS}
 
+
+def precision_of(info):
+    """The least precision a variant's arithmetic needs (reduced-precision variants refuse "exact")."""
+    return "exact" if info.exact else "fast"
+
 _cache = {}
 
 
@@ -50,14 +57,15 @@ def case(shape_name):
 def run_variant(info, x, w, kwargs, out_shape, config=None):
     """Runs on device arrays for GPU variants (the zero-copy path), NumPy for host ones; the output
     is poisoned with NaN first."""
+    precision = precision_of(info)
     if not info.on_device:
         out = np.full(out_shape, np.nan, np.float32)
-        pyconv.conv2d(x, w, variant=info.name, out=out, config=config, **kwargs)
+        pyconv.conv2d(x, w, variant=info.name, out=out, config=config, precision=precision, **kwargs)
         return out
     out = pyconv.DeviceArray(out_shape)
     out.fill_bytes(0xFF)
     result = pyconv.conv2d(pyconv.DeviceArray.from_host(x), pyconv.DeviceArray.from_host(w),
-                           variant=info.name, out=out, config=config, **kwargs)
+                           variant=info.name, out=out, config=config, precision=precision, **kwargs)
     assert result is out
     return out.get()
 
@@ -96,7 +104,7 @@ def test_variant_supports_core_shapes(name):
     skip_unavailable(info)
     for shape_name in CORE_SHAPES:
         x, w, kwargs, _ = case(shape_name)
-        plan = pyconv.Conv2dPlan(x.shape, w.shape, variant=name, **kwargs)
+        plan = pyconv.Conv2dPlan(x.shape, w.shape, variant=name, precision=precision_of(info), **kwargs)
         assert plan.variant == name
 
 
@@ -133,7 +141,8 @@ def test_every_config_runs_lenet(name, config):
     for shape_name in ("lenet_c1_b2", "lenet_c3_b3"):
         x, w, kwargs, _ = case(shape_name)
         try:
-            pyconv.Conv2dPlan(x.shape, w.shape, variant=name, config=config, **kwargs)
+            pyconv.Conv2dPlan(x.shape, w.shape, variant=name, config=config, precision=precision_of(info),
+                              **kwargs)
             ran.append(shape_name)
         except pyconv.ConvUnsupportedError:
             pass
@@ -161,19 +170,25 @@ def test_numpy_in_numpy_out_on_every_path(rng):
     ref = conv2d_reference(x, w, (1, 1), (1, 1), (1, 1))
     for info in VARIANTS:
         if info.available:
-            y = pyconv.conv2d(x, w, padding=1, variant=info.name)
+            y = pyconv.conv2d(x, w, padding=1, variant=info.name, precision=precision_of(info))
             assert isinstance(y, np.ndarray) and y.dtype == np.float32 and y.shape == ref.shape
             assert rel_l2(y, ref) <= info.max_rel_error
 
 
-def test_float64_and_noncontiguous_numpy_are_converted(rng):
-    x = rng.uniform(-1, 1, (2, 3, 12, 10))            # float64: converted to float32, as documented
+def test_float64_numpy_is_refused_and_noncontiguous_numpy_is_read(rng):
+    """NumPy float64 is no longer cast silently (the message says how to convert); a non-contiguous
+    float32 view is read right (copied on the host)."""
+    x = rng.uniform(-1, 1, (2, 3, 12, 10))
     w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
-    xt = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)  # non-contiguous view
+    with pytest.raises(pyconv.ConvError, match=r"x has dtype float64; .*x\.astype\(np\.float32\)"):
+        pyconv.conv2d(x, w)
+    x = x.astype(np.float32)
+    xt = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)  # neither NCHW nor NHWC
     assert not xt.flags.c_contiguous
-    ref = conv2d_reference(x.astype(np.float32), w)
+    ref = conv2d_reference(x, w)
     assert rel_l2(pyconv.conv2d(x, w), ref) <= 1e-5
     assert rel_l2(pyconv.conv2d(xt, w), ref) <= 1e-5
+    assert rel_l2(pyconv.conv2d(x[:, :, ::2], w), conv2d_reference(x[:, :, ::2], w)) <= 1e-5
 
 
 @pytest.mark.parametrize("name", [v.name for v in VARIANTS])
@@ -185,7 +200,7 @@ def test_nan_and_inf_propagate(name, rng):
     w = rng.uniform(0.5, 1, (2, 1, 3, 3)).astype(np.float32)  # positive, so Inf stays +Inf
     x[0, 0, 2, 3] = np.nan
     x[0, 0, 9, 9] = np.inf
-    y = pyconv.conv2d(x, w, variant=info.name)
+    y = pyconv.conv2d(x, w, variant=info.name, precision=precision_of(info))
     nan_region = np.zeros((10, 10), bool)
     nan_region[0:3, 1:4] = True
     inf_region = np.zeros((10, 10), bool)
@@ -194,3 +209,185 @@ def test_nan_and_inf_propagate(name, rng):
         assert np.isnan(y[0, m][nan_region]).all()
         assert np.isposinf(y[0, m][inf_region]).all()
         assert np.isfinite(y[0, m][~nan_region & ~inf_region]).all()
+
+
+@pytest.mark.parametrize("name", [v.name for v in VARIANTS])
+def test_inf_weight_at_a_padded_border_gives_nan(name, rng):
+    """IEEE semantics at padded borders: a padded tap contributes 0 * w, so an Inf weight gives NaN
+    where its tap falls in the padding (as PyTorch), +Inf inside."""
+    info = BY_NAME[name]
+    skip_unavailable(info)
+    x = rng.uniform(0.5, 1, (1, 2, 10, 12)).astype(np.float32)
+    w = rng.uniform(0.5, 1, (3, 2, 3, 3)).astype(np.float32)
+    w[:, 0, 0, 0] = np.inf  # tap (0, 0) reads x[oh - 1, ow - 1]: padding on the first row and column
+    try:
+        y = pyconv.conv2d(x, w, padding=1, variant=name, precision=precision_of(info))
+    except pyconv.ConvUnsupportedError as exc:
+        pytest.skip(f"{name}: {exc}")
+    border = np.zeros((10, 12), bool)
+    border[0, :] = border[:, 0] = True
+    assert np.isnan(y[0][:, border]).all(), f"{name}: a padded tap times Inf must give NaN"
+    assert np.isposinf(y[0][:, ~border]).all()
+
+
+# ---- the Python API: PyTorch's argument order and meaning, on the variants that take everything ----
+
+FULL_VARIANTS = [name for name in ("cpu", "direct", "auto")
+                 if name == "auto" or (BY_NAME[name].available if name in BY_NAME else False)]
+
+
+def oracle_args(stride=1, padding=0, dilation=1):
+    pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
+    return dict(stride=pair(stride), padding=pair(padding), dilation=pair(dilation))
+
+
+@pytest.mark.parametrize("variant", FULL_VARIANTS)
+def test_seven_positionals_in_pytorchs_order(variant, rng):
+    """conv2d(x, w, bias, stride, padding, dilation, groups): the third positional is the bias."""
+    x = rng.uniform(-1, 1, (2, 4, 13, 11)).astype(np.float32)
+    w = rng.uniform(-1, 1, (6, 2, 3, 3)).astype(np.float32)
+    b = rng.uniform(-1, 1, 6).astype(np.float32)
+    y = pyconv.conv2d(x, w, b, 2, 1, 1, 2, variant=variant)
+    ref = conv2d_reference(x, w, (2, 2), (1, 1), (1, 1), groups=2, bias=b)
+    assert y.shape == ref.shape and rel_l2(y, ref) <= 1e-5
+    y = pyconv.conv2d(x, w, b, stride=(1, 2), padding=(2, 0), dilation=(2, 1), groups=2, variant=variant)
+    assert rel_l2(y, conv2d_reference(x, w, (1, 2), (2, 0), (2, 1), groups=2, bias=b)) <= 1e-5
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
+@pytest.mark.parametrize("variant", FULL_VARIANTS)
+@pytest.mark.parametrize("kernel, dilation", [((3, 3), 1), ((4, 4), 1), ((2, 5), 1), ((4, 3), (2, 3)), ((1, 6), 1)])
+def test_padding_same_and_valid(variant, kernel, dilation, rng):
+    """'same' keeps H x W for odd and even kernels (stride 1), with PyTorch's split of an odd total
+    d*(K-1): the larger half after; 'valid' is no padding."""
+    x = rng.uniform(-1, 1, (2, 3, 9, 10)).astype(np.float32)
+    w = rng.uniform(-1, 1, (4, 3) + kernel).astype(np.float32)
+    dh, dw = dilation if isinstance(dilation, tuple) else (dilation, dilation)
+    total_h, total_w = dh * (kernel[0] - 1), dw * (kernel[1] - 1)
+    ref = conv2d_reference(x, w, (1, 1), (total_h // 2, total_w // 2), (dh, dw),
+                           padding_extra=(total_h % 2, total_w % 2))
+    y = pyconv.conv2d(x, w, padding="same", dilation=dilation, variant=variant)
+    assert y.shape == (2, 4, 9, 10) and rel_l2(y, ref) <= 1e-5
+    torch = _torch_or_none()
+    if torch is not None:  # the same split as PyTorch's own 'same'
+        expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding="same",
+                                              dilation=dilation).numpy()
+        assert rel_l2(y, expected) <= 1e-5
+    y = pyconv.conv2d(x, w, padding="valid", dilation=dilation, variant=variant)
+    assert rel_l2(y, conv2d_reference(x, w, (1, 1), (0, 0), (dh, dw))) <= 1e-5
+
+
+def _torch_or_none():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+@pytest.mark.parametrize("variant", FULL_VARIANTS)
+@pytest.mark.parametrize("C, M, groups", [(6, 6, 6), (6, 12, 3), (4, 2, 2), (8, 16, 8)])
+def test_groups_and_depthwise(variant, C, M, groups, rng):
+    x = rng.uniform(-1, 1, (2, C, 11, 9)).astype(np.float32)
+    w = rng.uniform(-1, 1, (M, C // groups, 3, 3)).astype(np.float32)
+    b = rng.uniform(-1, 1, M).astype(np.float32)
+    y = pyconv.conv2d(x, w, b, padding=1, groups=groups, variant=variant)
+    assert rel_l2(y, conv2d_reference(x, w, (1, 1), (1, 1), groups=groups, bias=b)) <= 1e-5
+
+
+EPILOGUES = [
+    ("relu", dict(epilogue="relu")),
+    (pyconv.ReluMaxPool(2), dict(epilogue="relu_maxpool", pool=(2, 2))),
+    (pyconv.ReluMaxPool(3, stride=2), dict(epilogue="relu_maxpool", pool=(3, 3), pool_stride=(2, 2))),
+    (pyconv.ReluMaxPool((2, 3), stride=(2, 2), ceil_mode=True),
+     dict(epilogue="relu_maxpool", pool=(2, 3), pool_stride=(2, 2), pool_ceil=True)),
+    (pyconv.ReluMaxPool(4, ceil_mode=True), dict(epilogue="relu_maxpool", pool=(4, 4), pool_ceil=True)),
+]
+
+
+@pytest.mark.parametrize("variant", FULL_VARIANTS)
+@pytest.mark.parametrize("epilogue, reference", EPILOGUES, ids=[str(e[0]) for e in EPILOGUES])
+def test_fused_epilogue(variant, epilogue, reference, rng):
+    """(conv + bias) -> ReLU [-> max-pool] fused into the store, as the separate PyTorch ops."""
+    x = rng.uniform(-1, 1, (2, 3, 15, 13)).astype(np.float32)
+    w = rng.uniform(-1, 1, (5, 3, 3, 3)).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, 5).astype(np.float32)
+    ref = conv2d_reference(x, w, bias=b, **reference)
+    y = pyconv.conv2d(x, w, b, epilogue=epilogue, variant=variant)
+    assert y.shape == ref.shape and rel_l2(y, ref) <= 1e-5
+    plan = pyconv.Conv2dPlan(x.shape, w.shape, bias=True, epilogue=epilogue, variant=variant)
+    assert plan.out_shape == ref.shape
+    torch = _torch_or_none()
+    if torch is not None:
+        F = torch.nn.functional
+        expected = F.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)))
+        if isinstance(epilogue, pyconv.ReluMaxPool):
+            expected = F.max_pool2d(expected, epilogue.kernel, epilogue.stride, ceil_mode=epilogue.ceil_mode)
+        assert rel_l2(y, expected.numpy()) <= 1e-5
+
+
+@pytest.mark.parametrize("variant", FULL_VARIANTS)
+def test_float16_numpy_in_and_out(variant, rng):
+    """fp16 NumPy arrays are taken as they are; the result is fp16 unless out_dtype says otherwise.
+    Accumulation is fp32, so the error is the final rounding to fp16 (2^-11 relative)."""
+    x = rng.uniform(-1, 1, (2, 3, 12, 10)).astype(np.float16)
+    w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float16)
+    b = rng.uniform(-1, 1, 4).astype(np.float16)
+    ref = conv2d_reference(x, w, padding=(1, 1), bias=b)
+    y = pyconv.conv2d(x, w, b, padding=1, variant=variant)
+    assert y.dtype == np.float16 and rel_l2(y, ref) <= 1e-3
+    y32 = pyconv.conv2d(x, w, b.astype(np.float32), padding=1, out_dtype=np.float32, variant=variant)
+    assert y32.dtype == np.float32 and rel_l2(y32, ref) <= 1e-5
+    y32 = pyconv.conv2d(x, w, b.astype(np.float32), padding=1, out_dtype="float32", variant=variant)
+    assert y32.dtype == np.float32
+
+
+def nhwc(a):
+    """The same logical array stored channels-last (a dense NHWC buffer seen as NCHW)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("variant", FULL_VARIANTS)
+def test_channels_last_numpy_used_in_place(variant, rng):
+    """NHWC x gives an NHWC y of logical shape (B, M, OH, OW); MKKC weights are read as they lie."""
+    x = rng.uniform(-1, 1, (2, 5, 11, 12)).astype(np.float32)
+    w = rng.uniform(-1, 1, (6, 5, 3, 2)).astype(np.float32)
+    b = rng.uniform(-1, 1, 6).astype(np.float32)
+    ref = conv2d_reference(x, w, (1, 1), (1, 0), bias=b)
+    for xs, ws in ((nhwc(x), w), (x, nhwc(w)), (nhwc(x), nhwc(w))):
+        y = pyconv.conv2d(xs, ws, b, padding=(1, 0), variant=variant)
+        assert y.shape == ref.shape and rel_l2(y, ref) <= 1e-5
+        x_is_nhwc = not xs.flags.c_contiguous
+        assert y.transpose(0, 2, 3, 1).flags.c_contiguous == x_is_nhwc, "y is stored in x's layout"
+    out = nhwc(np.full(ref.shape, np.nan, np.float32))
+    assert pyconv.conv2d(nhwc(x), w, b, padding=(1, 0), variant=variant, out=out) is out
+    assert rel_l2(out, ref) <= 1e-5
+
+
+def test_plan_cache_makes_one_plan_per_problem(rng):
+    """A repeated call reuses its plan (no new C plan); another shape, dtype or argument makes one."""
+    x = rng.uniform(-1, 1, (1, 2, 9, 9)).astype(np.float32)
+    w = rng.uniform(-1, 1, (3, 2, 3, 3)).astype(np.float32)
+    pyconv.clear_plan_cache()
+    assert len(pyconv.api._plans) == 0
+    first = pyconv.conv2d(x, w)
+    assert len(pyconv.api._plans) == 1
+    for _ in range(5):
+        assert np.array_equal(pyconv.conv2d(x, w), first)
+    assert len(pyconv.api._plans) == 1
+    pyconv.conv2d(x, w, padding=1)
+    pyconv.conv2d(x.astype(np.float16), w.astype(np.float16))
+    assert len(pyconv.api._plans) == 3
+    pyconv.clear_plan_cache()
+    assert len(pyconv.api._plans) == 0
+    assert rel_l2(pyconv.conv2d(x, w), conv2d_reference(x, w)) <= 1e-5
+
+
+def test_results_are_fresh_arrays(rng):
+    """Each call without out= returns a new array (never a cached buffer that a later call rewrites)."""
+    x = rng.uniform(-1, 1, (1, 2, 9, 9)).astype(np.float32)
+    w = rng.uniform(-1, 1, (3, 2, 3, 3)).astype(np.float32)
+    y1 = pyconv.conv2d(x, w)
+    y2 = pyconv.conv2d(x * 2, w)
+    assert not np.shares_memory(y1, y2)
+    assert rel_l2(y1, conv2d_reference(x, w)) <= 1e-5 and rel_l2(y2, conv2d_reference(x * 2, w)) <= 1e-5
