@@ -18,7 +18,6 @@ import numpy as np
 
 from ._lib import ConvError, check, ffi, lib
 
-_TORCH_DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 _NUMPY_DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"}
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 # Memory order of the dimensions, outermost first.
@@ -101,17 +100,30 @@ def pointer_device(ptr: int) -> int:
     return device[0]
 
 
+_torch_dtypes: dict = {}  # torch dtype object -> our name, filled on first use
+
+
+def _torch_dtype(dtype) -> Optional[str]:
+    if not _torch_dtypes:
+        torch = sys.modules["torch"]
+        _torch_dtypes.update({torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    return _torch_dtypes.get(dtype)
+
+
 def _torch_operand(a, name: str) -> Operand:
-    dtype = _TORCH_DTYPES.get(str(a.dtype))
+    # The per-call path of every torch call: C++-side queries only (is_contiguous, get_device).
+    dtype = _torch_dtype(a.dtype)
     if dtype is None:
         raise ConvError(f"{name} has dtype {a.dtype}; pyconv takes float32, float16 or bfloat16 tensors "
                         f"(convert with .float(), .half() or .bfloat16())")
-    shape = tuple(a.shape)
-    layout = layout_of(shape, a.stride(), name)
-    device = a.device.index if a.device.type == "cuda" else -1
-    if a.device.type not in ("cuda", "cpu"):
+    if a.is_contiguous():
+        layout = "NCHW"
+    else:
+        layout = layout_of(tuple(a.shape), a.stride(), name)
+    device = a.get_device()  # -1 on the CPU
+    if device < 0 and not a.is_cpu:
         raise ConvError(f"{name} is on device {a.device}; pyconv takes CPU or CUDA tensors")
-    return Operand(shape, a.data_ptr(), dtype, layout, device, "torch", a)
+    return Operand(tuple(a.shape), a.data_ptr(), dtype, layout, device, "torch", a)
 
 
 def _cai_operand(a, name: str) -> Operand:
@@ -215,10 +227,12 @@ def new_output(like: Operand, shape, dtype: str, layout: str, device: int, strea
     inverse = tuple(np.argsort(_ORDERS[layout])) if len(shape) == 4 else None
     if like.kind in ("torch", "dlpack") and "torch" in sys.modules and (like.kind == "torch" or is_torch(like.keep[1])):
         torch = sys.modules["torch"]
-        tdtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
-        dev = torch.device("cuda", device) if device >= 0 else torch.device("cpu")
-        fmt = torch.channels_last if layout == "NHWC" else torch.contiguous_format
-        return torch.empty(shape, dtype=tdtype, device=dev, memory_format=fmt)
+        _torch_dtype(None)  # fills the map
+        tdtype = next(k for k, v in _torch_dtypes.items() if v == dtype)
+        dev = device if device >= 0 else "cpu"
+        if layout == "NHWC":
+            return torch.empty(shape, dtype=tdtype, device=dev, memory_format=torch.channels_last)
+        return torch.empty(shape, dtype=tdtype, device=dev)
     if device < 0:
         a = np.empty(memory, np.dtype(dtype))
         return a.transpose(inverse) if inverse is not None and layout == "NHWC" else a

@@ -1,15 +1,18 @@
-"""The installed package: header beside the library, build flags, cffi declarations in step with
-include/conv.h, and a C program that links libconv."""
+"""The installed package: header beside the library, build flags, the library's exports exactly the
+functions of include/conv.h, one version everywhere, the shipped data and type marker, and a C
+program that links libconv."""
 import re
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 import pyconv
 from pyconv import _lib
+from pyconv.lenet import data
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -18,8 +21,35 @@ def pyconv_cli(*args):
     return subprocess.run([sys.executable, "-m", "pyconv", *args], capture_output=True, text=True, timeout=300)
 
 
-def declared_functions(header_text):
-    return re.findall(r"^\s*(?:const\s+)?\w+\**\s+\**(\w+)\(", _lib.cdef_source(header_text), re.M)
+def declared_functions() -> tuple[set, set]:
+    """(functions declared in conv.h as cffi parsed it, those of them the library does not export)."""
+    lib = _lib.lib()
+    declared, missing = set(), set()
+    for name in dir(lib):               # every declaration: functions and enum constants
+        try:
+            value = getattr(lib, name)  # resolves a function's symbol in the library
+        except AttributeError:
+            declared.add(name)
+            missing.add(name)
+            continue
+        if not isinstance(value, int):
+            declared.add(name)
+    return declared, missing
+
+
+def exported_functions(library: Path) -> set:
+    """The functions libconv.so exports (its defined dynamic symbols)."""
+    if shutil.which("nm"):
+        listing = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True,
+                                 check=True).stdout
+        return {line.split()[-1] for line in listing.splitlines() if line.split()[-2:-1] in (["T"], ["W"])}
+    if shutil.which("readelf"):
+        listing = subprocess.run(["readelf", "--dyn-syms", "-W", str(library)], capture_output=True, text=True,
+                                 check=True).stdout
+        rows = [line.split() for line in listing.splitlines()]
+        return {row[7].split("@")[0] for row in rows
+                if len(row) >= 8 and row[3] == "FUNC" and row[4] in ("GLOBAL", "WEAK") and row[6] != "UND"}
+    pytest.skip("neither nm nor readelf on this machine")
 
 
 def test_header_ships_beside_the_library():
@@ -33,18 +63,56 @@ def test_header_ships_beside_the_library():
         assert header.read_text() == (REPO / "include" / "conv.h").read_text(), "installed conv.h is stale"
 
 
-def test_every_declared_function_is_exported():
-    """cffi parses conv.h itself, so the declarations cannot drift; each must resolve in the library."""
-    names = declared_functions(_lib.header_path().read_text())
-    assert len(names) > 30
-    missing = [n for n in names if not hasattr(_lib.lib(), n)]
-    assert not missing, f"declared in conv.h but not exported by libconv: {missing}"
+def test_exports_are_exactly_the_functions_of_conv_h():
+    """cffi parses conv.h itself, so its declarations cannot drift from the header; the library must
+    export each of them (a symbol cffi resolves) and nothing else (the version script built from
+    conv.h hides every internal helper and the static CUDA runtime)."""
+    declared, missing = declared_functions()
+    assert len(declared) > 30 and "conv_problem_init" in declared and "conv2d_plan_run" in declared
+    assert not missing, f"declared in conv.h but not exported by libconv: {sorted(missing)}"
+    exported = exported_functions(_lib.library_path())
+    assert not exported - declared, f"exported by libconv but not declared in conv.h: {sorted(exported - declared)}"
+    assert declared <= exported
 
 
 def test_every_variant_has_its_entry_point():
-    names = set(declared_functions(_lib.header_path().read_text()))
+    declared, _ = declared_functions()
     for info in pyconv.variant_info():
-        assert f"conv2d_{info.name}" in names, f"variant {info.name} has no conv2d_{info.name} in conv.h"
+        assert f"conv2d_{info.name}" in declared, f"variant {info.name} has no conv2d_{info.name} in conv.h"
+
+
+def test_one_version_everywhere():
+    """pyproject.toml's [project] version is the only one written down: the package metadata, the
+    library (CMake gets it from scikit-build-core, or reads pyproject.toml) and pyconv.__version__."""
+    f, l = _lib.ffi(), _lib.lib()
+    library_version = f.string(l.conv_version()).decode()
+    assert pyconv.__version__ == library_version
+    if (REPO / "pyproject.toml").is_file():
+        written = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+        assert library_version == written
+    try:
+        assert metadata.version("pyconv") == library_version
+    except metadata.PackageNotFoundError:
+        pass  # a source checkout run against a library build (PYCONV_LIBRARY), not installed
+
+
+def test_package_is_typed():
+    installed = _lib._installed_file("pyconv/py.typed")
+    assert (_lib.package_dir() / "py.typed").is_file() or installed is not None
+
+
+def test_test_set_ships_with_the_package(monkeypatch, tmp_path):
+    """The main job runs on any machine: with no other copy found, the shipped test split is read."""
+    monkeypatch.delenv("PYCONV_LENET_DATA", raising=False)
+    monkeypatch.setattr(data, "DEFAULT_DIR", tmp_path / "nowhere")
+    monkeypatch.setattr(data, "_dpkg_dirs", lambda: [])
+    assert data.find_data_dir() == data.SHIPPED_DIR
+    assert (data.SHIPPED_DIR / "LICENSE").is_file()
+    images, labels = data.load_split("test")
+    assert images.shape == (10000, 28, 28) and labels.shape == (10000,)
+    assert sorted(set(labels.tolist())) == list(range(10)) and (labels == 0).sum() == 1000
+    with pytest.raises(data.DataError, match="only the test split ships"):
+        data.find_data_dir(split="train")
 
 
 def test_cli_prints_devices_and_convolves_a_sample():
@@ -58,9 +126,10 @@ def test_cli_prints_devices_and_convolves_a_sample():
 def test_c_program_links_libconv(tmp_path):
     flags = pyconv_cli("--includes").stdout.split() + pyconv_cli("--ldflags").stdout.split()
     exe = tmp_path / "conv_example"
-    build = subprocess.run(["cc", str(REPO / "tests" / "c" / "conv_example.c"), *flags, "-lm", "-o", str(exe)],
-                           capture_output=True, text=True)
+    build = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(REPO / "tests" / "c" / "conv_example.c"),
+                            *flags, "-lm", "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("OK ")
+    assert run.stdout.startswith("OK "), run.stdout
+    assert f"libconv {pyconv.__version__}" in run.stdout

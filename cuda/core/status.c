@@ -35,7 +35,7 @@ const char* conv_status_string(int status) {
 }
 
 #ifndef CONV_VERSION_STRING
-#define CONV_VERSION_STRING "0.0.0"
+#error "CONV_VERSION_STRING comes from CMake (pyproject.toml's version)"
 #endif
 
 const char* conv_version(void) { return CONV_VERSION_STRING; }

@@ -33,8 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a variant (see `python -m pyconv info`), auto (fastest exact one; cpu "
                              "without a GPU), or all (a table of every available variant)")
     parser.add_argument("--data", metavar="DIR",
-                        help=f"directory with the Fashion-MNIST idx files (default: {data.DEFAULT_DIR}, "
-                             f"from `apt-get install {data.DEBIAN_PACKAGE}`)")
+                        help=f"directory with the Fashion-MNIST idx files (default: $PYCONV_LENET_DATA, else "
+                             f"{data.DEFAULT_DIR} from `apt-get install {data.DEBIAN_PACKAGE}`, else the test "
+                             f"set shipped with pyconv)")
     parser.add_argument("--streams", type=int, default=PipelineOptions.streams,
                         help=f"CUDA streams for the overlapped layer time (default {PipelineOptions.streams})")
     parser.add_argument("--chunks", type=int, default=PipelineOptions.chunks,
