@@ -96,7 +96,7 @@ if command -v compute-sanitizer > /dev/null; then
 fi
 
 # 3c. Per-call wall time against torch.nn.functional.conv2d at batch 1 (host cost of a call).
-step per-call python3 "$repo/bench/per_call.py" --json "$res/per-call.json"
+step per-call python3 "$repo/bench/per_call.py" --breakdown --json "$res/per-call.json"
 want per-call && cp "$out/logs/per-call.log" "$res/per-call.txt"
 
 # 3d. The main job: LeNet-5 on the 10,000 Fashion-MNIST test images, every variant (LENET_DATA: a

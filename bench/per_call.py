@@ -41,11 +41,36 @@ def per_call_us(fn, calls: int, repeats: int, sync_each: bool) -> float:
     return statistics.median(times)
 
 
+def breakdown(calls: int) -> None:
+    """Where one call's host time goes (LeNet C1 b1, no sync): each part alone, median of 5 loops."""
+    from pyconv import _arrays, _streams
+    x = torch.rand(1, 1, 86, 86, device="cuda")
+    w = torch.rand(4, 1, 7, 7, device="cuda")
+    plan = pyconv.Conv2dPlan(x.shape, w.shape, device=0)
+    y = torch.empty(plan.out_shape, device="cuda")
+    s = torch.cuda.current_stream().cuda_stream
+    parts = {
+        "pyconv.conv2d": lambda: pyconv.conv2d(x, w),
+        "plan.launch(raw pointers): the C call": lambda: plan.launch(x.data_ptr(), w.data_ptr(), y.data_ptr(), s),
+        "plan.launch(tensors)": lambda: plan.launch(x, w, y, s),
+        "as_operand(tensor)": lambda: _arrays.as_operand(x, "x", 4, ""),
+        "launch_stream (torch current)": lambda: _streams.launch_stream(None, (_arrays.as_operand(x, "x", 4, ""),), 0),
+        "torch.empty(out)": lambda: torch.empty((1, 4, 80, 80), device=0),
+        "F.conv2d": lambda: F.conv2d(x, w),
+    }
+    print("per-call parts (us, no sync):")
+    for name, fn in parts.items():
+        for _ in range(20):
+            fn()
+        print(f"  {name:<40} {per_call_us(fn, calls, 5, False):8.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--breakdown", action="store_true", help="also time the parts of one call")
     args = parser.parse_args()
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -71,6 +96,8 @@ def main() -> None:
     print(f"{'layer':<18} {'sync/call':>9} {'pyconv us':>10} {'F.conv2d us':>12} {'ratio':>6}")
     for r in rows:
         print(f"{r['layer']:<18} {str(r['sync_each_call']):>9} {r['pyconv_us']:>10} {r['torch_us']:>12} {r['ratio']:>6}")
+    if args.breakdown:
+        breakdown(args.calls)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
