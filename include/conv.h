@@ -122,6 +122,11 @@ int conv2d_plan_get_info(const conv_plan* plan, conv_plan_info* info);
 int conv2d_plan_run(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
                     void* workspace, size_t workspace_bytes, void* stream);
 int conv2d_plan_destroy(conv_plan* plan);
+/* conv2d_plan_run without asking CUDA where x, w, bias, y and the workspace live: for bindings that
+ * know from their arrays' metadata that every operand is on the plan's device (host memory for the
+ * cpu variant). Everything else is checked as in conv2d_plan_run. */
+int conv2d_plan_launch(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
+                       void* workspace, size_t workspace_bytes, void* stream);
 /* One call: create a plan on the operands' device, run it, destroy it. */
 int conv2d_execute(int variant, const conv_problem* problem, const void* x, const void* w, const void* bias,
                    void* y, void* workspace, size_t workspace_bytes, void* stream);

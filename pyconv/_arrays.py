@@ -10,6 +10,7 @@ weights MCKK or MKKC the same way.
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -40,7 +41,7 @@ class Operand:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * ITEMSIZE[self.dtype]
+        return math.prod(self.shape) * ITEMSIZE[self.dtype]
 
     def reshaped(self, shape) -> "Operand":
         """The same memory seen with another shape (a strided NumPy view stays a view, uncopied)."""

@@ -208,7 +208,9 @@ def _launch(plan: _Plan, x: int, w: int, bias: Optional[int], y: int, stream: in
     if plan.workspace_bytes:
         keep, ws_ptr = (_workspace(plan, like, stream) if plan.on_device
                         else _host_workspace(plan.workspace_bytes))
-    check(lib().conv2d_plan_run(plan.handle, f.cast("void*", x), f.cast("void*", w),
+    # plan_launch: where every operand lives is known here (framework metadata, or one pointer query
+    # per array interface operand in _arrays), so the C side does not ask CUDA again.
+    check(lib().conv2d_plan_launch(plan.handle, f.cast("void*", x), f.cast("void*", w),
                                 f.cast("void*", bias or 0), f.cast("void*", y), f.cast("void*", ws_ptr),
                                 plan.workspace_bytes, f.cast("void*", stream)))
     del keep  # device scratch goes back to its pool in stream order; host scratch after the (blocking) call
@@ -525,6 +527,8 @@ class Conv2dPlan:
         f = ffi()
         ws = self._workspace
         ws_ptr = 0 if ws is None else (ws.ptr if self.on_device else ws.ctypes.data)
-        check(lib().conv2d_plan_run(self._plan.handle, f.cast("void*", xp), f.cast("void*", wp),
+        # Raw pointers are not checked here, so the library asks CUDA where they live; checked arrays skip that.
+        run = lib().conv2d_plan_run if len(keep) < 3 + (bias is not None) else lib().conv2d_plan_launch
+        check(run(self._plan.handle, f.cast("void*", xp), f.cast("void*", wp),
                                     f.cast("void*", bp), f.cast("void*", yp), f.cast("void*", ws_ptr),
                                     self.workspace_bytes, f.cast("void*", handle_of(stream))))

@@ -1,6 +1,7 @@
 """GPU memory, streams and events through libconv's own helpers (no other CUDA binding needed)."""
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -140,7 +141,7 @@ class DeviceArray:
         self.shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         self.dtype = np.dtype(dtype)
         self.layout = layout
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
         self.stream = handle_of(stream)
         f, l = ffi(), lib()

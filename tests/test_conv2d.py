@@ -134,18 +134,19 @@ def test_config_matches_oracle(name, config, shape_name):
 @pytest.mark.parametrize("name,config", CONFIGS)
 def test_every_config_runs_lenet(name, config):
     """A configuration unsupported everywhere would pass the matrix above vacuously: each one must
-    run C1 or C3."""
+    run C1 or C3, in fp32 or, for a configuration of one operand type (wmma's bf16 one), in fp16 or bf16."""
     info = BY_NAME[name]
     skip_unavailable(info)
     ran = []
     for shape_name in ("lenet_c1_b2", "lenet_c3_b3"):
         x, w, kwargs, _ = case(shape_name)
-        try:
-            pyconv.Conv2dPlan(x.shape, w.shape, variant=name, config=config, precision=precision_of(info),
-                              **kwargs)
-            ran.append(shape_name)
-        except pyconv.ConvUnsupportedError:
-            pass
+        for dtype in ("float32", "float16", "bfloat16"):
+            try:
+                pyconv.Conv2dPlan(x.shape, w.shape, variant=name, config=config, precision=precision_of(info),
+                                  dtype=dtype, **kwargs)
+                ran.append((shape_name, dtype))
+            except pyconv.ConvUnsupportedError:
+                pass
     assert ran, f"{name}[{config}] runs neither LeNet layer"
 
 

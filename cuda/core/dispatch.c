@@ -114,9 +114,11 @@ int conv2d_plan_get_info(const conv_plan* plan, conv_plan_info* info) {
     return CONV_OK;
 }
 
-/* An operand where the plan needs it: on the plan's device, or in host memory for a host variant. */
-static int check_operand(const conv_plan* plan, const char* name, const void* ptr) {
+/* An operand where the plan needs it: on the plan's device, or in host memory for a host variant.
+ * where_known: the caller vouches for the device (conv2d_plan_launch): only NULL is checked. */
+static int check_operand(const conv_plan* plan, const char* name, const void* ptr, int where_known) {
     if (!ptr) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (where_known) return CONV_OK;
     int device = -1;
     if (plan->device < 0) {
         /* Asking where a pointer lives would start CUDA in a process that may never use it (a context
@@ -144,16 +146,17 @@ static int check_operand(const conv_plan* plan, const char* name, const void* pt
     return CONV_OK;
 }
 
-int conv2d_plan_run(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
-                             void* workspace, size_t workspace_bytes, void* stream) {
+static int run_plan(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
+                    void* workspace, size_t workspace_bytes, void* stream, int where_known) {
     conv_clear_error();
     if (!plan) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "plan is NULL");
     const conv_problem* p = &plan->problem;
     int status;
-    if ((status = check_operand(plan, "x", x)) != CONV_OK || (status = check_operand(plan, "w", w)) != CONV_OK ||
-        (status = check_operand(plan, "y", y)) != CONV_OK)
+    if ((status = check_operand(plan, "x", x, where_known)) != CONV_OK ||
+        (status = check_operand(plan, "w", w, where_known)) != CONV_OK ||
+        (status = check_operand(plan, "y", y, where_known)) != CONV_OK)
         return status;
-    if (p->bias && (status = check_operand(plan, "bias", bias)) != CONV_OK) return status;
+    if (p->bias && (status = check_operand(plan, "bias", bias, where_known)) != CONV_OK) return status;
     if (!p->bias && bias)
         return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "bias is given, but the problem says bias = 0");
     const size_t need = plan->workspace_bytes;
@@ -162,7 +165,7 @@ int conv2d_plan_run(const conv_plan* plan, const void* x, const void* w, const v
                               "variant '%s' needs %zu bytes of workspace for this problem, got %zu%s",
                               plan->entry->info.name, need, workspace ? workspace_bytes : (size_t)0,
                               workspace ? "" : " (workspace is NULL)");
-    if (need > 0 && plan->device >= 0 && (status = check_operand(plan, "workspace", workspace)) != CONV_OK)
+    if (need > 0 && plan->device >= 0 && (status = check_operand(plan, "workspace", workspace, where_known)) != CONV_OK)
         return status;
     const conv_tensors t = {x, w, bias, y};
     int previous = -1;
@@ -170,6 +173,16 @@ int conv2d_plan_run(const conv_plan* plan, const void* x, const void* w, const v
     status = conv_entry_launch(plan->entry, plan->config, p, &t, workspace, workspace_bytes, stream);
     if (plan->device >= 0) conv_device_leave(previous);
     return status;
+}
+
+int conv2d_plan_run(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
+                    void* workspace, size_t workspace_bytes, void* stream) {
+    return run_plan(plan, x, w, bias, y, workspace, workspace_bytes, stream, 0);
+}
+
+int conv2d_plan_launch(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
+                       void* workspace, size_t workspace_bytes, void* stream) {
+    return run_plan(plan, x, w, bias, y, workspace, workspace_bytes, stream, 1);
 }
 
 /* The device of a one-shot call: where x lives (-1: host, or no GPU usable). */
