@@ -11,7 +11,7 @@
 # Environment: BENCH_VARIANTS (e.g. "direct,fused,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
 # STEPS (which steps run, default all: "tests sanitize lenet per-call bench-lenet bench-cnn5
-# pytest-benchmark"), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# pytest-benchmark"; also "triage": tests/sanitize/triage.sh), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
 # this GPU only).
 set -uo pipefail
@@ -89,6 +89,10 @@ fi
 
 # 3. The full test suite (GPU tests included).
 step tests python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$repo/tests"
+
+# 3a. The suite again with each file (and each variant's capability matrix) in its own process, and
+# memcheck on each variant's first failure: where a kernel fault poisoned a whole run, this names it.
+step triage "$repo/tests/sanitize/triage.sh" "$out/logs/triage"
 
 # 3b. compute-sanitizer memcheck + racecheck over every GPU variant on small shapes.
 if command -v compute-sanitizer > /dev/null; then
