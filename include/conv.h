@@ -294,6 +294,7 @@ int conv_event_create(void** event);
 int conv_event_destroy(void* event);
 int conv_event_record(void* event, void* stream);
 int conv_event_synchronize(void* event);
+int conv_stream_wait_event(void* stream, void* event);  /* the GPU waits; the host does not */
 int conv_event_elapsed_ms(void* start, void* stop, float* ms);
 
 /* ---- benchmarking: what this GPU can do, and the op time of a variant (cuda/ceilings.cu, timing.cu) ---- */

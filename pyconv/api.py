@@ -22,7 +22,7 @@ from . import device as _device
 from ._arrays import Operand, as_operand, check_output, new_output
 from ._lib import ConvError, check, ffi, lib
 from ._problem import Epilogue, ReluMaxPool, pair  # noqa: F401 - ReluMaxPool re-exported by the package
-from ._streams import handle_of, launch_stream, wait_for_producers
+from ._streams import _torch_current_stream, handle_of, launch_stream, wait_for_producers
 
 PRECISIONS = tuple(_problem.PRECISIONS)
 
@@ -189,30 +189,39 @@ def _call_device(ops, device_arg) -> int:
     return -1 if device_arg is None else int(device_arg)
 
 
-def _workspace(plan: _Plan, like: Operand, stream: int):
+def _workspace(plan: _Plan, like: Operand, stream):
     """Scratch for one call: from PyTorch's allocator for torch operands, else from pyconv's pool,
     freed in the stream's order once the call's kernels are done."""
     if like.kind == "torch" and "torch" in sys.modules:
         torch = sys.modules["torch"]
         ws = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", plan.device))
-        if stream != torch.cuda.current_stream(plan.device).cuda_stream:
+        if stream != _torch_current_stream(plan.device):
             ws.record_stream(torch.cuda.ExternalStream(stream, device=torch.device("cuda", plan.device)))
         return ws, ws.data_ptr()
     ws = _device.DeviceArray((plan.workspace_bytes,), np.uint8, device=plan.device, stream=stream)
     return ws, ws.ptr
 
 
-def _launch(plan: _Plan, x: int, w: int, bias: Optional[int], y: int, stream: int, like: Operand) -> None:
+def _owner_or_handle(stream, handle: int):
+    """The stream object to allocate on: a pyconv.Stream itself (kept alive by what is allocated on
+    it), else the handle."""
+    return stream if isinstance(stream, _device.Stream) else handle
+
+
+def _launch(plan: _Plan, x: int, w: int, bias: Optional[int], y: int, stream: int, like: Operand,
+            stream_object=None) -> None:
     f = ffi()
     keep, ws_ptr = (None, 0)
     if plan.workspace_bytes:
-        keep, ws_ptr = (_workspace(plan, like, stream) if plan.on_device
+        keep, ws_ptr = (_workspace(plan, like, _owner_or_handle(stream_object, stream)) if plan.on_device
                         else _host_workspace(plan.workspace_bytes))
     # plan_launch: where every operand lives is known here (framework metadata, or one pointer query
     # per array interface operand in _arrays), so the C side does not ask CUDA again.
     check(lib().conv2d_plan_launch(plan.handle, f.cast("void*", x), f.cast("void*", w),
                                 f.cast("void*", bias or 0), f.cast("void*", y), f.cast("void*", ws_ptr),
                                 plan.workspace_bytes, f.cast("void*", stream)))
+    if isinstance(keep, _device.DeviceArray):
+        keep.used_on(stream)
     del keep  # device scratch goes back to its pool in stream order; host scratch after the (blocking) call
 
 
@@ -325,14 +334,16 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
 
     wait_for_producers((xo, wo, bo), s)
     if out is None:
-        y = new_output(xo, out_shape, y_dtype, xo.layout, plan.device, s)
+        y = new_output(xo, out_shape, y_dtype, xo.layout, plan.device, _owner_or_handle(stream, s))
         y_ptr = _data_ptr(y)
     else:
         y = out
         yo = _out_operand(y)
         check_output(yo, out_shape, y_dtype, xo.layout, plan.device, ops)
         y_ptr = yo.ptr
-    _launch(plan, ptr(xo), ptr(wo), ptr(bo), y_ptr, s, xo)
+    _launch(plan, ptr(xo), ptr(wo), ptr(bo), y_ptr, s, xo, stream)
+    if out is None and isinstance(y, _device.DeviceArray):
+        y.used_on(s)
     if sync or uploads:
         check(lib().conv_stream_synchronize(ffi().cast("void*", s)))
     return y

@@ -122,9 +122,34 @@ class _DeviceScope:
             lib().conv_set_device(self.previous)
 
 
-def _free_async(ptr, stream_handle_value: int, device: int, _stream_owner) -> None:
+# Streams that live as long as the process: memory allocated on them can be freed on them at any time.
+_LASTING_STREAMS = (0, 2)  # the legacy and the per-thread default streams
+
+
+class _LastUse:
+    """For memory on a stream pyconv does not own (an int handle, a torch or CuPy stream object): an
+    event recorded on that stream after the last work pyconv queued there. The memory is freed on the
+    legacy stream after it, so freeing never touches a stream its owner may have destroyed."""
+
+    def __init__(self, stream: int):
+        ptr = ffi().new("void**")
+        check(lib().conv_event_create(ptr))
+        self.event = ptr[0]
+        self.record(stream)
+
+    def record(self, stream: int) -> None:
+        check(lib().conv_event_record(self.event, ffi().cast("void*", stream)))
+
+
+def _free_async(ptr, stream_handle_value: int, device: int, _stream_owner, last_use: "_LastUse | None") -> None:
     with _DeviceScope(device):
-        lib().conv_free_async(ptr, ffi().cast("void*", stream_handle_value))
+        l = lib()
+        if last_use is None:
+            l.conv_free_async(ptr, ffi().cast("void*", stream_handle_value))
+            return
+        l.conv_stream_wait_event(ffi().NULL, last_use.event)
+        l.conv_free_async(ptr, ffi().NULL)
+        l.conv_event_destroy(last_use.event)
 
 
 class DeviceArray:
@@ -153,10 +178,19 @@ class DeviceArray:
         raw = f.new("void**")
         with _DeviceScope(self.device):
             check(l.conv_malloc_async(raw, self.nbytes, f.cast("void*", self.stream)))
-        self.ptr = int(f.cast("uintptr_t", raw[0]))
-        # A pyconv.Stream passed in must outlive the memory that is freed on it.
-        owner = stream if isinstance(stream, Stream) else None
-        self._finalizer = weakref.finalize(self, _free_async, raw[0], self.stream, self.device, owner)
+            self.ptr = int(f.cast("uintptr_t", raw[0]))
+            # A pyconv.Stream passed in outlives the memory freed on it; any other stream may be gone by
+            # the time this array is, so its last use is marked with an event instead.
+            owner = stream if isinstance(stream, Stream) else None
+            self._last_use = None if owner is not None or self.stream in _LASTING_STREAMS else _LastUse(self.stream)
+        self._finalizer = weakref.finalize(self, _free_async, raw[0], self.stream, self.device, owner, self._last_use)
+
+    def used_on(self, stream: int) -> None:
+        """Marks work just queued on `stream` (its int handle) that uses this array: the memory is not
+        freed before that work is done. pyconv marks its own launches; call it after yours."""
+        if self._last_use is not None:
+            with _DeviceScope(self.device):
+                self._last_use.record(stream)
 
     @classmethod
     def from_host(cls, array, stream=None, device: int | None = None) -> "DeviceArray":

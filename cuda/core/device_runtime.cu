@@ -353,6 +353,12 @@ int conv_event_record(void* event, void* stream) {
     return CONV_OK;
 }
 
+int conv_stream_wait_event(void* stream, void* event) {
+    CONV_REQUIRE(event);
+    CONV_CUDA_CHECK(cudaStreamWaitEvent(conv_stream(stream), static_cast<cudaEvent_t>(event), 0));
+    return CONV_OK;
+}
+
 int conv_event_synchronize(void* event) {
     CONV_REQUIRE(event);
     CONV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));

@@ -52,6 +52,7 @@ int conv_event_create(void** event) { (void)event; return NO_CUDA(); }
 int conv_event_destroy(void* event) { (void)event; return NO_CUDA(); }
 int conv_event_record(void* event, void* stream) { (void)event; (void)stream; return NO_CUDA(); }
 int conv_event_synchronize(void* event) { (void)event; return NO_CUDA(); }
+int conv_stream_wait_event(void* stream, void* event) { (void)stream; (void)event; return NO_CUDA(); }
 int conv_event_elapsed_ms(void* start, void* stop, float* ms) { (void)start; (void)stop; (void)ms; return NO_CUDA(); }
 
 /* The benchmarking entry points (ceilings.cu, timing.cu in a CUDA build). */

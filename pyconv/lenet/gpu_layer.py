@@ -117,7 +117,8 @@ class GpuConvLayer:
             lane = self.lanes[i % len(self.lanes)]
             n = stop - start
             _h2d(lane.d_x.ptr, h_x.ctypes.data + start * self.in_bytes, n * self.in_bytes, lane.stream)
-            lane.plans[n].launch(lane.d_x, self.d_w, lane.d_y, lane.stream)
+            # The lane's buffers hold the largest chunk; this one uses their first n images (raw pointers).
+            lane.plans[n].launch(lane.d_x.ptr, self.d_w, lane.d_y.ptr, lane.stream)
             _d2h(h_y.ctypes.data + start * self.out_bytes, lane.d_y.ptr, n * self.out_bytes, lane.stream)
         self._synchronize()
         return (time.perf_counter() - begin) * 1e3
