@@ -175,7 +175,8 @@ def _device_argument(device) -> Optional[int]:
 
 
 def _call_device(ops, device_arg) -> int:
-    """The device the call runs on: the device operands' (all one), else `device=`, else -1 (host)."""
+    """The device that holds the operands (all one), or -1 when they are all host memory; `device=`
+    must agree with device operands (for host operands it picks the GPU, in _plan_for_call)."""
     device_arg = _device_argument(device_arg)
     devices = {op.device for op, _ in ops if op is not None and op.device >= 0}
     if len(devices) > 1:
@@ -186,7 +187,7 @@ def _call_device(ops, device_arg) -> int:
         if device_arg is not None and int(device_arg) != device:
             raise ConvError(f"device={device_arg}, but the operands are on device {device}")
         return device
-    return -1 if device_arg is None else int(device_arg)
+    return -1
 
 
 def _workspace(plan: _Plan, like: Operand, stream):
@@ -239,9 +240,10 @@ def _dtype_name(dtype) -> str:
 # (device argument, operand signature, arguments) -> (plan, output shape, y dtype): a repeated call
 # builds no problem and resolves nothing (arguments given as lists are not hashable and skip it).
 _calls: dict = {}
+_PLAIN_TYPES = (int, str, type(None), ReluMaxPool)
 
 
-def _plan_for_call(xo: Operand, wo: Operand, bo: Optional[Operand], dev: int, args: tuple):
+def _plan_for_call(xo: Operand, wo: Operand, bo: Optional[Operand], dev: int, device_arg, args: tuple):
     stride, padding, dilation, groups, epilogue, variant, precision, config, out_dtype = args
     if wo.dtype != xo.dtype:
         raise ConvError(f"w has dtype {wo.dtype} but x has {xo.dtype}; pass both in one dtype")
@@ -257,7 +259,12 @@ def _plan_for_call(xo: Operand, wo: Operand, bo: Optional[Operand], dev: int, ar
         xo.shape, wo.shape, bias=bo is not None, stride=stride, padding=padding, dilation=dilation, groups=groups,
         epilogue=epilogue, precision=precision, x_dtype=xo.dtype, y_dtype=y_dtype, x_layout=xo.layout,
         w_layout="MCKK" if wo.layout == "NCHW" else "MKKC")
-    plan_device = dev if dev >= 0 else (-1 if variant == "cpu" or not _gpu_usable() else _current_device())
+    if dev >= 0:
+        plan_device = dev
+    elif variant == "cpu" or not _gpu_usable():
+        plan_device = -1
+    else:  # host operands on a GPU variant: the GPU `device=` names, else the current one
+        plan_device = _device_argument(device_arg) if device_arg is not None else _current_device()
     return _cached_plan(plan_device, key, problem, vid, config), out_shape, y_dtype
 
 
@@ -298,18 +305,21 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
     dev = _call_device(ops, device)
     stream_handle = handle_of(stream) if stream is not None else None  # checked on every path
     args = (stride, padding, dilation, groups, epilogue, variant, precision, config, out_dtype)
-    # repr: True, 1.0 and 1 are equal as dict keys but not as arguments (only 1 is valid).
-    signature = (dev, xo.shape, xo.dtype, xo.layout, wo.shape, wo.dtype, wo.layout,
-                 None if bo is None else (bo.shape, bo.dtype), repr(args))
+    # True, 1.0 and 1 are equal as dict keys but not as arguments (only 1 is valid): arguments of exactly
+    # these types key as they are, anything else (tuples, dtypes, ...) by its repr.
+    key_args = args if all(type(a) in _PLAIN_TYPES for a in args) else repr(args)
+    signature = (dev, device, xo.shape, xo.dtype, xo.layout, wo.shape, wo.dtype, wo.layout,
+                 None if bo is None else (bo.shape, bo.dtype), key_args)
     hit = _calls.get(signature)
     if hit is None:
-        hit = _plan_for_call(xo, wo, bo, dev, args)
+        hit = _plan_for_call(xo, wo, bo, dev, device, args)
         if len(_calls) >= 4 * _PLAN_CACHE_SIZE:
             _calls.clear()
         _calls[signature] = hit
     plan, out_shape, y_dtype = hit
-    xo, wo, bo = xo.dense(), wo.dense(), bo.dense() if bo is not None else None
-    ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
+    if xo.strided or wo.strided or (bo is not None and bo.strided):
+        xo, wo, bo = xo.dense(), wo.dense(), bo.dense() if bo is not None else None
+        ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
     on_host = dev < 0
     if on_host and not plan.on_device:  # host operands, host variant: run in place, blocking
         y = new_output(xo, out_shape, y_dtype, xo.layout, -1, 0) if out is None else out

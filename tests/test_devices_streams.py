@@ -234,7 +234,8 @@ def test_device_out_with_numpy_inputs_is_refused(rng):
 def test_device_out_overlapping_x_or_w_is_refused(rng):
     x = rng.uniform(-1, 1, (1, 4, 8, 8)).astype(np.float32)
     base = pyconv.DeviceArray((2 * x.size,))
-    memcpy_d2d(base.ptr, pyconv.DeviceArray.from_host(x).ptr, x.nbytes, None)
+    x_device = pyconv.DeviceArray.from_host(x)  # alive until the copy from it is done
+    memcpy_d2d(base.ptr, x_device.ptr, x.nbytes, None)
     xv = DeviceView(base, x.shape)
     w = pyconv.DeviceArray.from_host(np.ones((4, 4, 1, 1), np.float32))
     refused_on_device(r"out overlaps x in memory", pyconv.conv2d, xv, w, out=DeviceView(base, x.shape))

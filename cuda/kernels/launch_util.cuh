@@ -5,6 +5,10 @@
 // once per block rather than once per work item.
 #pragma once
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "cuda_util.cuh"
 
 // Streaming multiprocessors of the current device.
@@ -17,14 +21,41 @@ static inline int conv_sm_count(int* sms) {
 
 // Blocks of `kernel` (threads per block, dynamic shared memory) resident on the whole current device
 // at once: one wave. At least one per SM, so that a kernel the occupancy query rejects still gets a
-// grid and its launch reports the reason.
+// grid and its launch reports the reason. The occupancy query costs microseconds and persistent
+// kernels ask on every launch: answers are kept per (device, kernel, threads, shared memory) for the
+// process's life (a few dozen entries).
+struct ConvWaveKey {
+    int device;
+    const void* kernel;
+    int threads;
+    size_t smem;
+    bool operator<(const ConvWaveKey& o) const {
+        return std::tie(device, kernel, threads, smem) < std::tie(o.device, o.kernel, o.threads, o.smem);
+    }
+};
+
 template <class Kernel>
 static int conv_wave_blocks(Kernel kernel, int threads, size_t smem, int64_t* wave) {
+    static std::mutex lock;
+    static std::map<ConvWaveKey, int64_t> waves;
+    int device;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    const ConvWaveKey key{device, reinterpret_cast<const void*>(kernel), threads, smem};
+    {
+        std::lock_guard<std::mutex> guard(lock);
+        const auto found = waves.find(key);
+        if (found != waves.end()) {
+            *wave = found->second;
+            return CONV_OK;
+        }
+    }
     int sms, per_sm = 0;
     int status = conv_sm_count(&sms);
     if (status != CONV_OK) return status;
     CONV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
     *wave = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    std::lock_guard<std::mutex> guard(lock);
+    waves[key] = *wave;
     return CONV_OK;
 }
 
