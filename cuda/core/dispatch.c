@@ -296,10 +296,13 @@ int conv_output_size(const conv_params* params, int64_t* out_h, int64_t* out_w) 
     return CONV_OK;
 }
 
-/* The problem of a legacy call, or an error for a NULL params. */
+/* The problem of a legacy call, or an error for a NULL params. A legacy call that names a variant
+ * runs it at the precision its arithmetic needs, as before problems had a compute level. */
 static int legacy_problem(const conv_params* params, int variant, conv_problem* p) {
     if (!params) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "params is NULL");
     conv_problem_from_params(params, variant, p);
+    const conv_variant_entry* e = conv_variant_entry_get(variant);
+    if (e && p->compute < e->caps.compute) p->compute = e->caps.compute;
     return CONV_OK;
 }
 
