@@ -35,16 +35,21 @@ template <class TX>
 __device__ float direct_conv_value(const DirectArgs& a, const TX* x, const TX* w, int b, int m, int oh, int ow) {
     const ConvShape32& s = a.s;
     const int c_first = (m / a.Mg) * a.Cg;  // map m reads its group's channels only
+    // Elements between neighbouring columns of x and neighbouring kw taps of w: the inner loop steps
+    // by these from a row's start instead of recomputing whole 64-bit offsets for every tap.
+    const long long x_col = a.l.x_nhwc ? s.C : 1, w_col = a.l.w_mkkc ? a.Cg : 1;
     float acc = 0.0f;
     for (int c = 0; c < a.Cg; ++c) {
         for (int kh = 0; kh < s.KH; ++kh) {
             const long long ih = input_coord(oh, s.stride_h, s.pad_h, kh, s.dil_h);
             const bool row_inside = ih >= 0 && ih < s.H;
+            const TX* x_row = x + a.l.x_at(b, c_first + c, row_inside ? ih : 0, 0);  // never outside x
+            const TX* w_row = w + a.l.w_at(m, c, kh, 0);
             for (int kw = 0; kw < s.KW; ++kw) {
                 const long long iw = input_coord(ow, s.stride_w, s.pad_w, kw, s.dil_w);
                 const bool inside = row_inside && iw >= 0 && iw < s.W;
-                const float xv = inside ? conv_load(x, a.l.x_at(b, c_first + c, ih, iw)) : 0.0f;
-                acc = fmaf(xv, conv_load(w, a.l.w_at(m, c, kh, kw)), acc);
+                const float xv = inside ? conv_load(x_row, iw * x_col) : 0.0f;
+                acc = fmaf(xv, conv_load(w_row, kw * w_col), acc);
             }
         }
     }
