@@ -19,10 +19,7 @@ template <class Op, int A_PAD>
 struct IgemmMicroTile {
     using Operand = Op;
     using T = typename Op::type;
-    // fp32 inputs only: with fp16 inputs this tiling read out of bounds on the H100 (memcheck, in the
-    // Xunroll gather of XunrollTileLoader<__half, NCHW, MCKK, 16, 64, 256>) and the cause is not yet
-    // found; fp16/bf16 inputs go to direct (exact) or wmma (fast), which pass the capability matrix.
-    static constexpr unsigned INPUTS = CONV_DT_F32;
+    static constexpr unsigned INPUTS = CONV_DT_ALL;
     static constexpr int MIN_ARCH = 0;
     static constexpr int BM = 64, BN = 64, BK = 16, THREADS = 256;
     static constexpr int TM = 4, TN = 4;  // outputs per thread: 16 x 16 threads cover 64 x 64

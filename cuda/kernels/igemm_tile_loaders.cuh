@@ -33,6 +33,7 @@ __device__ __forceinline__ float igemm_widen(float v) { return v; }
 __device__ __forceinline__ float igemm_widen(__half v) { return __half2float(v); }
 __device__ __forceinline__ float igemm_widen(__nv_bfloat16 v) { return __bfloat162float(v); }
 
+
 // Operand types: the element of the shared-memory tiles (type) and how a loaded TX value becomes one
 // (from). Each declares only the inputs it takes; a math policy's INPUTS mask keeps the others away.
 struct IgemmFloatOperand {
@@ -106,7 +107,7 @@ __device__ __forceinline__ TX conv_unroll_load(const TX* __restrict__ x, const C
     const unsigned iw = (unsigned)col.iw0 + (unsigned)kw * (unsigned)s.dil_w;
     if (!col.valid || row.top >= s.k_top || ih >= (unsigned)s.H || iw >= (unsigned)s.W) return igemm_zero<TX>();
     const int offset = X_NHWC ? ((int)ih * s.W + (int)iw) * s.C + c : (c * s.H + (int)ih) * s.W + (int)iw;
-    return __ldg(&x[col.x_base + offset]);  // < B*C*H*W
+    return conv_ldg(&x[col.x_base + offset]);  // < B*C*H*W
 }
 
 // Loads BK x BN tiles of Xunroll (rows k0..k0+BK-1, columns n0..n0+BN-1) into tile[k*LD + n].
@@ -174,7 +175,7 @@ struct WeightTileLoader {
 #pragma unroll
         for (int i = 0; i < COUNT; ++i) {
             const int mm = mm0 + i * STEP;
-            v[i] = k_ok && owns(mm) && mm < s.M - m0 ? __ldg(&w[(m0 + mm) * s.CKK + k0 + kk])  // < M*CKK
+            v[i] = k_ok && owns(mm) && mm < s.M - m0 ? conv_ldg(&w[(m0 + mm) * s.CKK + k0 + kk])  // < M*CKK
                                                      : igemm_zero<TX>();
         }
     }

@@ -34,6 +34,20 @@ __device__ __forceinline__ __half conv_store_as<__half>(float v) { return __floa
 template <>
 __device__ __forceinline__ __nv_bfloat16 conv_store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
+// ---- guarded loads ----
+// The read-only global load (__ldg) for every element type. Not __ldg() itself for f16 and bf16:
+// cuda_fp16.hpp and cuda_bf16.hpp write those overloads as non-volatile asm, which the compiler takes for a pure value
+// and may compute ahead of the bounds test that guards it (nvcc 13 hoisted the first Xunroll load of
+// the SIMT policies out of the M-tile loop: x[-13] at a padded corner, memcheck on the H100). The
+// unsigned short overload, like the float one, is asm volatile: it stays behind its guard.
+__device__ __forceinline__ float conv_ldg(const float* p) { return __ldg(p); }
+__device__ __forceinline__ __half conv_ldg(const __half* p) {
+    return __ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(p)));
+}
+__device__ __forceinline__ __nv_bfloat16 conv_ldg(const __nv_bfloat16* p) {
+    return __ushort_as_bfloat16(__ldg(reinterpret_cast<const unsigned short*>(p)));
+}
+
 // ---- layouts (int64 offsets: callers that index in int32 convert where the dispatcher's chunking
 // guarantees the range) ----
 struct ConvLayout {

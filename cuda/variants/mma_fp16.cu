@@ -1,5 +1,7 @@
 // mma_fp16.cu — implicit GEMM on the tensor cores through mma.sync.aligned.m16n8k16 (fp16
-// operands, fp32 accumulation; sm_80 and newer), fp32 in and out. Two kernel families, as launch
+// operands, fp32 accumulation; sm_80 and newer), x and w in fp32 or fp16, y in fp32. fp32 operands
+// are rounded to fp16 where the kernels pack them into pairs; fp16 operands go into the pairs as
+// they are, never through fp32. Two kernel families, as launch
 // configurations: the banded kernel below (any shape the variant supports) and the row-window
 // kernel of mma_rowwin.cu (stride 1 down the rows, 3/5/7-row filters; faster where it fits, and
 // the default there).
@@ -12,7 +14,8 @@
 //   offsets. Then, for each unit (a band of output rows of one image), it copies the input rows
 //   the band needs into shared memory with cp.async (4-byte copies, zero-filled outside the image)
 //   one unit AHEAD, so that the global loads of the next unit are in flight while the tensor cores
-//   work on this one; a short pass turns the fp32 band into fp16 pairs
+//   work on this one (fp16 inputs: plain loads and stores, as cp.async has no 2-byte copy and the
+//   band's columns need not be 4-byte aligned in x); a short pass turns the band into fp16 pairs
 //   P[c][row][j] = (x[j], x[j + dilation_w]), so that each B fragment register is one 32-bit LDS
 //   at (pixel base + tap offset): no im2col buffer and no index arithmetic per element in the k
 //   loop. A warp computes 16*MTILES maps x 8*NT pixels in fp32 registers and stores them as
@@ -25,12 +28,14 @@
 //   NaN weight gives NaN, as in PyTorch); the taps that pad k (kw to an even count, the last
 //   k-step) have zero weights and zero inputs.
 //
-// Error bound. Only the operands are rounded to fp16 (unit roundoff u = 2^-11); products and sums
+// Error bound. Only fp32 operands are rounded to fp16 (unit roundoff u = 2^-11); products and sums
 // are fp32. Each product then carries a relative error of at most 2u, independent between
 // products, so for zero-mean data the relative L2 error of y is about u*sqrt(2/3) ~ 4e-4 at worst
 // and ~2.5e-4 for uniform data whatever C*KH*KW is (fp32 accumulation adds ~1e-7). The variant is
 // held to 1e-3. Range: |x| and |w| must stay below 65504 (fp16 max; larger values become inf) and
 // values below 6.1e-5 in magnitude lose relative precision (fp16 subnormals).
+#include <type_traits>
+
 #include "conv_kernel_util.cuh"
 #include "conv_shape.cuh"
 #include "launch_util.cuh"
@@ -56,7 +61,7 @@ struct mma_shape : ConvShape32 {
     int tiles;                 // units per image
     int units;                 // B * tiles
     int band_rows, band_cols;  // input rows and columns (as fp16 pairs) one unit stages, per channel
-    int raw_cols;              // band_cols + dil_w: the fp32 columns the pairs are made of
+    int raw_cols;              // band_cols + dil_w: the columns of x the pairs are made of
     int pair_stores;           // 1: every even pixel index of y is 8-byte aligned
 };
 
@@ -86,10 +91,11 @@ __device__ uint32_t mma_tap_mask(const mma_shape& s, int k) {
 }
 
 // W[m, k] in the padded order: zero for padded maps, padded kw and taps past the last channel.
-__device__ float mma_weight(const mma_shape& s, const float* __restrict__ w, int m, int k) {
+template <class TX>
+__device__ TX mma_weight(const mma_shape& s, const TX* __restrict__ w, int m, int k) {
     int c, kh, kw;
     mma_tap(s, k, c, kh, kw);
-    return m < s.M && c < s.C && kw < s.KW ? __ldg(w + ((m * s.C + c) * s.KH + kh) * s.KW + kw) : 0.0f;
+    return m < s.M && c < s.C && kw < s.KW ? conv_ldg(w + ((m * s.C + c) * s.KH + kh) * s.KW + kw) : TX(0.0f);
 }
 
 // 4-byte asynchronous copy global -> shared; src_bytes = 0 writes a zero instead.
@@ -112,30 +118,35 @@ __device__ __forceinline__ void mma_cp_async_wait_all() {
 #endif
 }
 
-// Issues the copies of unit's input band (fp32, [c][row][raw_cols], zeros outside the image) into
-// s_raw; one warp per row, lanes along it.
-__device__ void mma_issue_band(const mma_shape& s, const float* __restrict__ x, int unit, float* s_raw) {
+// Issues the copies of unit's input band (x's type, [c][row][raw_cols], zeros outside the image)
+// into s_raw; one warp per row, lanes along it. fp16 bands: plain loads and stores (see the top).
+template <class TX>
+__device__ void mma_issue_band(const mma_shape& s, const TX* __restrict__ x, int unit, TX* s_raw) {
     const int b = unit / s.tiles, ih_first = (unit - b * s.tiles) * s.tile_rows * s.stride_h - s.pad_h;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     for (int q = warp; q < s.C * s.band_rows; q += nwarps) {
         const int c = q / s.band_rows, ih = ih_first + q - c * s.band_rows;
         const bool row_ok = (unsigned)ih < (unsigned)s.H;
-        const float* src = x + ((b * s.C + c) * s.H + (row_ok ? ih : 0)) * s.W;
-        float* dst = s_raw + q * s.raw_cols;
+        const TX* src = x + ((b * s.C + c) * s.H + (row_ok ? ih : 0)) * s.W;
+        TX* dst = s_raw + q * s.raw_cols;
         for (int j = lane; j < s.raw_cols; j += 32) {
             const int iw = j - s.pad_w;
             const bool ok = row_ok && (unsigned)iw < (unsigned)s.W;
-            mma_cp_async4(dst + j, ok ? src + iw : x, ok ? 4 : 0);
+            if constexpr (std::is_same_v<TX, float>)
+                mma_cp_async4(dst + j, ok ? src + iw : x, ok ? 4 : 0);
+            else
+                dst[j] = ok ? src[iw] : TX(0.0f);
         }
     }
-    mma_cp_async_commit();
+    if constexpr (std::is_same_v<TX, float>) mma_cp_async_commit();
 }
 
 // One persistent block: A fragments and tap offsets once, then per unit a band of fp16 input
-// pairs and 16*MTILES maps x 8*NT pixels per warp pass.
-template <int MTILES, int NT, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, const float* __restrict__ x,
-                                                            const float* __restrict__ w,
+// pairs and 16*MTILES maps x 8*NT pixels per warp pass. TX: the element type of x and w (float or
+// __half).
+template <class TX, int MTILES, int NT, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, const TX* __restrict__ x,
+                                                            const TX* __restrict__ w,
                                                             float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // supports() refuses GPUs below sm_80; this image exists only for fat binaries
@@ -144,7 +155,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
     uint4* s_a = smem;                                                       // [kstep][mtile][lane]
     int4* s_koff = reinterpret_cast<int4*>(s_a + s.ksteps * MTILES * 32);   // [kstep][lane % 4]: offsets, masks
     uint32_t* s_band = reinterpret_cast<uint32_t*>(s_koff + s.ksteps * 4);  // [c][row][col] pairs
-    float* s_raw = reinterpret_cast<float*>(s_band + s.C * s.band_rows * s.band_cols);  // [c][row][raw col]
+    TX* s_raw = reinterpret_cast<TX*>(s_band + s.C * s.band_rows * s.band_cols);  // [c][row][raw col]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int g = lane >> 2, tig = lane & 3;
 
@@ -155,7 +166,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
         const int i = e & 3, l = (e >> 2) & 31, tile = e >> 7;
         const int m = (tile % MTILES) * 16 + (l >> 2) + 8 * (i & 1);
         const int k = (tile / MTILES) * 16 + 2 * (l & 3) + 8 * (i >> 1);
-        s_a32[e] = mma_pack_half2(mma_weight(s, w, m, k), mma_weight(s, w, m, k + 1));
+        s_a32[e] = mma_pair(mma_weight(s, w, m, k), mma_weight(s, w, m, k + 1));
     }
     // B fragment registers of lane l: taps 2*(l%4), +1 (b0) and 8 more (b1), at pixel g = l/4.
     for (int e = threadIdx.x; e < s.ksteps * 4; e += blockDim.x) {
@@ -169,15 +180,15 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
         const int b = unit / s.tiles, oh_first = (unit - b * s.tiles) * s.tile_rows;
         const int npix = min(s.tile_rows, s.OH - oh_first) * s.OW;
         mma_cp_async_wait_all();
-        __syncthreads();  // this unit's fp32 band has landed; nobody still reads the pairs
+        __syncthreads();  // this unit's band has landed; nobody still reads the pairs
 
-        // fp32 band -> fp16 pairs (the second element dil_w columns to the right).
+        // band -> fp16 pairs (the second element dil_w columns to the right).
         for (int q = warp; q < s.C * s.band_rows; q += nwarps) {
-            const float* src = s_raw + q * s.raw_cols;
+            const TX* src = s_raw + q * s.raw_cols;
             uint32_t* dst = s_band + q * s.band_cols;
-            for (int j = lane; j < s.band_cols; j += 32) dst[j] = mma_pack_half2(src[j], src[j + s.dil_w]);
+            for (int j = lane; j < s.band_cols; j += 32) dst[j] = mma_pair(src[j], src[j + s.dil_w]);
         }
-        __syncthreads();  // pairs ready, the fp32 band free for the next unit's copies
+        __syncthreads();  // pairs ready, the band free for the next unit's copies
         if (unit + gridDim.x < s.units) mma_issue_band(s, x, unit + gridDim.x, s_raw);
 
         float* y_unit = y + b * s.M * OHW + oh_first * s.OW;
@@ -251,10 +262,11 @@ static int64_t mma_band_rows(const conv_problem* p, int64_t tile_rows) {
     return (tile_rows - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1;
 }
 // Shared memory of a block whose units are tile_rows output rows: A fragments, tap offsets, the
-// band as fp16 pairs and as fp32.
+// band as fp16 pairs and in x's type.
 static int64_t mma_smem_bytes(const conv_problem* p, int64_t tile_rows) {
+    const int64_t raw_bytes = (mma_band_cols(p) + p->dilation_w) * (int64_t)conv_dtype_size(p->x_dtype);
     return mma_ksteps(p) * mma_mtiles(p) * 512 + mma_ksteps(p) * 4 * 16 +
-           p->C * mma_band_rows(p, tile_rows) * (2 * mma_band_cols(p) + p->dilation_w) * 4;
+           p->C * mma_band_rows(p, tile_rows) * (4 * mma_band_cols(p) + raw_bytes);
 }
 
 static int mma_supports(const conv_problem* p) {
@@ -274,7 +286,7 @@ static int mma_supports(const conv_problem* p) {
         mma_smem_bytes(p, 1) > MMA_SMEM_LIMIT)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16: one output row needs an input band of C=%lld channels x %lld rows x "
-                              "%lld columns (W=%lld) in fp32 and fp16, which with the weights is more than "
+                              "%lld columns (W=%lld) in x's type and fp16, which with the weights is more than "
                               "the %d bytes of shared memory this variant gives a block",
                               (long long)p->C, (long long)mma_band_rows(p, 1), (long long)mma_band_cols(p),
                               (long long)p->W, MMA_SMEM_LIMIT);
@@ -313,10 +325,10 @@ static mma_shape mma_shape_for(const conv_problem* p, const float* y, int sms, i
     return s;
 }
 
-template <int MTILES, int NT, int WARPS>
-static int mma_run_tiles(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream,
+template <int MTILES, int NT, int WARPS, class TX>
+static int mma_run_tiles(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream,
                          int64_t target, bool persistent) {
-    const auto kernel = conv_mma_fp16_kernel<MTILES, NT, WARPS>;
+    const auto kernel = conv_mma_fp16_kernel<TX, MTILES, NT, WARPS>;
     int sms;
     int status = conv_sm_count(&sms);
     if (status != CONV_OK) return status;
@@ -334,20 +346,36 @@ static int mma_run_tiles(const conv_problem* p, const float* x, const float* w, 
 // One configuration (pixel tiles per warp pass, warps per block, band height target) for any
 // supported M.
 template <int NT, int WARPS, bool SHORT, bool PERSISTENT = true>
-static int mma_run(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream) {
-    const int64_t target = SHORT ? MMA_SMEM_TARGET_SHORT : MMA_SMEM_TARGET;
-    switch (mma_mtiles(p)) {
-        case 1: return mma_run_tiles<1, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
-        case 2: return mma_run_tiles<2, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
-        case 3: return mma_run_tiles<3, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
-        default: return mma_run_tiles<4, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+struct mma_banded {
+    template <class TX>
+    static int run(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream) {
+        const int64_t target = SHORT ? MMA_SMEM_TARGET_SHORT : MMA_SMEM_TARGET;
+        switch (mma_mtiles(p)) {
+            case 1: return mma_run_tiles<1, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+            case 2: return mma_run_tiles<2, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+            case 3: return mma_run_tiles<3, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+            default: return mma_run_tiles<4, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+        }
     }
-}
+};
 
 // The row-window kernel (mma_rowwin.cu) with strips of ROWS output rows, where it fits.
 template <int ROWS>
-static int mma_run_rowwin(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream) {
-    return mma_rowwin_run(p, x, w, y, stream, ROWS);
+struct mma_rowwin_strips {
+    template <class TX>
+    static int run(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream) {
+        return mma_rowwin_run(p, x, w, y, stream, ROWS);
+    }
+};
+
+// A configuration's entry: x and w in fp32 or fp16 (the declared in_dt), y in fp32.
+template <class CONFIG>
+static int mma_config_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    float* y = static_cast<float*>(t->y);
+    if (p->x_dtype == CONV_F16)
+        return CONFIG::run(p, static_cast<const __half*>(t->x), static_cast<const __half*>(t->w), y,
+                           conv_stream(stream));
+    return CONFIG::run(p, static_cast<const float*>(t->x), static_cast<const float*>(t->w), y, conv_stream(stream));
 }
 template <int ROWS>
 static int mma_rowwin_supports(const conv_problem* p) {
@@ -361,16 +389,16 @@ static int mma_rowwin_supports(const conv_problem* p) {
 // ("rowwin_rR", stride 1 down the rows, no dilation, KH in {3, 5, 7}, KW <= 8, M <= 32): strips of R
 // output rows.
 static const conv_config MMA_CONFIGS[] = {
-    {"n4_w8", conv_f32_run<mma_run<4, 8, false>>, NULL},
-    {"n8_w8", conv_f32_run<mma_run<8, 8, false>>, NULL},
-    {"n2_w8", conv_f32_run<mma_run<2, 8, false>>, NULL},
-    {"n4_w4", conv_f32_run<mma_run<4, 4, false>>, NULL},
-    {"n8_w4", conv_f32_run<mma_run<8, 4, false>>, NULL},
-    {"n4_w8_short", conv_f32_run<mma_run<4, 8, true>>, NULL},
-    {"n8_w8_grid", conv_f32_run<mma_run<8, 8, false, false>>, NULL},
-    {"rowwin_r8", conv_f32_run<mma_run_rowwin<8>>, mma_rowwin_supports<8>},
-    {"rowwin_r12", conv_f32_run<mma_run_rowwin<12>>, mma_rowwin_supports<12>},
-    {"rowwin_r16", conv_f32_run<mma_run_rowwin<16>>, mma_rowwin_supports<16>},
+    {"n4_w8", mma_config_run<mma_banded<4, 8, false>>, NULL},
+    {"n8_w8", mma_config_run<mma_banded<8, 8, false>>, NULL},
+    {"n2_w8", mma_config_run<mma_banded<2, 8, false>>, NULL},
+    {"n4_w4", mma_config_run<mma_banded<4, 4, false>>, NULL},
+    {"n8_w4", mma_config_run<mma_banded<8, 4, false>>, NULL},
+    {"n4_w8_short", mma_config_run<mma_banded<4, 8, true>>, NULL},
+    {"n8_w8_grid", mma_config_run<mma_banded<8, 8, false, false>>, NULL},
+    {"rowwin_r8", mma_config_run<mma_rowwin_strips<8>>, mma_rowwin_supports<8>},
+    {"rowwin_r12", mma_config_run<mma_rowwin_strips<12>>, mma_rowwin_supports<12>},
+    {"rowwin_r16", mma_config_run<mma_rowwin_strips<16>>, mma_rowwin_supports<16>},
 };
 static const int MMA_ROWWIN_ROWS[] = {16, 12, 8};
 

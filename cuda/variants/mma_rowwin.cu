@@ -1,5 +1,6 @@
 // mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, fp16 operands, fp32
-// accumulation) with a sliding window of input rows held in registers; stride 1 down the rows,
+// accumulation; x and w in fp32, rounded to fp16 as they are loaded, or in fp16, taken as they
+// are) with a sliding window of input rows held in registers; stride 1 down the rows,
 // dilation 1, stride_w <= 3, KH in {3, 5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
 // launch configurations (mma_fp16.cu keeps the banded kernel for every other shape).
 //   A warp computes a tile of R output rows x 8 output columns of one image, for all maps. GEMM
@@ -56,10 +57,10 @@ struct rowwin_shape : ConvShape32 {
 
 // W[m, c, kh, kw], zero for padded maps and columns and for kernel rows outside [0, KH) (row groups
 // shift the kernel rows down by the output row's offset).
-__device__ float rowwin_weight(const rowwin_shape& s, int KH, const float* __restrict__ w, int m, int c, int kh,
-                               int kw) {
+template <class TX>
+__device__ TX rowwin_weight(const rowwin_shape& s, int KH, const TX* __restrict__ w, int m, int c, int kh, int kw) {
     const bool tap = m < s.M && (unsigned)kh < (unsigned)KH && kw < s.KW;
-    return tap ? __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw) : 0.0f;
+    return tap ? conv_ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw) : TX(0.0f);
 }
 
 // One warp's unit: where its strip lies and what its lanes load.
@@ -68,17 +69,18 @@ __device__ float rowwin_weight(const rowwin_shape& s, int KH, const float* __res
 //   lane src = g*stride_w + 2t (kw = 2t, 2t + 1 at pixel g). Halves outside the image or past KW are
 //   masked to +0 after the shuffle: one load per row and lane, where loading both halves of its own
 //   pair costs two loads and two 64-bit addresses.
+template <class TX>
 struct rowwin_unit {
     int b, ox0, oy0, ih0;
-    const float* xc;   // channel 0, row 0, this lane's (clamped) column
+    const TX* xc;      // channel 0, row 0, this lane's (clamped) column
     uint32_t mask;     // the halves of lane (g, t)'s pair that are real taps inside the image
     unsigned rows_ok;  // bit i: input row ih0 + i lies in the image
 };
 
-template <int R, int ROWS>
-__device__ __forceinline__ rowwin_unit rowwin_unit_at(const rowwin_shape& s, const float* __restrict__ x, int item,
-                                                      int xt, int lane, int src, int t) {
-    rowwin_unit u;
+template <int R, int ROWS, class TX>
+__device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s, const TX* __restrict__ x, int item,
+                                                          int xt, int lane, int src, int t) {
+    rowwin_unit<TX> u;
     const int strip = item % s.strips;
     u.b = item / s.strips;
     u.ox0 = min(xt * ROWWIN_COLS, s.OW - ROWWIN_COLS);
@@ -97,28 +99,43 @@ __device__ __forceinline__ rowwin_unit rowwin_unit_at(const rowwin_shape& s, con
 
 // Issues the loads of one channel's window (xc: that channel's row 0); rows outside the image
 // (CHECKED only) read a clamped row, zeroed later.
-template <int ROWS, bool CHECKED>
-__device__ __forceinline__ void rowwin_load(const rowwin_shape& s, const float* xc, int ih0, float (&raw)[ROWS]) {
+template <int ROWS, bool CHECKED, class TX>
+__device__ __forceinline__ void rowwin_load(const rowwin_shape& s, const TX* xc, int ih0, TX (&raw)[ROWS]) {
 #pragma unroll
-    for (int i = 0; i < ROWS; ++i) raw[i] = __ldg(xc + (CHECKED ? min(max(ih0 + i, 0), s.H - 1) : ih0 + i) * s.W);
+    for (int i = 0; i < ROWS; ++i) raw[i] = conv_ldg(xc + (CHECKED ? min(max(ih0 + i, 0), s.H - 1) : ih0 + i) * s.W);
+}
+
+// A lane's loaded value and its right neighbour's as one fp16 pair: fp32 values are shuffled, then
+// rounded; fp16 ones are shuffled as their bits.
+__device__ __forceinline__ uint32_t rowwin_pair_with_next(float v) {
+    return mma_pair(v, __shfl_down_sync(0xffffffffu, v, 1));
+}
+__device__ __forceinline__ uint32_t rowwin_pair_with_next(__half v) {
+    const uint32_t bits = __half_as_ushort(v);
+    return bits | __shfl_down_sync(0xffffffffu, bits, 1) << 16;
 }
 
 // The loaded values as lane (g, t)'s fp16 pairs, one per input row.
-template <int ROWS, bool CHECKED>
-__device__ __forceinline__ void rowwin_pairs(const rowwin_unit& u, const float (&raw)[ROWS], int src,
+template <int ROWS, bool CHECKED, class TX>
+__device__ __forceinline__ void rowwin_pairs(const rowwin_unit<TX>& u, const TX (&raw)[ROWS], int src,
                                              uint32_t (&v)[ROWS]) {
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
-        const uint32_t own = mma_pack_half2(raw[i], __shfl_down_sync(0xffffffffu, raw[i], 1));
+        const uint32_t own = rowwin_pair_with_next(raw[i]);
         const uint32_t pair = __shfl_sync(0xffffffffu, own, src) & u.mask;
         v[i] = !CHECKED || ((u.rows_ok >> i) & 1u) ? pair : 0u;
     }
 }
 
+// x or w at p, as fp32 (exact: fp16 values widen without rounding).
+__device__ __forceinline__ float rowwin_ldg_f32(const float* p) { return conv_ldg(p); }
+__device__ __forceinline__ float rowwin_ldg_f32(const __half* p) { return __half2float(conv_ldg(p)); }
+
 // One output of the conv in fp32 straight from x and w: the slow path of a row group whose MMAs
 // met a NaN or an infinity (see the kernel). Taps on the padding add 0 * w, as the MMAs do.
-__device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const float* __restrict__ x,
-                                    const float* __restrict__ w, int b, int m, int oy, int ox) {
+template <class TX>
+__device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const TX* __restrict__ x,
+                                    const TX* __restrict__ w, int b, int m, int oy, int ox) {
     float sum = 0.0f;
     for (int c = 0; c < s.C; ++c)
         for (int kh = 0; kh < KH; ++kh) {
@@ -127,8 +144,8 @@ __device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const float* 
             for (int kw = 0; kw < s.KW; ++kw) {
                 const int iw = ox * s.stride_w - s.pad_w + kw;
                 const float v = row_in && (unsigned)iw < (unsigned)s.W
-                                    ? __ldg(x + ((b * s.C + c) * s.H + ih) * s.W + iw) : 0.0f;
-                sum = fmaf(v, __ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw), sum);
+                                    ? rowwin_ldg_f32(x + ((b * s.C + c) * s.H + ih) * s.W + iw) : 0.0f;
+                sum = fmaf(v, rowwin_ldg_f32(w + ((m * s.C + c) * KH + kh) * s.KW + kw), sum);
             }
         }
     return sum;
@@ -142,9 +159,10 @@ __device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const float* 
 // the group's other input rows, with zero weights, so a NaN or an infinity there would give NaN
 // where IEEE arithmetic gives a number. A lane whose outputs are not all finite recomputes them in
 // fp32 from x and w (rare: only where x, w or the sums are not finite).
-template <int KH, int MT, int R, bool CHECKED, int GR>
+// TX: the element type of x and w (float or __half).
+template <class TX, int KH, int MT, int R, bool CHECKED, int GR>
 __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
-    conv_mma_rowwin_kernel(rowwin_shape s, const float* __restrict__ x, const float* __restrict__ w,
+    conv_mma_rowwin_kernel(rowwin_shape s, const TX* __restrict__ x, const TX* __restrict__ w,
                            float* __restrict__ y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // mma_fp16's supports() refuses GPUs below sm_80; this image exists for fat binaries
@@ -166,7 +184,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
         const int i = e & 3, l = (e >> 2) & 31, tile = e >> 7;
         const int cj = tile / MT, c = cj / KP, j = cj - c * KP, row = (l >> 2) + 8 * (i & 1);
         const int m = (tile - cj * MT) * 16 + row % MPG, kh = 2 * j + (i >> 1) - row / MPG, kw = 2 * (l & 3);
-        s_a32[e] = mma_pack_half2(rowwin_weight(s, KH, w, m, c, kh, kw), rowwin_weight(s, KH, w, m, c, kh, kw + 1));
+        s_a32[e] = mma_pair(rowwin_weight(s, KH, w, m, c, kh, kw), rowwin_weight(s, KH, w, m, c, kh, kw + 1));
     }
     __syncthreads();
 
@@ -189,8 +207,8 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     int flat = blockIdx.x * nwarps + warp;
     int item = direct ? flat / s.xtiles : blockIdx.x, xt = direct ? flat - item * s.xtiles : warp;
     if (item >= s.items) return;  // staged: the whole block, so no barrier misses some threads
-    rowwin_unit u = rowwin_unit_at<R, ROWS>(s, x, item, xt, lane, src, t);
-    float raw[ROWS];
+    rowwin_unit<TX> u = rowwin_unit_at<R, ROWS>(s, x, item, xt, lane, src, t);
+    TX raw[ROWS];
     rowwin_load<ROWS, CHECKED>(s, u.xc, u.ih0, raw);
     for (;;) {
         int next_flat = flat + total_warps, next_item, next_xt;
@@ -205,7 +223,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
         float acc[NG][MT][4];
         mma_zero(acc);
 
-        rowwin_unit next = u;
+        rowwin_unit<TX> next = u;
 #pragma unroll 1
         for (int c = 0; c < s.C; ++c) {
             uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
@@ -347,33 +365,35 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
     return conv_check_coords("mma_fp16", p, 0, 0);
 }
 
-typedef void (*rowwin_kernel)(rowwin_shape, const float*, const float*, float*);
+template <class TX>
+using rowwin_kernel = void (*)(rowwin_shape, const TX*, const TX*, float*);
 
-template <int MT, int R, bool CHECKED, int GR>
-static rowwin_kernel rowwin_kernel_for(int64_t KH) {
+template <class TX, int MT, int R, bool CHECKED, int GR>
+static rowwin_kernel<TX> rowwin_kernel_for(int64_t KH) {
     switch (KH) {
-        case 3: return conv_mma_rowwin_kernel<3, MT, R, CHECKED, GR>;
-        case 5: return conv_mma_rowwin_kernel<5, MT, R, CHECKED, GR>;
-        default: return conv_mma_rowwin_kernel<7, MT, R, CHECKED, GR>;
+        case 3: return conv_mma_rowwin_kernel<TX, 3, MT, R, CHECKED, GR>;
+        case 5: return conv_mma_rowwin_kernel<TX, 5, MT, R, CHECKED, GR>;
+        default: return conv_mma_rowwin_kernel<TX, 7, MT, R, CHECKED, GR>;
     }
 }
 
 // Kernel rows are in {3, 5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
 // two (in half-height strips, for the registers); row tests only with vertical padding (the end
 // padding of 'same' included).
-template <int MT, int R, int GR>
-static rowwin_kernel rowwin_kernel_for(const conv_problem* p) {
-    return p->pad_h != 0 || p->pad_h_extra != 0 ? rowwin_kernel_for<MT, R, true, GR>(p->KH)
-                                                : rowwin_kernel_for<MT, R, false, GR>(p->KH);
+template <class TX, int MT, int R, int GR>
+static rowwin_kernel<TX> rowwin_kernel_for(const conv_problem* p) {
+    return p->pad_h != 0 || p->pad_h_extra != 0 ? rowwin_kernel_for<TX, MT, R, true, GR>(p->KH)
+                                                : rowwin_kernel_for<TX, MT, R, false, GR>(p->KH);
 }
 
-template <int R>
-static rowwin_kernel rowwin_kernel_for(const conv_problem* p) {
-    if (p->M <= 4) return rowwin_kernel_for<1, R, 4>(p);
-    return p->M <= 16 ? rowwin_kernel_for<1, R, 1>(p) : rowwin_kernel_for<2, R / 2, 1>(p);
+template <class TX, int R>
+static rowwin_kernel<TX> rowwin_kernel_for(const conv_problem* p) {
+    if (p->M <= 4) return rowwin_kernel_for<TX, 1, R, 4>(p);
+    return p->M <= 16 ? rowwin_kernel_for<TX, 1, R, 1>(p) : rowwin_kernel_for<TX, 2, R / 2, 1>(p);
 }
 
-int mma_rowwin_run(const conv_problem* p, const float* x, const float* w, float* y, cudaStream_t stream, int rows) {
+template <class TX>
+int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream, int rows) {
     const int r = rowwin_kernel_rows(p, rows);
     rowwin_shape s;
     static_cast<ConvShape32&>(s) = conv_shape32(p);
@@ -383,8 +403,9 @@ int mma_rowwin_run(const conv_problem* p, const float* x, const float* w, float*
     s.ystride = (int)rowwin_ystride(p, r);
     s.pair_stores = s.OW % 2 == 0 && ((uintptr_t)y & 7) == 0;
     s.direct_stores = rowwin_direct_stores(p, y);
-    rowwin_kernel kernel = rows == 8 ? rowwin_kernel_for<8>(p) : rows == 12 ? rowwin_kernel_for<12>(p)
-                                                                            : rowwin_kernel_for<16>(p);
+    rowwin_kernel<TX> kernel = rows == 8    ? rowwin_kernel_for<TX, 8>(p)
+                               : rows == 12 ? rowwin_kernel_for<TX, 12>(p)
+                                            : rowwin_kernel_for<TX, 16>(p);
     const size_t smem = (size_t)rowwin_smem_bytes(p, r, s.direct_stores);
     // Staged: a warp per tile (up to 8), as the barriers make a block as slow as its slowest warp.
     // Direct: 4 warps, independent, and more blocks per SM.
@@ -399,3 +420,5 @@ int mma_rowwin_run(const conv_problem* p, const float* x, const float* w, float*
     CONV_LAUNCH_CHECK(conv_mma_rowwin_kernel);
     return CONV_OK;
 }
+template int mma_rowwin_run<float>(const conv_problem*, const float*, const float*, float*, cudaStream_t, int);
+template int mma_rowwin_run<__half>(const conv_problem*, const __half*, const __half*, float*, cudaStream_t, int);
