@@ -102,12 +102,14 @@ def pointer_device(ptr: int) -> int:
 
 
 _torch_dtypes: dict = {}  # torch dtype object -> our name, filled on first use
+_torch_dtypes_by_name: dict = {}  # and back
 
 
 def _torch_dtype(dtype) -> Optional[str]:
     if not _torch_dtypes:
         torch = sys.modules["torch"]
         _torch_dtypes.update({torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"})
+        _torch_dtypes_by_name.update({name: t for t, name in _torch_dtypes.items()})
     return _torch_dtypes.get(dtype)
 
 
@@ -228,8 +230,8 @@ def new_output(like: Operand, shape, dtype: str, layout: str, device: int, strea
     inverse = tuple(np.argsort(_ORDERS[layout])) if len(shape) == 4 else None
     if like.kind in ("torch", "dlpack") and "torch" in sys.modules and (like.kind == "torch" or is_torch(like.keep[1])):
         torch = sys.modules["torch"]
-        _torch_dtype(None)  # fills the map
-        tdtype = next(k for k, v in _torch_dtypes.items() if v == dtype)
+        _torch_dtype(None)  # fills the maps
+        tdtype = _torch_dtypes_by_name[dtype]
         dev = device if device >= 0 else "cpu"
         if layout == "NHWC":
             return torch.empty(shape, dtype=tdtype, device=dev, memory_format=torch.channels_last)

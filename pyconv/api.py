@@ -177,17 +177,18 @@ def _device_argument(device) -> Optional[int]:
 def _call_device(ops, device_arg) -> int:
     """The device that holds the operands (all one), or -1 when they are all host memory; `device=`
     must agree with device operands (for host operands it picks the GPU, in _plan_for_call)."""
-    device_arg = _device_argument(device_arg)
-    devices = {op.device for op, _ in ops if op is not None and op.device >= 0}
-    if len(devices) > 1:
-        where = ", ".join(f"{name} on device {op.device}" for op, name in ops if op is not None and op.device >= 0)
-        raise ConvError(f"operands are on different devices ({where}); move them to one device")
-    if devices:
-        device = devices.pop()
-        if device_arg is not None and int(device_arg) != device:
-            raise ConvError(f"device={device_arg}, but the operands are on device {device}")
-        return device
-    return -1
+    if device_arg is not None:
+        device_arg = _device_argument(device_arg)
+    device = -1
+    for op, _ in ops:
+        if op is not None and op.device >= 0 and op.device != device:
+            if device >= 0:
+                where = ", ".join(f"{name} on device {o.device}" for o, name in ops if o is not None and o.device >= 0)
+                raise ConvError(f"operands are on different devices ({where}); move them to one device")
+            device = op.device
+    if device >= 0 and device_arg is not None and device_arg != device:
+        raise ConvError(f"device={device_arg}, but the operands are on device {device}")
+    return device
 
 
 def _workspace(plan: _Plan, like: Operand, stream):
@@ -240,7 +241,7 @@ def _dtype_name(dtype) -> str:
 # (device argument, operand signature, arguments) -> (plan, output shape, y dtype): a repeated call
 # builds no problem and resolves nothing (arguments given as lists are not hashable and skip it).
 _calls: dict = {}
-_PLAIN_TYPES = (int, str, type(None), ReluMaxPool)
+_PLAIN_TYPES = frozenset((int, str, type(None), ReluMaxPool))
 
 
 def _plan_for_call(xo: Operand, wo: Operand, bo: Optional[Operand], dev: int, device_arg, args: tuple):
@@ -307,7 +308,7 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
     args = (stride, padding, dilation, groups, epilogue, variant, precision, config, out_dtype)
     # True, 1.0 and 1 are equal as dict keys but not as arguments (only 1 is valid): arguments of exactly
     # these types key as they are, anything else (tuples, dtypes, ...) by its repr.
-    key_args = args if all(type(a) in _PLAIN_TYPES for a in args) else repr(args)
+    key_args = args if _PLAIN_TYPES.issuperset(map(type, args)) else repr(args)
     signature = (dev, device, xo.shape, xo.dtype, xo.layout, wo.shape, wo.dtype, wo.layout,
                  None if bo is None else (bo.shape, bo.dtype), key_args)
     hit = _calls.get(signature)
