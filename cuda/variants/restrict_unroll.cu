@@ -16,7 +16,12 @@
 // 1x1 and 3x3, 64 for the others, without spills. With every tap's weight loads unconditional (padded
 // taps included) ptxas would otherwise hoist them and take up to 128 registers, trading warps for
 // loads in flight; these budgets keep the occupancy of the version that branched around padded taps.
+// Turing (sm_75) holds 1024 threads per SM, so 4 blocks of PLANE_THREADS at most there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
+__host__ __device__ constexpr int restrict_unroll_min_blocks(int) { return 4; }
+#else
 __host__ __device__ constexpr int restrict_unroll_min_blocks(int k) { return k == 1 || k == 3 ? 6 : 4; }
+#endif
 
 // x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW). KH_T = KW_T = 0: sizes from p.
 // One thread per output pixel along x; blockIdx.y walks the (image, group of MAPS_PER_THREAD maps)
