@@ -8,7 +8,7 @@
 #       lenet.{txt,json,csv,png}  cnn5.{txt,json,csv,png}  pytest-benchmark.json  gpu.txt
 # Time: about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
 # after the other steps (--max-seconds; shapes it could not start are listed as not run).
-# Environment: BENCH_VARIANTS (e.g. "direct,fused,wmma": passed to --variants), CNN5_VARIANTS (the
+# Environment: BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
 # STEPS (which steps run, default all: "tests sanitize lenet per-call bench-lenet bench-cnn5
 # pytest-benchmark"; also "triage": tests/sanitize/triage.sh), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one

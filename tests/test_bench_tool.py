@@ -1,4 +1,4 @@
-"""The benchmark tool (pyconv.bench, cuda/ceilings.cu, cuda/timing.cu): suites and CSV shapes, the
+"""The benchmark tool (pyconv.bench, cuda/bench/ceilings.cu, cuda/bench/timing.cu): suites and CSV shapes, the
 roofline arithmetic, the measuring protocol, the CLI end to end on the CPU, and on a GPU the measured
 ceilings, conv2d_time (every operand set computed correctly inside the captured graph) and cuDNN."""
 import json

@@ -28,7 +28,7 @@ class Table:
 
     def __init__(self, shapes, variants, all_variants):
         self.name_width = max([len("shape")] + [len(s.name) for s in shapes])
-        resolved = max(len(v) for v in all_variants) + 1  # "auto>fused"
+        resolved = max(len(v) for v in all_variants) + 1  # "auto>implicit_gemm"
         self.variant_width = max([len("variant")] + [len(v) + (resolved if v.startswith("auto") else 0)
                                                      for v in variants])
 
