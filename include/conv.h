@@ -297,7 +297,7 @@ int conv_event_synchronize(void* event);
 int conv_stream_wait_event(void* stream, void* event);  /* the GPU waits; the host does not */
 int conv_event_elapsed_ms(void* start, void* stop, float* ms);
 
-/* ---- benchmarking: what this GPU can do, and the op time of a variant (cuda/ceilings.cu, timing.cu) ---- */
+/* ---- benchmarking: what this GPU can do, and the op time of a variant (cuda/bench/ceilings.cu, timing.cu) ---- */
 /* Ceilings measured on the current device, each the best of several ~20 ms runs (a ceiling is what the
  * unit can do). A rate the GPU lacks is 0. GFLOP/s count an FMA as 2 flops. */
 typedef struct conv_ceilings {
