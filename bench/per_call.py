@@ -54,7 +54,7 @@ def breakdown(calls: int) -> None:
         "plan.launch(raw pointers): the C call": lambda: plan.launch(x.data_ptr(), w.data_ptr(), y.data_ptr(), s),
         "plan.launch(tensors)": lambda: plan.launch(x, w, y, s),
         "as_operand(tensor)": lambda: _arrays.as_operand(x, "x", 4, ""),
-        "launch_stream (torch current)": lambda: _streams.launch_stream(None, (_arrays.as_operand(x, "x", 4, ""),), 0),
+        "default_stream (torch current)": lambda: _streams.default_stream((_arrays.as_operand(x, "x", 4, ""),), 0),
         "torch.empty(out)": lambda: torch.empty((1, 4, 80, 80), device=0),
         "F.conv2d": lambda: F.conv2d(x, w),
     }

@@ -83,15 +83,10 @@ def is_torch(a) -> bool:
     return type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
 
 
-def is_device_array(a) -> bool:
-    """Device memory: a CUDA tensor, or an object with __cuda_array_interface__ or a CUDA DLPack device."""
-    if is_torch(a):
-        return a.device.type == "cuda"
-    if hasattr(a, "__cuda_array_interface__"):
-        return True
-    if hasattr(a, "__dlpack_device__") and not isinstance(a, np.ndarray):
-        return a.__dlpack_device__()[0] in (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
-    return False
+def _is_dlpack_device_array(a) -> bool:
+    """A DLPack producer whose memory is CUDA memory (NumPy's own DLPack export is host memory)."""
+    return (hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__") and not isinstance(a, np.ndarray)
+            and a.__dlpack_device__()[0] in (2, 3, 13))  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 
 
 def pointer_device(ptr: int) -> int:
@@ -177,7 +172,7 @@ def as_operand(a, name: str, ndim: int, dims: str) -> Operand:
         op = _torch_operand(a, name)
     elif hasattr(a, "__cuda_array_interface__"):
         op = _cai_operand(a, name)
-    elif hasattr(a, "__dlpack__") and not isinstance(a, np.ndarray) and is_device_array(a):
+    elif _is_dlpack_device_array(a):
         op = _dlpack_operand(a, name)
     else:
         op = _numpy_operand(a, name)

@@ -46,10 +46,8 @@ def _torch_current_stream(device: int) -> int:
     return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
-def launch_stream(stream, operands, device: int) -> int:
-    """The stream handle a call on `device` runs on, by the rule above."""
-    if stream is not None:
-        return handle_of(stream)
+def default_stream(operands, device: int) -> int:
+    """The stream handle a call on `device` runs on when no `stream=` is given: rules 2 and 3 above."""
     for op in operands:
         if op is None:
             continue

@@ -22,7 +22,7 @@ from . import device as _device
 from ._arrays import Operand, as_operand, check_output, new_output
 from ._lib import ConvError, check, ffi, lib
 from ._problem import Epilogue, ReluMaxPool, pair  # noqa: F401 - ReluMaxPool re-exported by the package
-from ._streams import _torch_current_stream, handle_of, launch_stream, wait_for_producers
+from ._streams import _torch_current_stream, default_stream, handle_of, wait_for_producers
 
 PRECISIONS = tuple(_problem.PRECISIONS)
 
@@ -331,7 +331,7 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
     if not plan.on_device:
         raise ConvError(f"variant '{plan.variant}' runs on host memory, but the operands are on device {dev}: "
                         f"choose a GPU variant for device arrays")
-    s = stream_handle if stream_handle is not None else launch_stream(None, (xo, wo, bo), plan.device)
+    s = stream_handle if stream_handle is not None else default_stream((xo, wo, bo), plan.device)
     if on_host:
         return _run_host_operands_on_gpu(plan, xo, wo, bo, out, out_shape, y_dtype, s)
     uploads = []  # host operands of a device call (e.g. NumPy weights): copied to the device for this call
