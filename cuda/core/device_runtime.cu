@@ -163,21 +163,24 @@ int conv_mem_info(size_t* free_bytes, size_t* total_bytes) {
     return CONV_OK;
 }
 
-int conv_malloc(void** ptr, size_t bytes) {
-    CONV_REQUIRE(ptr);
-    CONV_REQUIRE_DEVICE();
-    *ptr = NULL;
-    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+// The status of a device allocation: out of memory says how much was asked and how much is free,
+// then `hint`.
+static int device_allocation_status(cudaError_t err, size_t bytes, const char* what, const char* hint) {
     if (err == cudaErrorMemoryAllocation) {
         cudaGetLastError();
         size_t free_bytes = 0, total_bytes = 0;
         cudaMemGetInfo(&free_bytes, &total_bytes);
-        return conv_set_error(CONV_ERR_OUT_OF_MEMORY,
-                              "cannot allocate %zu bytes on the GPU: %zu bytes free of %zu",
-                              bytes, free_bytes, total_bytes);
+        return conv_set_error(CONV_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes on the GPU: %zu bytes free of %zu%s",
+                              bytes, free_bytes, total_bytes, hint);
     }
-    CONV_CUDA_CHECK(err);
-    return CONV_OK;
+    return err == cudaSuccess ? CONV_OK : conv_cuda_status(err, what);
+}
+
+int conv_malloc(void** ptr, size_t bytes) {
+    CONV_REQUIRE(ptr);
+    CONV_REQUIRE_DEVICE();
+    *ptr = NULL;
+    return device_allocation_status(cudaMalloc(ptr, bytes ? bytes : 1), bytes, "cudaMalloc", "");
 }
 
 int conv_free(void* ptr) {
@@ -299,18 +302,8 @@ int conv_malloc_async(void** ptr, size_t bytes, void* stream) {
     CONV_REQUIRE(ptr);
     CONV_REQUIRE_DEVICE();
     *ptr = NULL;
-    cudaError_t err = cudaMallocAsync(ptr, bytes ? bytes : 1, conv_stream(stream));
-    if (err == cudaErrorMemoryAllocation) {
-        cudaGetLastError();
-        size_t free_bytes = 0, total_bytes = 0;
-        cudaMemGetInfo(&free_bytes, &total_bytes);
-        return conv_set_error(CONV_ERR_OUT_OF_MEMORY,
-                              "cannot allocate %zu bytes on the GPU: %zu bytes free of %zu (pyconv.empty_cache() "
-                              "returns pyconv's unused pool memory)",
-                              bytes, free_bytes, total_bytes);
-    }
-    CONV_CUDA_CHECK(err);
-    return CONV_OK;
+    return device_allocation_status(cudaMallocAsync(ptr, bytes ? bytes : 1, conv_stream(stream)), bytes,
+                                    "cudaMallocAsync", " (pyconv.empty_cache() returns pyconv's unused pool memory)");
 }
 
 int conv_free_async(void* ptr, void* stream) {
