@@ -1,0 +1,173 @@
+"""Whole-model latency and accuracy of pyconv.torch.convert beside the unconverted PyTorch model.
+
+    python bench/torch_models.py [--models lenet5,resnet18,mobilenet_v2,convnext_tiny] [--batches 1,32]
+        [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph] [--engine fastest]
+        [--reps 30] [--tune-budget-ms 500] [--per-call] [--out bench/results/<gpu>/torch-models]
+
+For each network, batch, dtype and mode: the original model and the converted one (engine `fastest`:
+each layer runs pyconv's plan or PyTorch's conv, whichever measured faster for its shape) run in the
+same process and mode, interleaved; latency = median over --reps forward passes, each timed with
+CUDA events (eager and compile: one forward each; graph: one replay each), after warm-up. Max rel
+error = max |converted - original| / max |original| of the logits (TF32 off on both sides for fp32).
+"fell back" lists the layers that ran PyTorch's conv and why (timing or refusal). Prints a markdown
+table and writes torch_models.json and torch_models.md under --out (--per-call: also
+torch_per_call.json, one call's host cost through each path on bench/per_call.py's layers).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import torch
+
+import pyconv.torch as pct
+import pyconv.tuning
+from pyconv.torch.models import NETWORKS, build
+
+
+def forward_fn(model, x, mode):
+    """A no-argument callable running one forward pass in `mode`, and its output."""
+    if mode == "compile":
+        model = torch.compile(model, fullgraph=True)
+    if mode != "graph":
+        return (lambda: model(x)), None
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = model(x)
+    return graph.replay, out
+
+
+def latency_ms(fn, reps: int) -> list:
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return times
+
+
+def measure(name: str, batch: int, dtype, mode: str, engine: str, reps: int) -> dict:
+    x = torch.rand(batch, *NETWORKS[name][1], device="cuda").to(dtype)
+    original = build(name, "cuda", dtype)
+    pct.reset_fallback_counts()
+    with torch.no_grad():
+        converted = pct.convert(original, engine=engine, example_inputs=x)
+        runs = {}
+        for label, model in (("original", original), ("converted", converted)):
+            fn, out = forward_fn(model, x, mode)
+            for _ in range(5):
+                result = fn()
+            runs[label] = [fn, out if out is not None else result, []]
+        for _ in range(3):  # interleaved rounds: clocks and neighbours affect both alike
+            for run in runs.values():
+                run[2] += latency_ms(run[0], max(1, reps // 3))
+    orig_y, conv_y = runs["original"][1].double(), runs["converted"][1].double()
+    err = float((conv_y - orig_y).abs().max() / orig_y.abs().max())
+    t_orig, t_conv = statistics.median(runs["original"][2]), statistics.median(runs["converted"][2])
+    layers = pct.report(converted)
+    dtype_name = str(dtype).replace("torch.", "")
+    fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
+                 if r["input"][0] == batch and r["dtype"] == dtype_name and r["engine"] == "torch"}
+    return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine,
+            "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
+            "layers": len(layers), "pyconv_layers": len(layers) - len(fell_back), "fell_back": fell_back,
+            "refusals": pct.fallback_counts()}
+
+
+def per_call_rows(calls: int = 300, repeats: int = 7) -> list:
+    """Host cost of one call (no sync between calls) on bench/per_call.py's batch-1 layers: the op's
+    eager path (pyconv.torch.conv2d), pyconv.conv2d on tensors, and torch.nn.functional.conv2d."""
+    import pyconv
+    import torch.nn.functional as F
+    from per_call import LAYERS, per_call_us  # bench/ is the script's directory
+    rows = []
+    with torch.no_grad():
+        for name, xs, ws, pad in LAYERS:
+            x, w = torch.rand(xs, device="cuda"), torch.rand(ws, device="cuda")
+            paths = {"pyconv.torch.conv2d": lambda: pct.conv2d(x, w, padding=pad, fallback=False),
+                     "pyconv.conv2d": lambda: pyconv.conv2d(x, w, padding=pad),
+                     "F.conv2d": lambda: F.conv2d(x, w, padding=pad)}
+            row = {"layer": name}
+            for label, fn in paths.items():
+                for _ in range(20):
+                    fn()
+                row[label + " us"] = round(per_call_us(fn, calls, repeats, False), 1)
+            rows.append(row)
+            print(row, flush=True)
+    return rows
+
+
+def _fell_back(row: dict) -> str:
+    """Layers on PyTorch's conv: by timing (counted) and by refusal (named with the reason)."""
+    timed = sum("PyTorch faster" in why for why in row["fell_back"].values())
+    refused = [f"{layer}: {why[:60]}" for layer, why in row["fell_back"].items() if "PyTorch faster" not in why]
+    return "; ".join(([f"{timed} by timing"] if timed else []) + refused) or "none"
+
+
+def markdown(rows: list) -> str:
+    lines = ["| model | batch | dtype | mode | original ms | converted ms | ratio | max rel err | pyconv layers | "
+             "fell back to PyTorch |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | failed: {r['error']} ||||||")
+            continue
+        lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | {r['original_ms']:.3f} | "
+                     f"{r['converted_ms']:.3f} | {r['ratio']:.2f} | {r['max_rel_error']:.1e} | "
+                     f"{r['pyconv_layers']}/{r['layers']} | {_fell_back(r)} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(NETWORKS))
+    parser.add_argument("--batches", default="1,32")
+    parser.add_argument("--dtypes", default="float32,float16,bfloat16")
+    parser.add_argument("--modes", default="eager,compile,graph")
+    parser.add_argument("--engine", default="fastest", choices=["fastest", "pyconv"])
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--per-call", action="store_true", help="also time one call's host cost per path")
+    parser.add_argument("--tune-budget-ms", type=float, default=500,
+                        help="auto's tuning budget per new shape (the default 3000 makes a first run long)")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("error: the model bench needs a CUDA device")
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    pyconv.tuning.set_budget_ms(args.tune_budget_ms)
+    gpu = torch.cuda.get_device_name().lower().replace(" ", "-")
+    out = args.out or Path(__file__).parent / "results" / gpu / "torch-models"
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.models.split(","):
+        for batch in map(int, args.batches.split(",")):
+            for dtype_name in args.dtypes.split(","):
+                for mode in args.modes.split(","):
+                    try:
+                        row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps)
+                    except Exception as exc:  # noqa: BLE001 - one failed row must not lose the others
+                        row = {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode,
+                               "error": f"{type(exc).__name__}: {exc}"[:300]}
+                    rows.append(row)
+                    print(markdown([row]).splitlines()[-1], flush=True)
+                    (out / "torch_models.json").write_text(json.dumps(rows, indent=1))
+    if args.per_call:
+        (out / "torch_per_call.json").write_text(json.dumps(per_call_rows(), indent=1))
+    table = markdown(rows)
+    (out / "torch_models.md").write_text(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}\n\n{table}\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

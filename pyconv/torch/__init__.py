@@ -1,0 +1,22 @@
+"""pyconv inside PyTorch models (the optional extra: pip install 'pyconv[torch]').
+
+    import torch, pyconv.torch as pct
+    y = pct.conv2d(x, w, b, stride=1, padding=1)                  # a torch op: compile, autograd, graphs
+    layer = pct.Conv2d(3, 16, 3, padding=1)                      # a drop-in torch.nn.Conv2d
+    fast = pct.convert(model, example_inputs=x)                  # every nn.Conv2d / nn.Conv1d swapped
+
+The ops are torch.ops.pyconv.conv2d / conv1d. They run on the tensors' device and PyTorch's current
+stream, with output and workspace from PyTorch's allocator; CPU tensors run the cpu variant. Where
+our kernels refuse a case, PyTorch's conv runs it with one FallbackWarning per reason and a count in
+fallback_counts(), or ConvUnsupportedError with fallback=False. decisions() says, per shape, which
+engine ran and why.
+"""
+from ._engine import clear, decisions
+from ._fallback import FallbackWarning, fallback_counts
+from ._fallback import reset as reset_fallback_counts
+from ._op import conv1d, conv2d
+from .convert import convert, report
+from .module import Conv1d, Conv2d
+
+__all__ = ["Conv1d", "Conv2d", "FallbackWarning", "clear", "conv1d", "conv2d", "convert", "decisions",
+           "fallback_counts", "report", "reset_fallback_counts"]

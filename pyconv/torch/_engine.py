@@ -1,0 +1,276 @@
+"""One convolution of real torch tensors on pyconv's kernels (or PyTorch's): the custom op's real kernel
+and the eager path of pyconv.torch.conv2d.
+
+Per call: a key of the operands' metadata and the call's Spec -> a cached _Entry (the C plan from
+pyconv.api's plan cache, the output's shape and memory format, the workspace size, or "PyTorch's conv")
+-> torch.empty for y and the workspace on the input's device (PyTorch's allocator, so CUDA-graph
+capture and stream order are PyTorch's) -> one cffi call of conv2d_plan_launch on PyTorch's current
+stream. No pointer queries, no host synchronisation, no Python objects beyond the output on a hit.
+
+A miss builds the entry: what our kernels cannot take is refused in words (_fallback); engine
+"fastest" times our plan against PyTorch's conv on the call's own operands once and keeps the faster;
+every decision is kept for decisions().
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import NamedTuple, Optional
+
+import cffi
+import torch
+
+from .. import _problem, api
+from .._lib import ConvError, ConvRuntimeError, cdef_source, error_for, ffi, header_path, library_path
+from . import _fallback
+
+_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+ENGINES = ("fastest", "pyconv", "torch")
+
+
+class Spec(NamedTuple):
+    """Everything about a call but its operands, hashable (part of the plan key)."""
+    stride: tuple           # (h, w)
+    padding: tuple          # (h, w), zeros on both sides
+    dilation: tuple         # (h, w)
+    groups: int
+    epilogue: tuple         # (kind, pool_h, pool_w, pool_stride_h, pool_stride_w, ceil): _fallback.EPILOGUE_*
+    variant: str            # a pyconv variant name or "auto"
+    precision: str          # "exact", "tf32", "fast", or "default": as PyTorch would (TF32 per its cuDNN flag)
+    engine: str             # "fastest": ours or PyTorch's, whichever is faster here; "pyconv"; "torch"
+    fallback: bool          # False: raise where ours refuses instead of running PyTorch's conv
+
+
+def _launcher():
+    """conv2d_plan_launch declared with integer parameters, from conv.h's own declaration: torch hands
+    out pointers as ints, and passing them as uintptr_t saves a cffi cast per pointer per call (the
+    same ABI as void* on every platform libconv builds for)."""
+    text = cdef_source(header_path().read_text())
+    decl = re.search(r"int conv2d_plan_launch\([^;]*\);", text).group(0)
+    decl = re.sub(r"(const )?\w+\s*\*\s*(\w+)", r"uintptr_t \2", decl)
+    ffi = cffi.FFI()
+    ffi.cdef(decl)
+    return ffi.dlopen(str(library_path())).conv2d_plan_launch
+
+
+class _Entry:
+    """What a key runs: a C plan (handle not None) or PyTorch's conv (reason: why, None if timed/asked)."""
+    __slots__ = ("plan", "handle", "out_shape", "dtype", "device", "memory_format", "workspace_bytes",
+                 "reason", "record")
+
+    def __init__(self, x, memory_format, record: dict, plan=None, out_shape=None, reason=None):
+        self.plan = plan              # keeps the C plan (and so the handle) alive while cached here
+        self.handle = None if plan is None else int(ffi().cast("uintptr_t", plan.handle))
+        self.out_shape = out_shape
+        self.dtype = x.dtype
+        self.device = x.device
+        self.memory_format = memory_format
+        self.workspace_bytes = 0 if plan is None else plan.workspace_bytes
+        self.reason = reason
+        self.record = record
+
+
+_entries: dict = {}
+_records: list = []
+_lock = threading.Lock()
+_launch = None
+_empty = torch.empty
+_U8 = torch.uint8
+_CL = torch.channels_last
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _dense(t):
+    """(t, NHWC?): t as it is when C-contiguous or channels-last dense, else a contiguous copy."""
+    if t.is_contiguous():
+        return t, False
+    if t.dim() == 4 and t.is_contiguous(memory_format=_CL):
+        return t, True
+    return t.contiguous(), False
+
+
+def _precision(spec: Spec, dtype, device: int) -> str:
+    if spec.precision != "default":
+        return spec.precision
+    if dtype is not torch.float32:
+        return "fast"  # the operands are fp16/bf16 already: tensor cores with fp32 accumulation, as cuDNN
+    return "tf32" if device >= 0 and torch.backends.cudnn.allow_tf32 else "exact"
+
+
+def conv2d(x, w, b, spec: Spec):
+    """epilogue(conv(x, w) + b) for 4-D tensors on one device; y in x's memory format and dtype."""
+    x, x_nhwc = _dense(x)
+    w, w_nhwc = _dense(w)
+    if b is not None:
+        b = b.contiguous()
+    dev = x.get_device()
+    key = (x.shape, x.dtype, x_nhwc, dev, w.shape, w.dtype, w_nhwc, w.get_device(),
+           None if b is None else (b.shape, b.dtype, b.get_device()), spec, _precision(spec, x.dtype, dev))
+    entry = _entries.get(key)
+    if entry is None:
+        entry = _new_entry(key, x, w, b, spec, x_nhwc, w_nhwc)
+    if entry.handle is None:
+        if entry.reason is not None:
+            _fallback.count(entry.reason)
+        return _fallback.torch_conv(x, w, b, spec).contiguous(memory_format=entry.memory_format)
+    return _run(entry, x, w, b, dev)
+
+
+def _run(entry: _Entry, x, w, b, dev: int):
+    y = _empty(entry.out_shape, dtype=entry.dtype, device=entry.device, memory_format=entry.memory_format)
+    ws_bytes = entry.workspace_bytes
+    ws = _empty(ws_bytes, dtype=_U8, device=entry.device) if ws_bytes else None  # freed in stream order
+    status = _launch(entry.handle, x.data_ptr(), w.data_ptr(), 0 if b is None else b.data_ptr(), y.data_ptr(),
+                     0 if ws is None else ws.data_ptr(), ws_bytes, _raw_stream(dev) if dev >= 0 else 0)
+    if status:
+        raise error_for(status)
+    return y
+
+
+# ---- a new key ----
+
+def _refusal(x, w, b, spec: Spec) -> Optional[str]:
+    """Why our kernels cannot take these operands, before asking the library (which checks the rest)."""
+    for t, name in ((x, "input"), (w, "weight"), (b, "bias")):
+        if t is None:
+            continue
+        if t.dtype not in _DTYPES:
+            return f"{name} dtype {t.dtype} (pyconv takes float32, float16 and bfloat16)"
+        if t.dtype != x.dtype or t.device != x.device:
+            return f"{name} is {t.dtype} on {t.device} but the input {x.dtype} on {x.device}"
+        if t.device.type not in ("cpu", "cuda"):
+            return f"{name} on {t.device} (pyconv runs CPU and CUDA tensors)"
+    if x.dim() != 4 or w.dim() != 4:
+        return f"input and weight of {x.dim()} and {w.dim()} dimensions (pyconv takes 4-D, conv1d as 4-D)"
+    if b is not None and tuple(b.shape) != (w.shape[0],):  # the library reads M values: checked here
+        return f"bias of shape {tuple(b.shape)} for {w.shape[0]} output channels"
+    on_gpu = x.device.type == "cuda"
+    if spec.variant != "auto" and spec.variant in api.variants() and (spec.variant == "cpu") == on_gpu:
+        return f"variant '{spec.variant}' runs on {'the host' if on_gpu else 'the GPU'}, the tensors are on {x.device}"
+    return None
+
+
+def _epilogue_argument(epilogue: tuple):
+    kind, ph, pw, sh, sw, ceil = epilogue
+    if kind == _fallback.EPILOGUE_RELU_MAXPOOL:
+        return _problem.ReluMaxPool((ph, pw), (sh, sw), bool(ceil))
+    return "relu" if kind == _fallback.EPILOGUE_RELU else None
+
+
+def _plan(x, w, b, spec: Spec, precision: str, x_nhwc: bool, w_nhwc: bool):
+    """(pyconv.api's cached plan, output shape) for the operands on their device."""
+    dev = x.get_device()
+    variant = "cpu" if dev < 0 and spec.variant == "auto" else spec.variant
+    problem, key, out_shape = _problem.make_problem(
+        tuple(x.shape), tuple(w.shape), bias=b is not None, stride=spec.stride, padding=spec.padding,
+        dilation=spec.dilation, groups=spec.groups, epilogue=_epilogue_argument(spec.epilogue),
+        precision=precision, x_dtype=_DTYPES[x.dtype], x_layout="NHWC" if x_nhwc else "NCHW",
+        w_layout="MKKC" if w_nhwc else "MCKK")
+    return api._cached_plan(dev, key, problem, api.variant_id(variant), None), torch.Size(out_shape)
+
+
+def _describe(x, w, b, spec: Spec, precision: str, x_nhwc: bool) -> dict:
+    return {"device": str(x.device), "input": tuple(x.shape), "weight": tuple(w.shape), "bias": b is not None,
+            "dtype": _DTYPES.get(x.dtype, str(x.dtype)), "layout": "NHWC" if x_nhwc else "NCHW",
+            "stride": spec.stride, "padding": spec.padding, "dilation": spec.dilation, "groups": spec.groups,
+            "epilogue": ("none", "relu", "relu+maxpool")[spec.epilogue[0]], "precision": precision,
+            "engine": None, "variant": None, "config": None, "why": None, "pyconv_ms": None, "torch_ms": None}
+
+
+def _new_entry(key, x, w, b, spec: Spec, x_nhwc: bool, w_nhwc: bool) -> _Entry:
+    global _launch
+    if spec.engine not in ENGINES:
+        raise ConvError(f"engine must be one of {ENGINES}, got {spec.engine!r}")
+    if _launch is None:
+        _launch = _launcher()
+    precision = key[-1]
+    record = _describe(x, w, b, spec, precision, x_nhwc)
+    memory_format = _fallback.memory_format_of(x_nhwc)
+    reason = _refusal(x, w, b, spec) if spec.engine != "torch" else None
+    capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
+    if reason is None and capturing and spec.engine != "torch":
+        reason = "a new shape first seen during CUDA-graph capture (planning and tuning cannot be captured: " \
+                 "run the model once before capturing it)"
+    entry = None
+    if reason is None and spec.engine != "torch":
+        try:
+            plan, out_shape = _plan(x, w, b, spec, precision, x_nhwc, w_nhwc)
+            entry = _Entry(x, memory_format, record, plan, out_shape)
+            record.update(engine="pyconv", variant=plan.variant, config=plan.config, why="pyconv's plan")
+        except (ConvError, ConvRuntimeError) as exc:
+            reason = str(exc)
+    if entry is None:
+        if reason is not None:
+            _fallback.refuse(reason, spec.fallback)
+        record.update(engine="torch", why=reason or "engine='torch' asked for")
+        entry = _Entry(x, memory_format, record, reason=reason)
+    elif spec.engine == "fastest":
+        entry = _fastest(entry, x, w, b, spec, record)
+    if capturing:
+        return entry  # not kept: the next eager call plans it properly
+    with _lock:
+        _entries[key] = entry
+        _records.append((spec, record))
+    return entry
+
+
+# ---- engine "fastest": ours against PyTorch's conv, on this call's operands ----
+
+_TIMING_CALLS, _TIMING_ROUNDS = 10, 3
+
+
+def _time_ms(fn, device) -> float:
+    """Time per call of `fn` over back-to-back calls (host overhead counts where it is the bottleneck)."""
+    fn()
+    if device.type != "cuda":
+        start = time.perf_counter()
+        for _ in range(_TIMING_CALLS):
+            fn()
+        return (time.perf_counter() - start) * 1e3 / _TIMING_CALLS
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(_TIMING_CALLS):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / _TIMING_CALLS
+
+
+def _fastest(entry: _Entry, x, w, b, spec: Spec, record: dict) -> _Entry:
+    """Our plan, or PyTorch's conv where that was faster (best of a few rounds each, interleaved)."""
+    dev = x.get_device()
+    ours = lambda: _run(entry, x, w, b, dev)  # noqa: E731
+    theirs = lambda: _fallback.torch_conv(x, w, b, spec)  # noqa: E731
+    with torch.no_grad():
+        ours_ms, torch_ms = float("inf"), float("inf")
+        for _ in range(_TIMING_ROUNDS):
+            ours_ms = min(ours_ms, _time_ms(ours, x.device))
+            torch_ms = min(torch_ms, _time_ms(theirs, x.device))
+    record.update(pyconv_ms=ours_ms, torch_ms=torch_ms)
+    if ours_ms <= torch_ms:
+        record.update(why=f"pyconv faster ({ours_ms:.4f} ms vs PyTorch {torch_ms:.4f} ms per call)")
+        return entry
+    record.update(engine="torch", why=f"PyTorch faster ({torch_ms:.4f} ms vs pyconv {ours_ms:.4f} ms per call)")
+    return _Entry(x, entry.memory_format, record)
+
+
+def decisions() -> list:
+    """One dict per (operands, arguments) seen: which engine runs it, the variant and configuration,
+    why, and the per-call times where engine 'fastest' measured them."""
+    with _lock:
+        return [dict(r) for _, r in _records]
+
+
+def decisions_for(spec: Spec, weight_shape) -> list:
+    """decisions() of the calls made with this Spec and weight shape (one layer's)."""
+    weight_shape = tuple(weight_shape)
+    with _lock:
+        return [dict(r) for s, r in _records if s == spec and r["weight"] == weight_shape]
+
+
+def clear() -> None:
+    """Forgets every entry and decision (the next call of each shape plans, and times, again)."""
+    with _lock:
+        _entries.clear()
+        _records.clear()

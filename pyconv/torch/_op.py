@@ -1,0 +1,272 @@
+"""The PyTorch operators pyconv::conv2d and pyconv::conv1d, and the functions that call them.
+
+Each op has a real kernel (_engine: our plan on the tensor's device and PyTorch's current stream), a
+fake kernel (the output's shape, dtype and memory format, so torch.compile(fullgraph=True) traces it
+without a graph break) and an autograd formula whose backward is PyTorch's own convolution gradient
+(aten.convolution_backward), so a model trains with our forward.
+
+pyconv.torch.conv2d / conv1d go through the op where PyTorch must see it (compiling, a dispatch mode
+active, autograd recording); otherwise they call the real kernel directly, which skips the
+dispatcher's per-call cost and gives the same result.
+"""
+# No `from __future__ import annotations`: custom_op reads these annotations as types.
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .. import _problem, api
+from .._lib import ConvError
+from . import _engine
+from ._engine import Spec
+from ._fallback import EPILOGUE_RELU, EPILOGUE_RELU_MAXPOOL
+
+aten = torch.ops.aten
+
+
+# ---- the ops ----
+
+def _spec(stride, padding, dilation, groups, epilogue, variant, precision, engine, fallback) -> Spec:
+    return Spec(tuple(stride), tuple(padding), tuple(dilation), groups, tuple(epilogue), variant, precision,
+                engine, fallback)
+
+
+@torch.library.custom_op("pyconv::conv2d", mutates_args=())
+def conv2d_op(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: List[int], padding: List[int],
+              dilation: List[int], groups: int, epilogue: List[int], variant: str, precision: str, engine: str,
+              fallback: bool) -> Tensor:
+    """epilogue(conv2d(input, weight) + bias); epilogue is [kind, pool_h, pool_w, pool_stride_h,
+    pool_stride_w, ceil] with kind 0 none, 1 ReLU, 2 ReLU + max-pool."""
+    return _engine.conv2d(input, weight, bias, _spec(stride, padding, dilation, groups, epilogue, variant,
+                                                     precision, engine, fallback))
+
+
+@torch.library.custom_op("pyconv::conv1d", mutates_args=())
+def conv1d_op(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: int, padding: int, dilation: int,
+              groups: int, epilogue: List[int], variant: str, precision: str, engine: str,
+              fallback: bool) -> Tensor:
+    """conv2d_op on (B, C, 1, L) views; epilogue as conv2d_op's, its pool window (1, k)."""
+    spec = _spec((1, stride), (0, padding), (1, dilation), groups, epilogue, variant, precision, engine, fallback)
+    y = _engine.conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, spec)
+    return y.view(y.shape[0], y.shape[1], y.shape[3])
+
+
+def _out_size(n, k, stride, padding, dilation):
+    return (n + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+
+
+def _pooled_size(n, k, stride, ceil):
+    """max_pool2d's size without padding; in ceil mode the last window must start inside the input."""
+    out = (n - k + (stride - 1 if ceil else 0)) // stride + 1
+    if ceil and (out - 1) * stride >= n:
+        out = out - 1
+    return out
+
+
+def _output_hw(h, w, kh, kw, stride, padding, dilation, epilogue):
+    oh = _out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = _out_size(w, kw, stride[1], padding[1], dilation[1])
+    kind, ph, pw, sh, sw, ceil = epilogue
+    if kind == EPILOGUE_RELU_MAXPOOL:
+        oh, ow = _pooled_size(oh, ph, sh, ceil), _pooled_size(ow, pw, sw, ceil)
+    return oh, ow
+
+
+def _is_nhwc(t) -> bool:
+    """Whether _engine runs (and stores) it as NHWC: channels-last dense and not C-contiguous."""
+    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+
+
+@conv2d_op.register_fake
+def _conv2d_fake(input, weight, bias, stride, padding, dilation, groups, epilogue, variant, precision, engine,
+                 fallback):
+    oh, ow = _output_hw(input.shape[2], input.shape[3], weight.shape[2], weight.shape[3], stride, padding,
+                        dilation, epilogue)
+    fmt = torch.channels_last if _is_nhwc(input) else torch.contiguous_format
+    return torch.empty((input.shape[0], weight.shape[0], oh, ow), dtype=input.dtype, device=input.device,
+                       memory_format=fmt)
+
+
+@conv1d_op.register_fake
+def _conv1d_fake(input, weight, bias, stride, padding, dilation, groups, epilogue, variant, precision, engine,
+                 fallback):
+    _, ol = _output_hw(1, input.shape[2], 1, weight.shape[2], (1, stride), (0, padding), (1, dilation), epilogue)
+    return input.new_empty((input.shape[0], weight.shape[0], ol))
+
+
+# ---- autograd: PyTorch's convolution gradients ----
+
+def _grads(grad, x, w, b, y, stride, padding, dilation, groups, epilogue, mask):
+    """(dx, dw, db) of y = epilogue(conv(x, w) + b) for 4-D tensors: the epilogue's gradient by aten's
+    threshold / max-pool backward (the pooled case recomputes the pre-pool activation with aten's conv,
+    whose argmax routes the gradient), then aten.convolution_backward."""
+    kind, ph, pw, sh, sw, ceil = epilogue
+    if kind == EPILOGUE_RELU:
+        grad = aten.threshold_backward(grad, y, 0)
+    elif kind == EPILOGUE_RELU_MAXPOOL:
+        a = aten.relu(aten.convolution(x, w, b, stride, padding, dilation, False, [0, 0], groups))
+        _, indices = aten.max_pool2d_with_indices(a, [ph, pw], [sh, sw], [0, 0], [1, 1], bool(ceil))
+        grad = aten.max_pool2d_with_indices_backward(grad, a, [ph, pw], [sh, sw], [0, 0], [1, 1], bool(ceil),
+                                                     indices)
+        grad = aten.threshold_backward(grad, a, 0)
+    return aten.convolution_backward(grad, x, w, None if b is None else [w.shape[0]], stride, padding, dilation,
+                                     False, [0, 0], groups, mask)
+
+
+def _setup_context(ctx, inputs, output):
+    input, weight, bias = inputs[:3]
+    ctx.save_for_backward(input, weight, bias, output)
+    ctx.arguments = inputs[3:8]  # stride, padding, dilation, groups, epilogue
+
+
+def _mask(ctx, bias):
+    return [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]]
+
+
+def _conv2d_backward(ctx, grad):
+    x, w, b, y = ctx.saved_tensors
+    stride, padding, dilation, groups, epilogue = ctx.arguments
+    dx, dw, db = _grads(grad, x, w, b, y, stride, padding, dilation, groups, epilogue, _mask(ctx, b))
+    return (dx, dw, db) + (None,) * 9
+
+
+def _conv1d_backward(ctx, grad):
+    x, w, b, y = ctx.saved_tensors
+    stride, padding, dilation, groups, epilogue = ctx.arguments
+    dx, dw, db = _grads(grad.unsqueeze(2), x.unsqueeze(2), w.unsqueeze(2), b, y.unsqueeze(2), [1, stride],
+                        [0, padding], [1, dilation], groups, epilogue, _mask(ctx, b))
+    return (None if dx is None else dx.squeeze(2), None if dw is None else dw.squeeze(2), db) + (None,) * 9
+
+
+conv2d_op.register_autograd(_conv2d_backward, setup_context=_setup_context)
+conv1d_op.register_autograd(_conv1d_backward, setup_context=_setup_context)
+
+
+# ---- the functions users call ----
+
+_VARIANT_DEFAULT, _ENGINE_DEFAULT = "auto", "pyconv"
+_specs: dict = {}
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+
+
+def epilogue_code(epilogue) -> tuple:
+    """None, "relu" or pyconv.ReluMaxPool(...) as the ops' [kind, pool_h, pool_w, pool_stride_h,
+    pool_stride_w, ceil]."""
+    f = _problem.epilogue_fields(epilogue)
+    return (f["epilogue"], f.get("pool_h", 0), f.get("pool_w", 0), f.get("pool_stride_h", 0),
+            f.get("pool_stride_w", 0), f.get("pool_ceil", 0))
+
+
+def make_spec(kernel, stride, padding, dilation, groups, epilogue, variant, precision, engine, fallback):
+    """(Spec, F.pad widths or None): padding 'same' with an odd total pads the extra row / column
+    after, as PyTorch does, and the op gets the symmetric rest."""
+    if not isinstance(variant, str):
+        raise ConvError(f"variant must be a name (str), got {variant!r}")
+    if engine not in _engine.ENGINES:
+        raise ConvError(f"engine must be one of {_engine.ENGINES}, got {engine!r}")
+    if precision is not None and precision not in _problem.PRECISIONS:
+        raise ConvError(f"precision must be None or one of {tuple(_problem.PRECISIONS)}, got {precision!r}")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ConvError(f"groups must be an int >= 1, got {groups!r}")
+    s, d = _problem.pair(stride, "stride"), _problem.pair(dilation, "dilation")
+    (ph, pw), (eh, ew) = _problem.padding_of(padding, kernel, s, d)  # kernel: only for 'same' (else None)
+    extra = (0, ew, 0, eh) if eh or ew else None
+    spec = Spec(s, (ph, pw), d, groups, epilogue_code(epilogue), variant, precision or "default", engine,
+                bool(fallback))
+    return spec, extra
+
+
+def cached_spec(*arguments):
+    """make_spec, memoised on its (hashable) arguments outside tracing: a repeated call parses nothing.
+    (Traced, it is plain Python for the compiler: no library call.)"""
+    if _is_compiling():
+        return make_spec(*arguments)
+    try:
+        hit = _specs.get(arguments)
+    except TypeError:  # lists and other unhashable arguments
+        return make_spec(*arguments)
+    if hit is None:
+        hit = make_spec(*arguments)
+        api.variant_id(hit[0].variant)  # an unknown name is the caller's error, not a case to fall back on
+        if len(_specs) > 4096:
+            _specs.clear()
+        _specs[arguments] = hit
+    return hit
+
+
+def _direct(x, w, b) -> bool:
+    """The real kernel may be called without the dispatcher: nothing is tracing, no mode is active and
+    autograd has nothing to record."""
+    return not (_is_compiling() or _dispatch_modes() or type(x) is not _Tensor
+                or (_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad))))
+
+
+def conv2d_spec(x, w, b, spec: Spec, extra):
+    """conv2d with a prepared Spec (what Conv2d calls)."""
+    if extra is not None:
+        x = F.pad(x, extra)
+    if _direct(x, w, b):
+        return _engine.conv2d(x, w, b, spec)
+    return conv2d_op(x, w, b, list(spec.stride), list(spec.padding), list(spec.dilation), spec.groups,
+                     list(spec.epilogue), spec.variant, spec.precision, spec.engine, spec.fallback)
+
+
+def conv1d_spec(x, w, b, spec: Spec, extra):
+    """conv1d with a prepared (4-D) Spec (what Conv1d calls)."""
+    if extra is not None:
+        x = F.pad(x, extra[:2])
+    if _direct(x, w, b):
+        y = _engine.conv2d(x.unsqueeze(2), w.unsqueeze(2), b, spec)
+        return y.view(y.shape[0], y.shape[1], y.shape[3])
+    return conv1d_op(x, w, b, spec.stride[1], spec.padding[1], spec.dilation[1], spec.groups, list(spec.epilogue),
+                     spec.variant, spec.precision, spec.engine, spec.fallback)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue=None,
+           variant: str = _VARIANT_DEFAULT, precision: Optional[str] = None, engine: str = _ENGINE_DEFAULT,
+           fallback: bool = True):
+    """torch.nn.functional.conv2d on pyconv's kernels, then the fused epilogue.
+
+    input (B, C, H, W) and weight (M, C/groups, KH, KW) on one device (CPU: the cpu variant), float32,
+    float16 or bfloat16, contiguous or channels_last (kept: the result is in input's memory format).
+    epilogue: None, "relu" or pyconv.ReluMaxPool(kernel, stride=None, ceil_mode=False).
+    variant: "auto" or a name from pyconv.variants(); precision: None (as PyTorch: TF32 for float32 when
+    torch.backends.cudnn.allow_tf32, tensor cores for fp16/bf16), "exact", "tf32" or "fast".
+    engine: "pyconv" (ours; PyTorch's conv only where ours refuse), "fastest" (ours or PyTorch's,
+    whichever measured faster for this shape on first use) or "torch". fallback=False raises
+    ConvUnsupportedError where ours refuse instead of running PyTorch's conv (with a FallbackWarning).
+    Differentiable (PyTorch's conv gradients), traceable by torch.compile, capturable in CUDA graphs
+    once each shape has run eagerly."""
+    spec, extra = cached_spec(tuple(weight.shape[2:]) if isinstance(padding, str) else None, stride, padding,
+                              dilation, groups, epilogue, variant, precision, engine, fallback)
+    return conv2d_spec(input, weight, bias, spec, extra)
+
+
+def conv1d_arguments(stride, padding, dilation, epilogue):
+    """conv1d's int arguments and 1-D pool as conv2d's on (B, C, 1, L): (stride, padding, dilation, epilogue)."""
+    def one(value, name):
+        value = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConvError(f"{name} must be an int for conv1d, got {value!r}")
+        return value
+    if isinstance(epilogue, _problem.ReluMaxPool):
+        k = one(epilogue.kernel, "epilogue kernel")
+        epilogue = _problem.ReluMaxPool((1, k), (1, one(epilogue.stride if epilogue.stride is not None else k,
+                                                        "epilogue stride")), epilogue.ceil_mode)
+    padding = padding if isinstance(padding, str) else (0, one(padding, "padding"))
+    return (1, one(stride, "stride")), padding, (1, one(dilation, "dilation")), epilogue
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue=None,
+           variant: str = _VARIANT_DEFAULT, precision: Optional[str] = None, engine: str = _ENGINE_DEFAULT,
+           fallback: bool = True):
+    """torch.nn.functional.conv1d on pyconv's kernels: (B, C, L) signals, (M, C/groups, K) filters;
+    arguments as conv2d's (ints; ReluMaxPool pools along L)."""
+    s, p, d, ep = conv1d_arguments(stride, padding, dilation, epilogue)
+    spec, extra = cached_spec((1,) + tuple(weight.shape[2:]) if isinstance(padding, str) else None, s, p, d, groups,
+                              ep, variant, precision, engine, fallback)
+    return conv1d_spec(input, weight, bias, spec, extra)

@@ -1,0 +1,40 @@
+"""Networks to convert, for the tests and bench/torch_models.py: the main job's LeNet-5 as an
+nn.Sequential, and torchvision's ResNet-18, MobileNetV2 and ConvNeXt-T (random weights; torchvision is
+imported only when one of those is asked for)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..lenet import model as lenet_model
+from ..lenet.train import build_network
+
+
+def lenet5() -> nn.Sequential:
+    """pyconv/lenet/train.py's LeNet-5 (its parameters and initialisation) as an nn.Sequential, so that
+    convert can fuse each conv's ReLU + max-pool (train.py's forward calls F.conv2d itself)."""
+    net = build_network(torch)
+    return nn.Sequential(net.c1, nn.ReLU(), nn.MaxPool2d(lenet_model.POOL1), net.c3, nn.ReLU(),
+                         nn.MaxPool2d(lenet_model.POOL3, ceil_mode=True), nn.Flatten(), net.f5, nn.ReLU(), net.f6)
+
+
+def _torchvision(name: str):
+    def build():
+        import torchvision
+        return getattr(torchvision.models, name)()
+    return build
+
+
+# name: (builder, input (C, H, W))
+NETWORKS = {
+    "lenet5": (lenet5, lenet_model.INPUT_SHAPE),
+    "resnet18": (_torchvision("resnet18"), (3, 224, 224)),
+    "mobilenet_v2": (_torchvision("mobilenet_v2"), (3, 224, 224)),
+    "convnext_tiny": (_torchvision("convnext_tiny"), (3, 224, 224)),
+}
+
+
+def build(name: str, device, dtype=torch.float32, seed: int = 0) -> nn.Module:
+    """The network in eval mode, initialised from `seed`."""
+    torch.manual_seed(seed)
+    return NETWORKS[name][0]().to(device=device, dtype=dtype).eval()

@@ -1,0 +1,125 @@
+"""pyconv.torch.Conv2d and Conv1d: torch.nn.Conv2d / Conv1d whose convolution runs on pyconv.
+
+Subclasses of PyTorch's modules: the same constructor (plus keyword-only pyconv options), parameters,
+initialisation, state_dict keys and padding modes (reflect / replicate / circular pad with F.pad, as
+PyTorch does, then our conv). The options are plain attributes; the parsed form (a Spec) is memoised
+on them, so a forward call parses nothing.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch.nn.functional as F
+from torch import nn
+
+from . import _engine, _op
+
+
+# Attributes the parsed Spec depends on: setting one drops the memoised Spec.
+_SPEC_ATTRIBUTES = frozenset(("kernel_size", "stride", "padding", "dilation", "groups", "padding_mode", "epilogue",
+                              "variant", "precision", "engine", "fallback"))
+
+
+class _PyconvOptions:
+    """What both modules add: the options, the memoised Spec, decisions() and the repr."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name in _SPEC_ATTRIBUTES:
+            self.__dict__.pop("_pyconv_spec", None)
+
+    def spec(self):
+        """(Spec, F.pad widths or None) of the current attributes (memoised outside tracing)."""
+        if _op._is_compiling():
+            return self._make_spec()
+        hit = self.__dict__.get("_pyconv_spec")
+        if hit is None:
+            hit = self.__dict__["_pyconv_spec"] = self._make_spec()
+        return hit
+
+    def _set_options(self, epilogue, variant: str, precision: Optional[str], engine: str, fallback: bool) -> None:
+        self.epilogue, self.variant, self.precision = epilogue, variant, precision
+        self.engine, self.fallback = engine, fallback
+        self.spec()  # refuses bad options now, not at the first forward
+
+    def decisions(self) -> list:
+        """pyconv.torch.decisions() of this layer's calls so far: per input shape, which engine ran it
+        (pyconv's variant and configuration, or PyTorch's conv) and why."""
+        spec, _ = self.spec()
+        return _engine.decisions_for(spec, self._kernel_shape())
+
+    def extra_repr(self) -> str:
+        options = f"variant={self.variant!r}, engine={self.engine!r}"
+        if self.epilogue is not None:
+            options += f", epilogue={self.epilogue!r}"
+        if self.precision is not None:
+            options += f", precision={self.precision!r}"
+        return f"{super().extra_repr()}, {options}"
+
+    @classmethod
+    def from_torch(cls, conv, **options):
+        """A module of this class sharing `conv`'s parameters (the same Parameter objects) and arguments."""
+        new = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
+                  conv.groups, conv.bias is not None, conv.padding_mode, device="meta", dtype=conv.weight.dtype,
+                  **options)
+        new.weight = conv.weight
+        new.bias = conv.bias
+        new.train(conv.training)
+        return new
+
+
+class Conv2d(_PyconvOptions, nn.Conv2d):
+    """torch.nn.Conv2d on pyconv's kernels. Options (keyword-only) as pyconv.torch.conv2d's: epilogue
+    (None, "relu", pyconv.ReluMaxPool(...): fused after the conv and bias), variant, precision, engine
+    ("pyconv", "fastest", "torch") and fallback."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None, *, epilogue=None, variant: str = "auto",
+                 precision: Optional[str] = None, engine: str = "pyconv", fallback: bool = True):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+        self._set_options(epilogue, variant, precision, engine, fallback)
+
+    def _kernel_shape(self):
+        return self.weight.shape
+
+    def _make_spec(self):
+        padding = self.padding if self.padding_mode == "zeros" else 0
+        return _op.cached_spec(self.kernel_size if isinstance(padding, str) else None, self.stride, padding,
+                               self.dilation, self.groups, self.epilogue, self.variant, self.precision, self.engine,
+                               self.fallback)
+
+    def _conv_forward(self, input, weight, bias):
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+        spec, extra = self.spec()
+        return _op.conv2d_spec(input, weight, bias, spec, extra)
+
+
+class Conv1d(_PyconvOptions, nn.Conv1d):
+    """torch.nn.Conv1d on pyconv's kernels (as (B, C, 1, L) convolutions); options as Conv2d's, a
+    ReluMaxPool epilogue pooling along L."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None, *, epilogue=None, variant: str = "auto",
+                 precision: Optional[str] = None, engine: str = "pyconv", fallback: bool = True):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+        self._set_options(epilogue, variant, precision, engine, fallback)
+
+    def _kernel_shape(self):
+        return (self.weight.shape[0], self.weight.shape[1], 1, self.weight.shape[2])
+
+    def _make_spec(self):  # a Spec on (B, C, 1, L)
+        padding = self.padding if self.padding_mode == "zeros" else 0
+        stride, padding, dilation, epilogue = _op.conv1d_arguments(self.stride, padding, self.dilation,
+                                                                   self.epilogue)
+        return _op.cached_spec((1,) + tuple(self.kernel_size) if isinstance(padding, str) else None, stride, padding,
+                               dilation, self.groups, epilogue, self.variant, self.precision, self.engine,
+                               self.fallback)
+
+    def _conv_forward(self, input, weight, bias):
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+        spec, extra = self.spec()
+        return _op.conv1d_spec(input, weight, bias, spec, extra)

@@ -1,0 +1,153 @@
+"""Real networks converted with pyconv.torch.convert: LeNet-5 (the main job's, built in PyTorch) and
+torchvision's ResNet-18, MobileNetV2 and ConvNeXt-T (random weights, eval mode) at batch 1 and 32, fp32
+and fp16 / bf16, eager, torch.compile and CUDA graph: logits against the unconverted model; SGD steps
+on LeNet-5 give the same losses as with nn.Conv2d.
+
+Error = max |converted - original| / max |original| over the logits. fp32 (TF32 off on both sides):
+<= 1e-4. fp16 / bf16: both models in that dtype are compared with the fp32 original; the converted
+model's error may be at most 2x the original's own plus 1e-3 (no less exact than PyTorch's own
+half-precision run of the same network).
+LeNet-5 also runs on the CPU (the cpu variant); the rest needs CUDA and skips with the reason."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
+
+from conftest import GPU_SKIP_REASON  # noqa: E402
+
+import pyconv.torch as pct  # noqa: E402
+import pyconv.tuning  # noqa: E402
+from pyconv.lenet import model as lenet_model  # noqa: E402
+from pyconv.torch.models import NETWORKS, build  # noqa: E402
+
+CUDA_REASON = GPU_SKIP_REASON or ("" if torch.cuda.is_available() else "PyTorch has no CUDA device")
+requires_cuda = pytest.mark.skipif(bool(CUDA_REASON), reason=CUDA_REASON or "ok")
+try:
+    import torchvision
+except ImportError:
+    torchvision = None
+TV_REASON = "" if torchvision is not None else "torchvision is not installed"
+requires_torchvision = pytest.mark.skipif(bool(TV_REASON), reason=TV_REASON or "ok")
+
+
+@pytest.fixture(autouse=True)
+def no_tf32():
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.fixture(scope="module", autouse=True)
+def short_tuning():
+    """auto tunes each new shape once; a short budget keeps four networks' shapes quick."""
+    if not CUDA_REASON:
+        pyconv.tuning.set_budget_ms(300)
+    yield
+    if not CUDA_REASON:
+        pyconv.tuning.set_budget_ms(3000)
+
+
+def error(a, b) -> float:
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    return float((a - b).abs().max() / b.abs().max())
+
+
+def run(model, x, mode, backend="inductor"):
+    """The model's output in `mode`: eager, compiled (fullgraph, by `backend`) or replayed from a CUDA graph."""
+    with torch.no_grad():
+        if mode == "eager":
+            return model(x)
+        if mode == "compile":
+            return torch.compile(model, fullgraph=True, backend=backend)(x)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):  # plans, tunes and warms up outside the capture
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        static_x = x.clone()
+        with torch.cuda.graph(graph):
+            y = model(static_x)
+        static_x.copy_(x)
+        graph.replay()
+        return y.clone()
+
+
+def check_network(name, device, batch, dtype, mode, gen, backend="inductor"):
+    shape = NETWORKS[name][1]
+    x32 = torch.rand(batch, *shape, generator=gen).to(device)
+    original32 = build(name, device, torch.float32)
+    reference = run(original32, x32, "eager")
+    pct.reset_fallback_counts()
+    if dtype == torch.float32:
+        converted = pct.convert(original32, engine="pyconv")
+        err = error(run(converted, x32, mode, backend), reference)
+        assert err <= 1e-4, f"{name}: max rel error {err:.2e}"
+    else:
+        original = build(name, device, dtype)
+        converted = pct.convert(original, engine="pyconv")
+        x = x32.to(dtype)
+        theirs = error(run(original, x, mode, backend), reference)
+        ours = error(run(converted, x, mode, backend), reference)
+        assert ours <= 2 * theirs + 1e-3, f"{name}: {ours:.2e} vs PyTorch's own {theirs:.2e} in {dtype}"
+    layers = pct.report(converted)
+    assert layers and all(layers.values()), "every converted layer ran"
+    if mode == "graph":
+        assert not any("capture" in reason for reason in pct.fallback_counts())
+    return layers
+
+
+@pytest.fixture
+def gen(rng):
+    return torch.Generator().manual_seed(int(rng.integers(2**31)))
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_lenet5_cpu(batch, gen):
+    layers = check_network("lenet5", "cpu", batch, torch.float32, "eager", gen)
+    assert {r["epilogue"] for rs in layers.values() for r in rs} == {"relu+maxpool"}, "ReLU + pool fused"
+    assert all(r["variant"] == "cpu" for rs in layers.values() for r in rs)
+
+
+MODES = ["eager", "compile", "graph"]
+COMPILED = {(32, torch.float32): "inductor", (1, torch.bfloat16): "aot_eager"}  # (batch, dtype): backend
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@requires_cuda
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batch", [1, 32])
+@pytest.mark.parametrize("name", ["lenet5"] + [pytest.param(n, marks=requires_torchvision)
+                                                for n in ("resnet18", "mobilenet_v2", "convnext_tiny")])
+def test_network_cuda(name, batch, dtype, mode, gen):
+    backend = COMPILED.get((batch, dtype))
+    if mode == "compile" and backend is None:
+        pytest.skip("compiled at (32, float32) by inductor and (1, bfloat16) by aot_eager only: compiles take "
+                    "minutes; bench/torch_models.py compiles every pair")
+    check_network(name, "cuda", batch, dtype, mode, gen, backend or "inductor")
+
+
+def sgd_losses(model, batches, lr=0.05):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    losses = []
+    for x, labels in batches:
+        loss = torch.nn.functional.cross_entropy(model(x), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
+def test_lenet5_sgd_matches_nn_conv2d(device, gen):
+    batches = [(torch.rand(16, *lenet_model.INPUT_SHAPE, generator=gen).to(device),
+                torch.randint(10, (16,), generator=gen).to(device)) for _ in range(5)]
+    original = build("lenet5", device, torch.float32).train()
+    converted = pct.convert(original, engine="pyconv", fallback=False)
+    theirs, ours = sgd_losses(original, batches), sgd_losses(converted, batches)
+    assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-6)
+    for (name, p), q in zip(original.named_parameters(), converted.parameters()):
+        assert error(q, p) <= 1e-4, name

@@ -1,0 +1,359 @@
+"""pyconv.torch: the ops pyconv::conv2d / conv1d (torch.library.opcheck: schema, fake, autograd
+registration, AOT dispatch), the functional calls and Conv2d / Conv1d against torch.nn across stride,
+padding (modes included), dilation, groups, bias, memory formats and epilogues, forward and backward;
+refusals (warning once + counter, or an error with fallback=False), torch.compile(fullgraph=True),
+PyTorch's current stream, CUDA-graph capture, engine "fastest" and convert's fusion.
+
+CPU tensors run on the cpu variant everywhere PyTorch is installed; CUDA cases skip with the reason
+where there is no GPU. fp32 on CUDA runs with TF32 off on both sides."""
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
+
+import torch.nn.functional as F  # noqa: E402
+from conftest import GPU_SKIP_REASON  # noqa: E402
+
+import pyconv  # noqa: E402
+import pyconv.torch as pct  # noqa: E402
+
+CUDA_REASON = GPU_SKIP_REASON or ("" if torch.cuda.is_available() else "PyTorch has no CUDA device")
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(bool(CUDA_REASON), reason=CUDA_REASON or "ok"))]
+requires_cuda = pytest.mark.skipif(bool(CUDA_REASON), reason=CUDA_REASON or "ok")
+NONE = [0, 0, 0, 0, 0, 0]
+
+
+@pytest.fixture(autouse=True)
+def no_tf32():
+    """fp32 results compared exactly: PyTorch's convs without TF32 (pyconv then defaults to exact)."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.fixture
+def gen(rng):
+    """A torch generator seeded from the test's fresh seed (printed on failure)."""
+    return torch.Generator().manual_seed(int(rng.integers(2**31)))
+
+
+def rand(gen, *shape, device="cpu", dtype=torch.float32):
+    return torch.rand(*shape, generator=gen).mul_(2).sub_(1).to(device=device, dtype=dtype)
+
+
+def max_rel(a, b) -> float:
+    """max |a - b| / max |b|, in float64."""
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+# ---- opcheck ----
+
+OPCHECK_CASES = {  # name: (x shape, w shape, bias, stride, padding, dilation, groups, epilogue)
+    "plain": ((2, 3, 9, 8), (4, 3, 3, 3), False, [1, 1], [0, 0], [1, 1], 1, NONE),
+    "bias_stride_pad": ((2, 4, 11, 9), (6, 4, 3, 2), True, [2, 1], [1, 2], [1, 1], 1, NONE),
+    "groups_dilation_relu": ((1, 6, 10, 10), (6, 2, 3, 3), True, [1, 1], [2, 2], [2, 2], 3, [1, 0, 0, 0, 0, 0]),
+    "relu_maxpool_ceil": ((2, 3, 13, 12), (5, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], 1, [2, 3, 3, 2, 2, 1]),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(OPCHECK_CASES))
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_opcheck_conv2d(gen, device, case, channels_last):
+    x_shape, w_shape, bias, stride, padding, dilation, groups, epilogue = OPCHECK_CASES[case]
+    x, w = rand(gen, *x_shape, device=device), rand(gen, *w_shape, device=device)
+    if channels_last:
+        x, w = x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
+    b = rand(gen, w_shape[0], device=device) if bias else None
+    x.requires_grad_(), w.requires_grad_()
+    torch.library.opcheck(torch.ops.pyconv.conv2d.default,
+                          (x, w, b, stride, padding, dilation, groups, epilogue, "auto", "default", "pyconv", True))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_conv1d(gen, device):
+    x, w, b = rand(gen, 2, 4, 21, device=device), rand(gen, 6, 2, 5, device=device), rand(gen, 6, device=device)
+    x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+    torch.library.opcheck(torch.ops.pyconv.conv1d.default,
+                          (x, w, b, 2, 1, 2, 2, [2, 1, 2, 1, 2, 0], "auto", "default", "pyconv", True))
+
+
+# ---- functional and modules against torch.nn ----
+
+def _check_forward_backward(ours, theirs, inputs, bound=1e-5):
+    """Same outputs and same gradients for every input that requires grad."""
+    y_ours, y_theirs = ours(*inputs), theirs(*inputs)
+    assert y_ours.shape == y_theirs.shape and y_ours.dtype == y_theirs.dtype
+    assert max_rel(y_ours, y_theirs) <= bound
+    grad = torch.randn_like(y_theirs)
+    leaves = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    g_ours = torch.autograd.grad(y_ours, leaves, grad)
+    g_theirs = torch.autograd.grad(y_theirs, leaves, grad)
+    for a, b in zip(g_ours, g_theirs):
+        assert max_rel(a, b) <= bound
+    return y_ours
+
+
+CONV2D_CASES = {  # name: (x shape, nn.Conv2d arguments)
+    "plain": ((2, 3, 12, 11), dict(in_channels=3, out_channels=5, kernel_size=3)),
+    "stride_pad_rect": ((2, 4, 15, 13), dict(in_channels=4, out_channels=6, kernel_size=(3, 5), stride=(2, 1),
+                                             padding=(1, 2))),
+    "dilation_nobias": ((1, 3, 17, 16), dict(in_channels=3, out_channels=4, kernel_size=3, dilation=2, bias=False)),
+    "groups": ((2, 6, 9, 9), dict(in_channels=6, out_channels=9, kernel_size=3, groups=3, padding=1)),
+    "depthwise": ((2, 8, 10, 10), dict(in_channels=8, out_channels=8, kernel_size=3, groups=8, padding=1)),
+    "same_even": ((2, 3, 10, 9), dict(in_channels=3, out_channels=4, kernel_size=(4, 2), padding="same")),
+    "reflect": ((2, 3, 9, 10), dict(in_channels=3, out_channels=5, kernel_size=3, padding=1,
+                                     padding_mode="reflect")),
+    "replicate": ((1, 2, 8, 8), dict(in_channels=2, out_channels=3, kernel_size=3, padding=2, stride=2,
+                                     padding_mode="replicate")),
+    "circular": ((2, 3, 7, 9), dict(in_channels=3, out_channels=4, kernel_size=(3, 5), padding=(1, 2),
+                                    padding_mode="circular")),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(CONV2D_CASES))
+def test_conv2d_module_matches_nn(gen, device, case):
+    x_shape, kwargs = CONV2D_CASES[case]
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    theirs = torch.nn.Conv2d(**kwargs).to(device)
+    ours = pct.Conv2d(**kwargs, fallback=False).to(device)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict(theirs.state_dict())
+    x = rand(gen, *x_shape, device=device).requires_grad_()
+    _check_forward_backward(lambda t: ours(t), lambda t: theirs(t), (x,))
+    wgrad_ours = torch.autograd.grad(ours(x).square().sum(), ours.weight)[0]
+    wgrad_theirs = torch.autograd.grad(theirs(x).square().sum(), theirs.weight)[0]
+    assert max_rel(wgrad_ours, wgrad_theirs) <= 1e-5
+    assert all(d["engine"] == "pyconv" for d in ours.decisions()) and ours.decisions()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("epilogue", ["relu", "pool", "pool_ceil"])
+def test_conv2d_epilogues_forward_backward(gen, device, epilogue):
+    x = rand(gen, 2, 3, 14, 13, device=device).requires_grad_()
+    w = rand(gen, 5, 3, 3, 3, device=device).requires_grad_()
+    b = rand(gen, 5, device=device).requires_grad_()
+    pool = {"relu": None, "pool": pyconv.ReluMaxPool(2),
+            "pool_ceil": pyconv.ReluMaxPool(3, 2, ceil_mode=True)}[epilogue]
+
+    def theirs(x, w, b):
+        y = F.relu(F.conv2d(x, w, b, padding=1))
+        return y if pool is None else F.max_pool2d(y, pool.kernel, pool.stride, ceil_mode=pool.ceil_mode)
+
+    ours = lambda x, w, b: pct.conv2d(x, w, b, padding=1, epilogue=pool or "relu", fallback=False)  # noqa: E731
+    _check_forward_backward(ours, theirs, (x, w, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv2d_channels_last_and_parameters(gen, device):
+    layer = torch.nn.Conv2d(4, 6, 3, padding=1).to(device).to(memory_format=torch.channels_last)
+    x = rand(gen, 2, 4, 9, 10, device=device).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        y = pct.conv2d(x, layer.weight, layer.bias, padding=1, fallback=False)  # nn.Parameter operands
+    assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+    assert max_rel(y, layer(x)) <= 1e-5
+    assert pct.decisions()[-1]["layout"] == "NHWC"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=5, stride=2, padding=2), dict(kernel_size=4, padding="same"),
+                                    dict(kernel_size=3, dilation=2, groups=2, padding=1, padding_mode="reflect")])
+def test_conv1d_module_matches_nn(gen, device, kwargs):
+    theirs = torch.nn.Conv1d(4, 6, **kwargs).to(device)
+    ours = pct.Conv1d(4, 6, **kwargs, fallback=False).to(device)
+    ours.load_state_dict(theirs.state_dict())
+    x = rand(gen, 3, 4, 23, device=device).requires_grad_()
+    _check_forward_backward(lambda t: ours(t), lambda t: theirs(t), (x,))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv1d_functional_pool(gen, device):
+    x, w, b = rand(gen, 2, 3, 30, device=device), rand(gen, 4, 3, 3, device=device), rand(gen, 4, device=device)
+    y = pct.conv1d(x, w, b, padding=1, epilogue=pyconv.ReluMaxPool(3, ceil_mode=True), fallback=False)
+    ref = F.max_pool1d(F.relu(F.conv1d(x, w, b, padding=1)), 3, ceil_mode=True)
+    assert y.shape == ref.shape and max_rel(y, ref) <= 1e-5
+
+
+# ---- refusals ----
+
+def test_refused_dtype_falls_back_once_and_counts(gen):
+    pct.reset_fallback_counts()
+    x, w = rand(gen, 1, 2, 6, 6, dtype=torch.float64), rand(gen, 3, 2, 3, 3, dtype=torch.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            y = pct.conv2d(x, w)
+    assert [type(c.message) for c in caught] == [pct.FallbackWarning], "one warning per reason"
+    assert "float64" in str(caught[0].message)
+    assert sum(pct.fallback_counts().values()) == 3
+    assert torch.equal(y, F.conv2d(x, w))
+    with pytest.raises(pyconv.ConvUnsupportedError, match="float64"):
+        pct.conv2d(x, w, fallback=False)
+
+
+def test_changed_attributes_take_effect(gen):
+    layer = pct.Conv2d(3, 4, 3, fallback=False)
+    x = rand(gen, 1, 3, 8, 8)
+    with torch.no_grad():
+        plain = layer(x)
+        layer.epilogue, layer.padding = "relu", (1, 1)
+        assert torch.equal(layer(x)[:, :, 1:-1, 1:-1], plain.relu())
+
+
+def test_wrong_bias_shape_is_pytorchs_error(gen):
+    with pytest.warns(pct.FallbackWarning, match="bias"), pytest.raises(RuntimeError):
+        pct.conv2d(rand(gen, 1, 3, 6, 6), rand(gen, 4, 3, 3, 3), rand(gen, 3))
+
+
+def test_bad_options_raise_with_the_argument():
+    with pytest.raises(pyconv.ConvError, match="engine"):
+        pct.Conv2d(2, 3, 3, engine="cudnn")
+    with pytest.raises(pyconv.ConvError, match="precision"):
+        pct.Conv2d(2, 3, 3, precision="half")
+    with pytest.raises(pyconv.ConvError, match="epilogue"):
+        pct.Conv2d(2, 3, 3, epilogue="gelu")
+    with pytest.raises(pyconv.ConvError, match="variant"):
+        pct.conv2d(torch.ones(1, 2, 5, 5), torch.ones(3, 2, 3, 3), variant="no_such_variant")
+
+
+def test_mismatched_operands_raise_pytorchs_error(gen):
+    with pytest.warns(pct.FallbackWarning), pytest.raises(RuntimeError):
+        pct.conv2d(rand(gen, 1, 3, 6, 6), rand(gen, 4, 2, 3, 3))  # channel mismatch: PyTorch's own message
+
+
+# ---- engine "fastest", convert, compile ----
+
+def test_engine_fastest_records_its_choice(gen):
+    x, w = rand(gen, 2, 3, 12, 12), rand(gen, 4, 3, 3, 3)
+    y = pct.conv2d(x, w, padding=1, engine="fastest")
+    assert max_rel(y, F.conv2d(x, w, padding=1)) <= 1e-5
+    record = [d for d in pct.decisions() if d["input"] == (2, 3, 12, 12) and d["pyconv_ms"] is not None][-1]
+    assert record["engine"] in ("pyconv", "torch") and record["torch_ms"] > 0 and "faster" in record["why"]
+
+
+def _small_net():
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, ceil_mode=True),
+                         nn.Conv2d(8, 8, 3, padding=1, groups=2), nn.ReLU(inplace=True),
+                         nn.Conv2d(8, 4, 1), nn.Flatten(), nn.Linear(4 * 5 * 5, 3))
+
+
+def test_convert_fuses_and_matches(gen):
+    torch.manual_seed(0)
+    model = _small_net().eval()
+    converted = pct.convert(model, engine="pyconv", fallback=False)
+    kinds = [type(m).__name__ for m in converted]
+    assert kinds == ["Conv2d", "Identity", "Identity", "Conv2d", "Identity", "Conv2d", "Flatten", "Linear"]
+    assert isinstance(converted[0], pct.Conv2d) and isinstance(converted[0].epilogue, pyconv.ReluMaxPool)
+    assert converted[3].epilogue == "relu" and converted[5].epilogue is None
+    assert list(converted.state_dict()) == list(model.state_dict())
+    assert type(model[0]) is torch.nn.Conv2d, "convert copies unless inplace=True"
+    x = rand(gen, 2, 3, 9, 10)
+    with torch.no_grad():
+        assert max_rel(converted(x), model(x)) <= 1e-5
+    layers = pct.report(converted)
+    assert set(layers) == {"0", "3", "5"} and all(r and r[0]["engine"] == "pyconv" for r in layers.values())
+
+
+def test_convert_conv1d_inplace(gen):
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv1d(3, 6, 5, padding=2), nn.ReLU(), nn.Conv1d(6, 2, 3, padding_mode="circular",
+                                                                           padding=1)).eval()
+    with torch.no_grad():
+        x = rand(gen, 2, 3, 17)
+        expected = model(x)
+        same = pct.convert(model, engine="pyconv", fallback=False, inplace=True, example_inputs=x)
+        assert same is model and isinstance(model[0], pct.Conv1d) and model[0].epilogue == "relu"
+        assert type(model[1]) is nn.Identity and isinstance(model[2], pct.Conv1d)
+        assert max_rel(model(x), expected) <= 1e-5
+    assert all(len(r) == 1 for r in pct.report(model).values()), "example_inputs planned every layer"
+
+
+def test_opcheck_on_the_fallback_path(gen):
+    x, w = rand(gen, 1, 2, 6, 6, dtype=torch.float64), rand(gen, 3, 2, 3, 3, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pct.FallbackWarning)
+        torch.library.opcheck(torch.ops.pyconv.conv2d.default,
+                              (x.requires_grad_(), w, None, [1, 1], [1, 1], [1, 1], 1, [1, 0, 0, 0, 0, 0], "auto",
+                               "default", "pyconv", True))
+
+
+def test_compile_fullgraph_no_graph_break(gen):
+    torch.manual_seed(0)
+    model = _small_net().eval()
+    converted = pct.convert(model, engine="pyconv", fallback=False)
+    compiled = torch.compile(converted, fullgraph=True, backend="aot_eager")
+    x = rand(gen, 2, 3, 9, 10, device="cpu")
+    with torch.no_grad():
+        assert max_rel(compiled(x), model(x)) <= 1e-5
+    x.requires_grad_()
+    _check_forward_backward(compiled, model, (x,))
+
+
+# ---- CUDA: streams, graphs, inductor ----
+
+@requires_cuda
+def test_runs_on_current_stream_and_device(gen):
+    x, w = rand(gen, 4, 3, 32, 32, device="cuda"), rand(gen, 8, 3, 3, 3, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)
+        x2 = x * 2  # written after the sleep, on the side stream: a launch elsewhere would read it too early
+        y = pct.conv2d(x2, w, padding=1, fallback=False)
+        ref = F.conv2d(x2, w, padding=1)
+        err = (y - ref).abs().max()
+    torch.cuda.current_stream().wait_stream(side)
+    assert float(err) <= 1e-5 * float(ref.abs().max())
+
+
+@requires_cuda
+def test_cuda_graph_capture_of_a_converted_model(gen):
+    torch.manual_seed(0)
+    model = _small_net().cuda().eval()
+    converted = pct.convert(model, engine="pyconv", fallback=False)
+    x = rand(gen, 2, 3, 9, 10, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        converted(x)  # plans (and tunes) before the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        y = converted(x)
+    x.copy_(rand(gen, 2, 3, 9, 10, device="cuda"))
+    graph.replay()
+    with torch.no_grad():
+        assert max_rel(y, model(x)) <= 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_dtypes(gen, device, dtype):
+    x, w, b = (rand(gen, 2, 8, 16, 16, device=device, dtype=dtype), rand(gen, 16, 8, 3, 3, device=device, dtype=dtype),
+               rand(gen, 16, device=device, dtype=dtype))
+    y = pct.conv2d(x, w, b, padding=1, fallback=False)
+    ref = F.conv2d(x.double(), w.double(), b.double(), padding=1)
+    assert y.dtype == dtype and max_rel(y, ref) <= (4e-3 if dtype == torch.float16 else 2e-2)
+
+
+@requires_cuda
+def test_compile_inductor_cuda(gen):
+    torch.manual_seed(0)
+    model = _small_net().cuda().eval()
+    compiled = torch.compile(pct.convert(model, engine="pyconv", fallback=False), fullgraph=True)
+    x = rand(gen, 2, 3, 9, 10, device="cuda")
+    with torch.no_grad():
+        assert max_rel(compiled(x), model(x)) <= 1e-5
+
+
+def test_pyconv_alone_does_not_import_torch():
+    """pyconv itself does not import torch (the extra is optional)."""
+    code = "import sys, pyconv; assert 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
