@@ -122,6 +122,12 @@ class _DeviceScope:
             lib().conv_set_device(self.previous)
 
 
+def use_device(device: int) -> _DeviceScope:
+    """`with use_device(d):` makes GPU d current inside the block (for calls on "the current device",
+    e.g. creating a Stream or Event there) and restores the caller's device after it."""
+    return _DeviceScope(device)
+
+
 # Streams that live as long as the process: memory allocated on them can be freed on them at any time.
 _LASTING_STREAMS = (0, 2)  # the legacy and the per-thread default streams
 

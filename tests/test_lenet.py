@@ -1,9 +1,10 @@
-"""LeNet-5 on Fashion-MNIST: the idx loader and resize, the host layers against independent float64
-code, the shipped weights' accuracy, every variant's predictions against `cpu`, the stream pipeline,
-and the command's handling of bad input."""
+"""LeNet-5 on Fashion-MNIST on the host: the idx loader and resize, the cpu network (fused epilogues,
+F5/F6 as convolutions) against independent float64 code, the shipped weights' accuracy, and the
+command's handling of bad input. The GPU pipeline: tests/test_lenet_gpu.py."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import struct
 import subprocess
@@ -13,25 +14,17 @@ import numpy as np
 import pytest
 
 import pyconv
-from conftest import requires_gpu
 from pyconv.cli import main
-from pyconv.lenet import data, model, network
-from pyconv.lenet.layers import PipelineOptions, chunk_bounds
+from pyconv.lenet import data, host_net, model, network, pipeline
 from pyconv.lenet.progress import Progress
 
 # The shipped weights get exactly this many of the first PINNED_IMAGES test images right with the
 # cpu variant (measured when weights.npz was trained). A change means the loader, the resize, the
-# host layers or the weights changed.
+# network or the weights changed.
 PINNED_IMAGES = 500
 PINNED_CORRECT = 456  # 0.912; the smallest top-2 probability margin among them is 0.014
-GPU_SUBSET = 2000  # images the GPU variants are checked on (all 10,000 with `--variant all`)
 
 QUIET = Progress(enabled=False)
-FAST = PipelineOptions(streams=3, chunks=7, repeats=1)  # uneven chunks on fewer streams than chunks
-
-
-def _gpu() -> bool:
-    return pyconv.device_count() > 0
 
 
 def _real_data_dir():
@@ -50,16 +43,8 @@ def test_set():
     return images, labels
 
 
-def _run(images, labels, variant, options=FAST):
-    buffers = network.Buffers(len(images), pinned=_gpu())
-    data.resize(images, out=buffers.x)
-    return network.forward(buffers, model.load_weights(), variant, options, QUIET)
-
-
-@pytest.fixture(scope="module")
-def cpu_subset(test_set):
-    images, labels = test_set[0][:GPU_SUBSET], test_set[1][:GPU_SUBSET]
-    return images, labels, _run(images, labels, "cpu")
+def run_cpu(images, batch=None):
+    return host_net.run(images, batch or len(images), model.load_weights(), QUIET)
 
 
 # ---- the data ----
@@ -161,19 +146,13 @@ def _pool_oracle(y: np.ndarray, k: int) -> np.ndarray:
     return np.maximum(out, 0)
 
 
-@pytest.mark.parametrize("shape, k", [((3, 4, 80, 80), 2), ((3, 16, 34, 34), 4), ((2, 1, 7, 9), 3)])
-def test_relu_maxpool_ceil_mode(shape, k):
-    y = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
-    assert np.array_equal(model.relu_maxpool(y, k), _pool_oracle(y, k))
-
-
 def _conv_oracle(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     windows = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))  # (B,C,OH,OW,KH,KW)
     return np.einsum("bchwij,mcij->bmhw", windows, w)
 
 
 def test_network_matches_float64_oracle(test_set):
-    images, labels = test_set[0][:40], test_set[1][:40]
+    images = test_set[0][:40]
     weights = model.load_weights()
     x = data.resize(images).astype(np.float64)
     h = _pool_oracle(_conv_oracle(x, weights.c1.astype(np.float64)), 2)
@@ -182,7 +161,7 @@ def test_network_matches_float64_oracle(test_set):
     logits = h @ weights.f6_w.T.astype(np.float64) + weights.f6_b
     expected = np.exp(logits - logits.max(1, keepdims=True))
     expected /= expected.sum(1, keepdims=True)
-    result = _run(images, labels, "cpu")
+    result = run_cpu(images, batch=16)  # uneven batches: 16, 16, 8
     assert result.probabilities.shape == (40, 10)
     np.testing.assert_allclose(result.probabilities, expected, atol=1e-5)
     assert np.array_equal(result.predictions, expected.argmax(1))
@@ -208,10 +187,10 @@ def test_training_network_is_the_inference_network(test_set):
         "c1.weight": weights.c1, "c3.weight": weights.c3, "f5.weight": weights.f5_w,
         "f5.bias": weights.f5_b, "f6.weight": weights.f6_w, "f6.bias": weights.f6_b}.items()}
     net.load_state_dict(state, strict=True)
-    images, labels = test_set[0][:64], test_set[1][:64]
+    images = test_set[0][:64]
     with torch.no_grad():
         expected = torch.softmax(net(torch.from_numpy(data.resize(images))), 1).numpy()
-    np.testing.assert_allclose(_run(images, labels, "cpu").probabilities, expected, atol=1e-5)
+    np.testing.assert_allclose(run_cpu(images).probabilities, expected, atol=1e-5)
 
 
 def test_training_without_torch_says_what_to_install(monkeypatch):
@@ -224,68 +203,43 @@ def test_training_without_torch_says_what_to_install(monkeypatch):
 
 def test_pinned_accuracy_of_shipped_weights(test_set):
     images, labels = test_set[0][:PINNED_IMAGES], test_set[1][:PINNED_IMAGES]
-    result = _run(images, labels, "cpu")
+    result = run_cpu(images)
     assert int((result.predictions == labels).sum()) == PINNED_CORRECT
 
 
-# ---- every variant against cpu ----
-
-def _variants(exact: bool):
-    # Skip marks, not pytest.skip in the body, so that the cpu reference is not computed for nothing.
-    return [pytest.param(v.name, id=v.name, marks=pytest.mark.skipif(
-                not v.available, reason=f"{v.name} is not available here: {v.reason}"))
-            for v in pyconv.variant_info() if v.on_device and v.exact == exact]
+def test_batches_cover_the_images_once():
+    for total, batch in [(10000, 10000), (70000, 10000), (23, 5), (3, 16), (1, 1)]:
+        bounds = pipeline.batch_bounds(total, batch)
+        assert bounds[0][0] == 0 and bounds[-1][1] == total
+        assert all(0 < b - a <= batch for a, b in bounds) and all(b == c for (_, b), (c, _) in zip(bounds, bounds[1:]))
 
 
-@pytest.mark.parametrize("name", _variants(exact=True))
-def test_exact_variant_predicts_as_cpu(cpu_subset, name):
-    images, labels, reference = cpu_subset
-    result = _run(images, labels, name)
-    assert np.array_equal(result.predictions, reference.predictions)
-
-
-@pytest.mark.parametrize("name", _variants(exact=False))
-def test_reduced_precision_variant_within_bounds(cpu_subset, name):
-    images, labels, reference = cpu_subset
-    result = _run(images, labels, name)
-    assert (result.predictions == reference.predictions).mean() >= network.MIN_AGREEMENT
-    assert reference.accuracy(labels) - result.accuracy(labels) <= network.MAX_ACCURACY_LOSS
-
-
-@requires_gpu
-@pytest.mark.parametrize("name", [v.name for v in pyconv.variant_info() if v.on_device and v.available])
-def test_stream_pipeline_writes_every_output(name):
-    from pyconv.lenet.gpu_layer import GpuConvLayer
-
-    info = {v.name: v for v in pyconv.variant_info()}[name]
-    rng = np.random.default_rng(4)
-    x = pyconv.pinned_empty((23, 4, 40, 40))
-    x[...] = rng.uniform(-1, 1, x.shape)
-    w = rng.uniform(-1, 1, model.C3_SHAPE).astype(np.float32)
-    y = pyconv.pinned_empty((23,) + model.C3_OUT)
-    y.fill(np.nan)  # poison: every element must be written by some chunk
-    plan = pyconv.Conv2dPlan(x.shape, w.shape, variant=name, precision="exact" if info.exact else "fast")
-    times = GpuConvLayer(w, x.shape, plan, FAST).run(x, y, QUIET)
-    reference = pyconv.conv2d(np.asarray(x), w, variant="cpu")
-    assert not np.isnan(y).any()
-    assert np.linalg.norm(y - reference) / np.linalg.norm(reference) <= info.max_rel_error
-    assert times.op_ms > 0 and times.overlapped_ms > 0 and times.layer_ms >= times.op_ms
-
-
-def test_chunks_cover_the_batch_once():
-    for batch, chunks in [(10000, 16), (23, 7), (3, 16), (1, 1)]:
-        bounds = chunk_bounds(batch, chunks)
-        assert bounds[0][0] == 0 and bounds[-1][1] == batch
-        assert all(a < b for a, b in bounds) and all(b == c for (_, b), (c, _) in zip(bounds, bounds[1:]))
+def test_layers_are_the_model():
+    shapes = [layer.out_shape for layer in network.LAYERS]
+    assert shapes == [model.S2_OUT, model.S4_OUT, (32, 1, 1), (10, 1, 1)]
+    for layer, nxt in zip(network.LAYERS, network.LAYERS[1:]):
+        assert layer.out_shape == nxt.in_shape
+    w = network.layer_weights(model.load_weights())
+    assert all(w[layer.name][0].shape == layer.w_shape for layer in network.LAYERS)
 
 
 # ---- the command ----
 
 def test_command_runs_on_a_small_data_dir(tmp_path, capsys):
     make_data_dir(tmp_path, n=8)
-    assert main(["lenet", "--data", str(tmp_path), "--repeats", "1"]) == 0
+    path = tmp_path / "out" / "lenet.json"
+    assert main(["lenet", "--data", str(tmp_path), "--repeats", "1", "--no-torch", "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "C1 conv" in out and "C3 conv" in out and "rest of the network" in out and "accuracy:" in out
+    assert "C1 conv" in out and "C3 conv" in out and "end to end" in out and "accuracy:" in out
+    record = json.loads(path.read_text())
+    assert record["images"] == 8 and record["batch"] == 8
+
+
+def test_command_repeats_a_small_test_set(tmp_path, capsys):
+    make_data_dir(tmp_path, n=6)
+    assert main(["lenet", "--data", str(tmp_path), "--images", "15", "--batch", "4", "--repeats", "1",
+                 "--no-torch"]) == 0
+    assert "15 images: the 6-image Fashion-MNIST test set repeated 3 times" in capsys.readouterr().out
 
 
 def test_command_all_variants_table(tmp_path, capsys, test_set):
@@ -301,7 +255,7 @@ def test_command_all_variants_table(tmp_path, capsys, test_set):
         if v.exact and v.name != "cpu":
             assert "100.00% same" in rows[v.name] or f"{v.name}: unsupported" in out
     # 100 images are too few for the reduced-precision bounds (one image is 1%); those are checked
-    # on GPU_SUBSET images above and on all 10,000 by `--variant all` on a GPU.
+    # on 2,000 images in tests/test_lenet_gpu.py and on all 10,000 by `--variant all` on a GPU.
     assert rc == 0 or any(not v.exact for v in infos)
 
 
@@ -310,6 +264,8 @@ def test_command_all_variants_table(tmp_path, capsys, test_set):
     (["--batch", "0"], "--batch must be at least 1"),
     (["--batch", "7"], "--batch 7 is more than the 6 images"),
     (["--streams", "0"], "--streams must be at least 1"),
+    (["--images", "0"], "--images must be at least 1"),
+    (["--repeats", "0"], "--repeats must be at least 1"),
 ])
 def test_bad_arguments_are_named(tmp_path, capsys, argv, message):
     make_data_dir(tmp_path)

@@ -10,8 +10,10 @@
 
 Ceil mode for the 4x4 pool: 34 is not a multiple of 4, and the original framework keeps the partial
 last window (rows/columns 32..33), as PyTorch's max_pool2d(ceil_mode=True) does, giving 9x9 rather
-than 8x8. The two convolutions run on pyconv; everything else is the NumPy below. train.py builds the
-same network from the same constants in PyTorch.
+than 8x8. The fully connected layers are convolutions too: F5 is a 16->32 conv whose 9x9 kernel covers
+the whole 9x9 map (its weights are F5's rows in C-order, as torch.flatten lays the features out), F6
+a 32->10 1x1 conv; so every layer runs on pyconv (network.py). train.py builds the same network from
+the same constants in PyTorch.
 """
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ C3_OUT = _conv_out(S2_OUT, C3_SHAPE)        # (16, 34, 34)
 S4_OUT = _pool_out(C3_OUT, POOL3)           # (16, 9, 9)
 F5_SHAPE = (32, S4_OUT[0] * S4_OUT[1] * S4_OUT[2])  # (out, in) = (32, 1296), PyTorch's Linear layout
 F6_SHAPE = (10, 32)
+F5_CONV = (F5_SHAPE[0],) + S4_OUT        # (32, 16, 9, 9): F5 as a conv over the pooled C3 map
+F6_CONV = (F6_SHAPE[0], F6_SHAPE[1], 1, 1)
 WEIGHTS_FILE = "weights.npz"
 
 
@@ -92,46 +96,7 @@ def save_weights(path, arrays: dict, meta: dict) -> None:
                         **{name: np.asarray(arrays[name], np.float32) for name in EXPECTED})
 
 
-def relu_maxpool(y: np.ndarray, window: int, out: np.ndarray | None = None) -> np.ndarray:
-    """ReLU then max-pool (window x window, stride window, ceil mode) of (B, M, H, W) float32.
-
-    Max is separable: first over each row's windows, then over the columns of the result. Each
-    pass is an element-wise maximum of `window` strided views (fast in NumPy, unlike a reduction
-    over a 6-D reshape). In ceil mode the view starting at offset r has ceil((H - r) / window)
-    entries, one fewer than the output when the last window is partial, so it is folded into the
-    leading entries only: a partial window pools over the pixels it has, as PyTorch's ceil mode
-    (padding with -inf) does. ReLU comes last: max and max(., 0) commute, and the clamp then
-    touches window^2 times fewer values.
-    `out`: optional (B, M, ceil(H/window), ceil(W/window)) float32 array to write into.
-    """
-    B, M, H, W = y.shape
-    OH, OW = pooled_size(H, window), pooled_size(W, window)
-    if out is None:
-        out = np.empty((B, M, OH, OW), np.float32)
-    elif out.shape != (B, M, OH, OW):
-        raise ValueError(f"out must have shape {(B, M, OH, OW)}, got {out.shape}")
-    step = 512  # images per block: the row-pooled temporary stays small enough to stay in cache
-    for start in range(0, B, step):
-        block = y[start:start + step]
-        rows = block[..., ::window].copy()                      # (b, M, H, OW)
-        for c in range(1, window):
-            view = block[..., c::window]
-            np.maximum(rows[..., :view.shape[3]], view, out=rows[..., :view.shape[3]])
-        pooled = out[start:start + step]
-        pooled[...] = rows[:, :, ::window]                      # (b, M, OH, OW)
-        for r in range(1, window):
-            view = rows[:, :, r::window]
-            np.maximum(pooled[:, :, :view.shape[2]], view, out=pooled[:, :, :view.shape[2]])
-    return np.maximum(out, 0.0, out=out)
-
-
-def head(pooled: np.ndarray, weights: Weights) -> np.ndarray:
-    """F5 (+ReLU) and F6 on (B, 16, 9, 9) features; returns the (B, 10) logits, float32."""
-    features = pooled.reshape(len(pooled), -1)          # C-order flatten, as torch.flatten
-    hidden = np.maximum(features @ weights.f5_w.T + weights.f5_b, 0.0)
-    return hidden @ weights.f6_w.T + weights.f6_b
-
-
 def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of (B, K) logits (the host path; the GPU path has conv_softmax_argmax)."""
     shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
     return shifted / shifted.sum(axis=1, keepdims=True)

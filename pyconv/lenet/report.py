@@ -1,13 +1,14 @@
-"""What `python -m pyconv lenet` prints on stdout: plain-text tables of times and accuracy."""
+"""What `python -m pyconv lenet` prints on stdout: plain-text tables of times, floors and accuracy."""
 from __future__ import annotations
 
-from .layers import LayerTimes, PipelineOptions
-from .network import Result
+from . import device_net, network
 
-CONV_LABELS = {"C1": "C1 conv 1->4 7x7, 86x86 -> 80x80", "C3": "C3 conv 4->16 7x7, 40x40 -> 34x34"}
+STAGE_LABELS = {"upload": "H2D uint8 images", "resize": "resize 28x28 -> 86x86 (bilinear)",
+                "softmax": "softmax + argmax", "download": "D2H predictions"}
+STAGE_LABELS.update({layer.name: layer.label for layer in network.LAYERS})
 
 
-def table(header: list[str], rows: list[list[str]], left: int = 2) -> str:
+def table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
     """Columns padded to their widest cell; the first `left` columns (names) left-aligned, the
     others (numbers) right-aligned."""
     widths = [max(len(str(row[i])) for row in [header] + rows) for i in range(len(header))]
@@ -23,67 +24,90 @@ def ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
-def overlap_label(options: PipelineOptions) -> str:
-    return f"{options.streams} streams x {options.chunks} chunks"
+def accuracy_line(result: network.Result, labels) -> str:
+    correct = int((result.classes == labels).sum())
+    return f"accuracy: {correct / len(labels):.4f} ({correct} of {len(labels)} correct)"
 
 
-def single(result: Result, labels, options: PipelineOptions) -> str:
-    """The per-layer report of one variant."""
-    on_device = any(t.on_device for t in result.conv.values())
-    if on_device:
-        conv_header = ["conv layer", "variant", "op ms", "H2D ms", "D2H ms", "layer ms (1 stream)",
-                       f"layer ms (overlapped, {overlap_label(options)})"]
-        conv_rows = [[CONV_LABELS[name], t.variant, ms(t.op_ms), ms(t.h2d_ms), ms(t.d2h_ms),
-                      ms(t.layer_ms), ms(t.overlapped_ms)] for name, t in result.conv.items()]
-    else:  # no copies to time or overlap
-        conv_header = ["conv layer", "variant", "op ms", "layer ms"]
-        conv_rows = [[CONV_LABELS[name], t.variant, ms(t.op_ms), ms(t.layer_ms)]
-                     for name, t in result.conv.items()]
-    host_rows = [[name, ms(value)] for name, value in result.host_ms.items()]
-    host_rows.append(["total (rest of the network)", ms(result.rest_ms)])
-    correct = int((result.predictions == labels).sum())
-    lines = [
-        table(conv_header, conv_rows),
-        "",
-        table(["rest of the network, host NumPy", "ms"], host_rows, left=1),
-        "",
-        f"accuracy: {correct / len(labels):.4f} ({correct} of {len(labels)} correct)",
-        "",
-    ]
-    if on_device:
-        lines += [f"op ms: kernel only, CUDA events around the launch on the whole batch, median of "
-                  f"{options.repeats} runs after a warm-up.",
-                  "layer ms: host wall clock from the first copy to the last, with the H2D of the input "
-                  "and the D2H of the output (page-locked host memory); 1 stream: copy, convolve, copy "
-                  "the whole batch in turn; overlapped: the batch in chunks spread over several streams, "
-                  "so one chunk's copies run during another's convolution."]
-    else:
-        lines += ["op ms: perf_counter around the cpu variant's launches (OpenMP C on the host); there "
-                  "are no transfers, so the layer time is the op time. One run."]
+def stage_table(rows: list[dict], variants: dict) -> str:
+    """The per-stage table of one batch: time, bytes moved, and the floor where measured."""
+    floors = "floor_ms" in rows[0]
+    header = ["stage (one batch)", "variant", "ms", "MB"] + (["floor ms", "% of floor"] if floors else [])
+    body = []
+    for row in rows:
+        cells = [STAGE_LABELS[row["stage"]], variants.get(row["stage"], ""), ms(row["ms"]), f"{row['bytes'] / 1e6:.2f}"]
+        if floors:
+            pct = row["percent_of_floor"]
+            cells += [ms(row["floor_ms"]), "-" if pct is None else f"{pct:.0f}%"]
+        body.append(cells)
+    body.append(["sum of the stages", "", ms(sum(r["ms"] for r in rows)), f"{sum(r['bytes'] for r in rows) / 1e6:.2f}"]
+                + ([ms(sum(r["floor_ms"] for r in rows)), ""] if floors else []))
+    return table(header, body, left=2)
+
+
+def gpu(summary: dict, labels) -> str:
+    """The report of one precision on the GPU: stages, end to end, PyTorch beside it, streaming."""
+    result = summary["result"]
+    batch = summary["batch"]
+    lines = [f"== {summary['mode'].label}: batch of {batch} images ==",
+             stage_table(summary["stages"], result.variants), "",
+             f"end to end, page-locked uint8 images on the host -> predictions on the host, one stream: "
+             f"{ms(result.median_ms)} ms (median of {len(result.end_to_end_ms)} runs after a warm-up; "
+             f"{batch / result.median_ms / 1e3:.2f} million images/s)"]
+    for t in summary["torch"]:
+        same = float((t.classes == result.classes[:batch]).mean())
+        lines.append(f"PyTorch {summary['torch_version']} + cuDNN, {t.config}, same images and weights: "
+                     f"{ms(t.median_ms)} ms -> pyconv is {t.median_ms / result.median_ms:.1f}x faster; "
+                     f"predictions agree on {same:.2%} of images")
+    if summary["torch_note"]:
+        lines.append(summary["torch_note"])
+    if result.streamed_ms:
+        lines.append(f"streamed: {summary['images_label']} in batches of {batch} over {summary['lanes']}: "
+                     f"{ms(result.median_ms_streamed)} ms (median of {len(result.streamed_ms)} passes after one "
+                     f"warm-up pass) = {summary['images'] / result.median_ms_streamed / 1e3:.2f} million images/s")
+    lines += [accuracy_line(result, labels), ""]
     return "\n".join(lines)
 
 
-def variant_rows(rows: list[dict], options: PipelineOptions) -> str:
-    """The `--variant all` table: one row per variant; a variant that could not run gets dashes
-    and its reason under the table."""
-    body, notes = [], []
+def notes(floors: bool, rates) -> str:
+    text = ("stage ms: CUDA events between the stages of one batch on one stream, median of the runs "
+            "(C1 and C3 are the course's op times, their ReLU + max-pool fused into the same kernel). "
+            "MB: bytes read + written by the stage.")
+    if floors:
+        text += (f"\nfloor: max(bytes / copy rate, flops / peak of the unit the variant uses), from this GPU's "
+                 f"measured ceilings: {rates.describe()}.")
+    else:
+        text += "\n--floors adds each stage's floor from this GPU's measured ceilings (about a second to measure)."
+    return text
+
+
+def host(result: network.Result, labels, batch: int, images_label: str) -> str:
+    rows = [[STAGE_LABELS[stage], ms(value)] for stage, value in result.stage_ms.items()]
+    rows.append(["total", ms(result.median_ms)])
+    return "\n".join([
+        f"{images_label} on the host in batches of {batch} (cpu variant, fused epilogues; NumPy resize and softmax)",
+        table(["stage (all batches)", "ms"], rows), "",
+        f"end to end on the host: {result.median_ms / 1e3:.2f} s (one run, perf_counter)",
+        accuracy_line(result, labels)])
+
+
+def variant_rows(rows: list[dict]) -> str:
+    """The `--variant all` table: one row per variant; a variant that could not run gets dashes and
+    its reason under the table."""
+    body, notes_ = [], []
     for row in rows:
         if "error" in row:
-            body.append([row["name"], row["precision"]] + ["-"] * 5 + ["did not run (below)"])
-            notes.append(f"  {row['name']}: {row['error']}")
+            body.append([row["name"], row["precision"]] + ["-"] * 4 + ["did not run (below)"])
+            notes_.append(f"  {row['name']}: {row['error']}")
             continue
-        c1, c3 = row["result"].conv["C1"], row["result"].conv["C3"]
-        body.append([row["name"], row["precision"], ms(c1.op_ms), ms(c3.op_ms), ms(_layer(c1)),
-                     ms(_layer(c3)), f"{row['accuracy']:.4f}", row["agreement"]])
-    text = table(["variant", "precision", "C1 op ms", "C3 op ms", "C1 layer ms", "C3 layer ms",
-                  "accuracy", "predictions vs cpu"], body)
-    if notes:
-        text += "\n\n" + "\n".join(notes)
+        result = row["result"]
+        body.append([row["name"], row["precision"], result.variants.get("C1", ""), ms(result.stage_ms.get("C1")),
+                     ms(result.stage_ms.get("C3")), ms(result.median_ms), f"{row['accuracy']:.4f}", row["agreement"]])
+    text = table(["variant", "precision", "C1 runs as", "C1 ms", "C3 ms", "end to end ms", "accuracy",
+                  "predictions vs cpu"], body, left=3)
+    if notes_:
+        text += "\n\n" + "\n".join(notes_)
     return text + (
-        f"\n\nop ms: kernel only (GPU: CUDA events around the launch on the whole batch, median of "
-        f"{options.repeats} runs after a warm-up; cpu: perf_counter, one run). layer ms: with the "
-        f"transfers, overlapped over {overlap_label(options)} (cpu: no transfers, = op ms).")
-
-
-def _layer(t: LayerTimes) -> float:
-    return t.overlapped_ms if t.overlapped_ms is not None else t.layer_ms
+        "\n\nC1, C3 ms: with ReLU + max-pool (fused where the variant declares the epilogue, else a separate "
+        f"`{device_net.POOL_VARIANT}` pass, shown as 'variant + {device_net.POOL_VARIANT}'); GPU: CUDA events, "
+        "median after a warm-up; cpu: perf_counter, one run. end to end: host uint8 images to host predictions.")
