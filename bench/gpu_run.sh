@@ -11,7 +11,8 @@
 # Environment: BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
 # STEPS (which steps run, default all: "tests sanitize lenet per-call bench-lenet bench-cnn5
-# pytest-benchmark"; also "triage": tests/sanitize/triage.sh), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# pytest-benchmark"; also "triage": tests/sanitize/triage.sh, "lenet-e2e" and "lenet-process": the main job end
+# to end and its process time, "torch-models": bench/torch_models.py), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
 # this GPU only).
 set -uo pipefail
@@ -107,6 +108,20 @@ want per-call && cp "$out/logs/per-call.log" "$res/per-call.txt"
 # directory with the idx files, where the Debian package is not installed).
 step lenet python3 -m pyconv lenet --batch 10000 --variant all ${LENET_DATA:+--data "$LENET_DATA"}
 want lenet && cp "$out/logs/lenet.log" "$res/lenet-inference.txt"
+
+# 3e. The main job end to end (uint8 images in pinned memory -> predictions on the host), exact and fast,
+# B = 10000 and 70,000 images streamed, PyTorch + cuDNN beside it in the same process; then the
+# process time of the plain command on a tuned machine.
+step lenet-e2e python3 -m pyconv lenet --batch 10000 --images 70000 --precision both --floors \
+    --json "$res/lenet-e2e.json" ${LENET_DATA:+--data "$LENET_DATA"}
+want lenet-e2e && cp "$out/logs/lenet-e2e.log" "$res/lenet-e2e.txt"
+step lenet-process bash -c 'for i in 1 2 3; do /usr/bin/time -f "process %e s" python3 -m pyconv lenet --batch 10000 --quiet --no-torch > /dev/null; done'
+want lenet-process && cp "$out/logs/lenet-process.log" "$res/lenet-process.txt"
+
+# 3f. pyconv.torch: torchvision networks converted, latency against the originals (TORCH_MODELS: which).
+step torch-models python3 "$repo/bench/torch_models.py" --models "${TORCH_MODELS:-lenet5,resnet18,mobilenet_v2,convnext_tiny}" \
+    --per-call --out "$res"
+want torch-models && cp "$out/logs/torch-models.log" "$res/torch-models.txt"
 
 # 4. The LeNet bench.
 step bench-lenet python3 -m pyconv bench --suite lenet "${variants[@]}" \

@@ -182,11 +182,7 @@ def test_training_network_is_the_inference_network(test_set):
     from pyconv.lenet import train
 
     weights = model.load_weights()
-    net = train.build_network(torch)
-    state = {k: torch.from_numpy(v) for k, v in {
-        "c1.weight": weights.c1, "c3.weight": weights.c3, "f5.weight": weights.f5_w,
-        "f5.bias": weights.f5_b, "f6.weight": weights.f6_w, "f6.bias": weights.f6_b}.items()}
-    net.load_state_dict(state, strict=True)
+    net = train.load_into(torch, train.build_network(torch), weights)
     images = test_set[0][:64]
     with torch.no_grad():
         expected = torch.softmax(net(torch.from_numpy(data.resize(images))), 1).numpy()

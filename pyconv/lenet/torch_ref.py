@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import data, model
+from . import data, model, train
 
 INSTALL_HINT = "pip install pyconv[torch] (or pip install torch) gives the PyTorch + cuDNN comparison"
 CONFIGS = {"exact": ("fp32",), "fast": ("tf32", "fp16 channels-last")}
@@ -47,27 +47,22 @@ class TorchResult:
 
 
 class TorchNetwork:
+    """train.py's network (the one definition of LeNet-5 in PyTorch) with the given weights, in the
+    configuration's dtype and memory format, behind the same preprocessing and classification."""
+
     def __init__(self, torch, weights: model.Weights, config: str, device: int):
         self.torch, self.config = torch, config
         self.device = torch.device("cuda", device)
         self.dtype = torch.float16 if config.startswith("fp16") else torch.float32
-        self.channels_last = config.endswith("channels-last")
-        self.params = {name: torch.from_numpy(getattr(weights, name)).to(self.device, self.dtype)
-                       for name in ("c1", "c3", "f5_w", "f5_b", "f6_w", "f6_b")}
-        if self.channels_last:
-            for name in ("c1", "c3"):
-                self.params[name] = self.params[name].contiguous(memory_format=torch.channels_last)
+        self.memory_format = torch.channels_last if config.endswith("channels-last") else torch.contiguous_format
+        net = train.load_into(torch, train.build_network(torch), weights)
+        self.net = net.to(self.device, self.dtype, memory_format=self.memory_format).eval()
 
     def _forward(self, images):
-        torch, F, p = self.torch, self.torch.nn.functional, self.params
+        torch, F = self.torch, self.torch.nn.functional
         x = images.to(self.device, non_blocking=True)[:, None].to(self.dtype).div_(255)
         x = F.interpolate(x, size=(data.NETWORK_SIZE, data.NETWORK_SIZE), mode="bilinear", align_corners=False)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        x = F.max_pool2d(F.relu(F.conv2d(x, p["c1"])), model.POOL1)
-        x = F.max_pool2d(F.relu(F.conv2d(x, p["c3"])), model.POOL3, ceil_mode=True)
-        x = F.relu(F.linear(torch.flatten(x, 1), p["f5_w"], p["f5_b"]))
-        logits = F.linear(x, p["f6_w"], p["f6_b"])
+        logits = self.net(x.contiguous(memory_format=self.memory_format))
         return torch.softmax(logits.float(), 1).argmax(1).to(torch.int32).cpu()
 
     def run(self, images: np.ndarray, repeats: int) -> TorchResult:

@@ -45,30 +45,39 @@ def _import_torch():
 
 
 def build_network(torch):
-    """The network of model.py in PyTorch; parameters named as in weights.npz."""
-    nn, F = torch.nn, torch.nn.functional
+    """The network of model.py in PyTorch, as one nn.Sequential (so that pyconv.torch.convert can fuse
+    each conv with its ReLU and max-pool); parameters named as in weights.npz (c1, c3, f5, f6), created
+    in that order, so PyTorch's seeded default initialisation is the recipe's."""
+    from collections import OrderedDict
+    nn = torch.nn
+    return nn.Sequential(OrderedDict([
+        ("c1", nn.Conv2d(model.C1_SHAPE[1], model.C1_SHAPE[0], model.C1_SHAPE[2], bias=False)),  # (B, 4, 80, 80)
+        ("relu1", nn.ReLU()),
+        ("s2", nn.MaxPool2d(model.POOL1)),                                                       # (B, 4, 40, 40)
+        ("c3", nn.Conv2d(model.C3_SHAPE[1], model.C3_SHAPE[0], model.C3_SHAPE[2], bias=False)),  # (B, 16, 34, 34)
+        ("relu3", nn.ReLU()),
+        ("s4", nn.MaxPool2d(model.POOL3, ceil_mode=True)),                                       # (B, 16, 9, 9)
+        ("flatten", nn.Flatten()),
+        ("f5", nn.Linear(model.F5_SHAPE[1], model.F5_SHAPE[0])),
+        ("relu5", nn.ReLU()),
+        ("f6", nn.Linear(model.F6_SHAPE[1], model.F6_SHAPE[0])),                                 # logits
+    ]))
 
-    class LeNet5(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.c1 = nn.Conv2d(model.C1_SHAPE[1], model.C1_SHAPE[0], model.C1_SHAPE[2], bias=False)
-            self.c3 = nn.Conv2d(model.C3_SHAPE[1], model.C3_SHAPE[0], model.C3_SHAPE[2], bias=False)
-            self.f5 = nn.Linear(model.F5_SHAPE[1], model.F5_SHAPE[0])
-            self.f6 = nn.Linear(model.F6_SHAPE[1], model.F6_SHAPE[0])
 
-        def forward(self, x):                      # x is (B, 1, 86, 86)
-            x = F.max_pool2d(F.relu(F.conv2d(x, self.c1.weight)), model.POOL1)             # (B, 4, 40, 40)
-            x = F.max_pool2d(F.relu(F.conv2d(x, self.c3.weight)), model.POOL3, ceil_mode=True)  # (B, 16, 9, 9)
-            x = F.relu(self.f5(torch.flatten(x, 1)))
-            return self.f6(x)                      # logits; softmax is in the loss
-
-    return LeNet5()
+# weights.npz name -> the network's parameter name
+PARAMETERS = {"c1": "c1.weight", "c3": "c3.weight", "f5_w": "f5.weight", "f5_b": "f5.bias",
+              "f6_w": "f6.weight", "f6_b": "f6.bias"}
 
 
 def export(net) -> dict:
     p = {name: t.detach().cpu().numpy().astype(np.float32) for name, t in net.state_dict().items()}
-    return {"c1": p["c1.weight"], "c3": p["c3.weight"], "f5_w": p["f5.weight"], "f5_b": p["f5.bias"],
-            "f6_w": p["f6.weight"], "f6_b": p["f6.bias"]}
+    return {key: p[name] for key, name in PARAMETERS.items()}
+
+
+def load_into(torch, net, weights: model.Weights):
+    """net with the parameters of `weights` (the inverse of export)."""
+    net.load_state_dict({name: torch.from_numpy(getattr(weights, key)) for key, name in PARAMETERS.items()})
+    return net
 
 
 def accuracy(torch, net, images: np.ndarray, labels: np.ndarray) -> float:

@@ -1,5 +1,4 @@
-"""Networks to convert, for the tests and bench/torch_models.py: the main job's LeNet-5 as an
-nn.Sequential, and torchvision's ResNet-18, MobileNetV2 and ConvNeXt-T (random weights; torchvision is
+"""Networks to convert, for the tests and bench/torch_models.py: the main job's LeNet-5 and torchvision's ResNet-18, MobileNetV2 and ConvNeXt-T (random weights; torchvision is
 imported only when one of those is asked for)."""
 from __future__ import annotations
 
@@ -11,11 +10,9 @@ from ..lenet.train import build_network
 
 
 def lenet5() -> nn.Sequential:
-    """pyconv/lenet/train.py's LeNet-5 (its parameters and initialisation) as an nn.Sequential, so that
-    convert can fuse each conv's ReLU + max-pool (train.py's forward calls F.conv2d itself)."""
-    net = build_network(torch)
-    return nn.Sequential(net.c1, nn.ReLU(), nn.MaxPool2d(lenet_model.POOL1), net.c3, nn.ReLU(),
-                         nn.MaxPool2d(lenet_model.POOL3, ceil_mode=True), nn.Flatten(), net.f5, nn.ReLU(), net.f6)
+    """The main job's LeNet-5 as pyconv/lenet/train.py defines it (an nn.Sequential, so that convert can
+    fuse each conv's ReLU + max-pool), with PyTorch's default initialisation."""
+    return build_network(torch)
 
 
 def _torchvision(name: str):

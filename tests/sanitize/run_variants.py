@@ -34,6 +34,12 @@ CAPABILITY_CASES = [
     ("groups4+bias", np.float32, False, True, dict(groups=4)),
     ("bias+relu", np.float32, False, True, dict(epilogue="relu")),
     ("bias+relu+pool3s2ceil", np.float32, False, True, dict(epilogue=pyconv.ReluMaxPool(3, stride=2, ceil_mode=True))),
+    ("bias+relu+pool2", np.float32, False, True, dict(epilogue=pyconv.ReluMaxPool(2))),
+    ("bias+relu+pool4ceil", np.float32, False, True, dict(epilogue=pyconv.ReluMaxPool(4, ceil_mode=True))),
+    ("fp16+bias+relu->fp16", np.float16, False, True, dict(epilogue="relu")),
+    ("fp16 nhwc+mkkc", np.float16, True, False, dict()),
+    ("depthwise+bias+relu", np.float32, False, True, dict(groups=4, epilogue="relu")),
+    ("depthwise nhwc stride2", np.float32, True, False, dict(groups=4, stride=2)),
     ("same_even_kernel", np.float32, False, False, dict(padding="same")),
 ]
 
@@ -60,6 +66,45 @@ def run_capabilities(rng, name: str) -> None:
         print(f"{name:32s} {label} -> {y.shape}")
 
 
+# Depthwise and grouped layers as the networks have them (x shape, w shape, stride, padding, groups).
+GROUPED_SHAPES = [
+    ((2, 8, 15, 13), (8, 1, 3, 3), 1, 1, 8),
+    ((1, 6, 17, 19), (6, 1, 3, 3), 2, 1, 6),
+    ((2, 5, 11, 12), (5, 1, 5, 5), 2, 2, 5),
+    ((1, 4, 14, 14), (4, 1, 7, 7), 1, 3, 4),
+    ((2, 8, 9, 10), (16, 2, 3, 3), 1, 1, 4),
+]
+
+
+def run_grouped(rng, name: str) -> None:
+    for x_shape, w_shape, stride, padding, groups in GROUPED_SHAPES:
+        x = rng.uniform(-1, 1, x_shape).astype(np.float32)
+        w = rng.uniform(-1, 1, w_shape).astype(np.float32)
+        try:
+            y = pyconv.conv2d(x, w, stride=stride, padding=padding, groups=groups, variant=name, precision="fast")
+        except pyconv.ConvUnsupportedError as exc:
+            print(f"{name:32s} groups {groups} {x_shape} unsupported: {exc}")
+            continue
+        print(f"{name:32s} groups {groups} {x_shape} -> {y.shape}")
+
+
+def run_network_ops(rng) -> None:
+    """The whole-network helpers (resize of uint8 images, softmax + argmax) on odd sizes."""
+    from pyconv.lenet import device_ops
+
+    stream = pyconv.device.Stream()
+    images = pyconv.DeviceArray.from_host(rng.integers(0, 256, (3, 28, 27), dtype=np.uint8), stream)
+    for dtype in ("float32", "float16"):
+        y = pyconv.DeviceArray((3, 1, 86, 85), dtype, stream=stream)
+        device_ops.resize_bilinear_u8(images.ptr, 3, (28, 27), y.ptr, (86, 85), dtype, stream.handle)
+    logits = pyconv.DeviceArray.from_host(rng.uniform(-5, 5, (37, 10)).astype(np.float32), stream)
+    probabilities = pyconv.DeviceArray((37, 10), np.float32, stream=stream)
+    classes = pyconv.DeviceArray((37,), np.int32, stream=stream)
+    device_ops.softmax_argmax(logits.ptr, 37, 10, probabilities.ptr, classes.ptr, stream.handle)
+    stream.synchronize()
+    print("network ops: resize (f32, f16), softmax + argmax ran")
+
+
 def main() -> int:
     rng = np.random.default_rng(0)
     names = [v.name for v in pyconv.variant_info() if v.available and v.on_device]
@@ -82,6 +127,8 @@ def main() -> int:
             print(f"{label:32s} {x_shape} x {w_shape} -> {y.shape}")
     for name in names + ["auto"]:
         run_capabilities(rng, name)
+        run_grouped(rng, name)
+    run_network_ops(rng)
     pyconv.synchronize()
     return 0
 
