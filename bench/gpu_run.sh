@@ -10,9 +10,10 @@
 # after the other steps (--max-seconds; shapes it could not start are listed as not run).
 # Environment: BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
-# STEPS (which steps run, default all: "tests sanitize lenet per-call bench-lenet bench-cnn5
-# pytest-benchmark"; also "triage": tests/sanitize/triage.sh, "lenet-e2e" and "lenet-process": the main job end
-# to end and its process time, "torch-models": bench/torch_models.py), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# STEPS (which steps run; default all but "triage": "tests sanitize lenet lenet-e2e lenet-process per-call
+# torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark"; "triage" is
+# tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
+# "torch-models" bench/torch_models.py, "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
 # this GPU only).
 set -uo pipefail
@@ -30,7 +31,7 @@ started=$SECONDS
 total="${TOTAL_SECONDS:-480}"
 failed=0
 
-steps="${STEPS:-tests sanitize lenet per-call bench-lenet bench-cnn5 pytest-benchmark}"
+steps="${STEPS:-tests sanitize lenet lenet-e2e lenet-process per-call torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark}"
 [ "${SKIP_TESTS:-0}" = 1 ] && steps="${steps//tests/}" && steps="${steps//sanitize/}"
 # want NAME: whether step NAME is in $steps.
 want() { [[ " $steps " == *" $1 "* ]]; }
@@ -128,12 +129,25 @@ step bench-lenet python3 -m pyconv bench --suite lenet "${variants[@]}" \
     --json "$res/lenet.json" --csv "$res/lenet.csv" "${plot_lenet[@]}"
 want bench-lenet && cp "$out/logs/bench-lenet.log" "$res/lenet.txt"
 
-# 5. The cnn5 bench, in the time that is left but the pytest-benchmark suite's minute.
+# 5. Against cuDNN: exact (fp32) vs cuDNN fp32, fast (fp32 I/O) vs TF32, fp16/bf16 NHWC vs cuDNN channels-last,
+# auto tuned first, on the LeNet, depthwise/grouped and cnn5 suites (batch 1 and 32 for the latter two), then
+# the summary across suites. cnn5 gets what is left of TOTAL_SECONDS but the pytest-benchmark minute.
+compare() { python3 -m pyconv bench --compare exact fast half --budget-ms 10 --tune-budget-ms "${TUNE_BUDGET_MS:-1000}" "$@"; }
+step bench-lenet-cmp compare --suite lenet --max-seconds "${LENET_SECONDS:-60}" \
+    --json "$res/lenet-cudnn.json" --csv "$res/lenet-cudnn.csv" --markdown "$res/lenet-cudnn.md"
+want bench-lenet-cmp && cp "$out/logs/bench-lenet-cmp.log" "$res/lenet-cudnn.txt"
+step bench-groups compare --suite groups --max-seconds "${GROUPS_SECONDS:-100}" \
+    --json "$res/groups.json" --csv "$res/groups.csv" --markdown "$res/groups.md"
+want bench-groups && cp "$out/logs/bench-groups.log" "$res/groups.txt"
 left=$((total - (SECONDS - started) - 80))
 [ "$left" -ge 60 ] || left=60
-step bench-cnn5 python3 -m pyconv bench --suite cnn5 "${cnn5_variants[@]}" --max-seconds "$left" \
-    --json "$res/cnn5.json" --csv "$res/cnn5.csv" "${plot_cnn5[@]}"
+step bench-cnn5 compare --suite cnn5 "${cnn5_variants[@]}" --max-seconds "${CNN5_SECONDS:-$left}" \
+    --json "$res/cnn5.json" --csv "$res/cnn5.csv" --markdown "$res/cnn5.md" "${plot_cnn5[@]}"
 want bench-cnn5 && cp "$out/logs/bench-cnn5.log" "$res/cnn5.txt"
+summaries=()
+for f in cnn5 groups lenet-cudnn; do [ -f "$res/$f.json" ] && summaries+=("$res/$f.json"); done
+[ "${#summaries[@]}" -gt 0 ] && python3 -m pyconv.bench.summary "${summaries[@]}" --markdown "$res/summary.md" \
+    --json "$res/summary.json" --csv "$res/summary.csv" > "$out/logs/summary.log" 2>&1
 
 # 6. pytest-benchmark's GPU suite, saved for pytest-benchmark's compare.
 step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test_bench_gpu.py" --benchmark-only \
@@ -147,7 +161,7 @@ step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test
     [ -f "$res/per-call.txt" ] && cat "$res/per-call.txt"
     [ -f "$out/logs/pytest-benchmark.log" ] && echo "pytest-benchmark: $(tail -n 1 "$out/logs/pytest-benchmark.log")"
     [ -f "$res/cnn5.txt" ] && grep -m1 'max-seconds .* reached' "$res/cnn5.txt"
-    [ -f "$res/lenet.json" ] && [ -f "$res/cnn5.json" ] && python3 -m pyconv.bench.summary "$res/lenet.json" "$res/cnn5.json"
+    [ -f "$res/summary.md" ] && cat "$res/summary.md"
 } >> "$summary" 2>&1
 cat "$summary"
 # PACK_RESULTS=1: one archive instead of many files, for transports that return only a few files.

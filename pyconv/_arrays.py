@@ -79,6 +79,12 @@ def layout_of(shape, strides, name: str) -> str:
                     f"(.contiguous() / .contiguous(memory_format=torch.channels_last) / np.ascontiguousarray)")
 
 
+def layouts_coincide(shape) -> bool:
+    """NCHW and NHWC order the memory of this 4-D shape the same way (C == 1, or H == W == 1), so an
+    array of it is in both layouts at once (layout_of reports NCHW)."""
+    return len(shape) == 4 and (shape[1] == 1 or shape[2] * shape[3] == 1)
+
+
 def is_torch(a) -> bool:
     return type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
 

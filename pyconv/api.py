@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _problem
 from . import device as _device
-from ._arrays import Operand, as_operand, check_output, new_output
+from ._arrays import Operand, as_operand, check_output, layouts_coincide, new_output
 from ._lib import ConvError, check, ffi, lib
 from ._problem import Epilogue, ReluMaxPool, pair  # noqa: F401 - ReluMaxPool re-exported by the package
 from ._streams import _torch_current_stream, default_stream, handle_of, wait_for_producers
@@ -519,7 +519,7 @@ class Conv2dPlan:
             raise ConvError(f"{name} must be dense in {layout} order; it is a strided view")
         op = op.dense()
         keep[name] = op  # a contiguous copy of a strided NumPy view lives until the launch returns
-        if op.shape != tuple(shape) or op.dtype != dtype or op.layout != layout:
+        if op.shape != tuple(shape) or op.dtype != dtype or (op.layout != layout and not layouts_coincide(op.shape)):
             raise ConvError(f"{name} must be {tuple(shape)} {dtype} {layout}, got {op.shape} {op.dtype} {op.layout}")
         want = self.device if self.on_device else -1
         if op.device != want:

@@ -41,6 +41,6 @@ def run(args) -> int:
     for shape in suite:
         for precision in precisions:
             choice = tuning.describe(shape.x_shape, shape.w_shape, shape.stride, shape.pad, shape.dilation,
-                                     precision)
+                                     precision, groups=shape.groups)
             print(f"{shape.name:44s} B={shape.B:<6d} {precision:5s} -> {choice}", flush=True)
     return 0

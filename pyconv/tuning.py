@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import api
 from ._lib import LibraryNotFoundError, check, ffi, lib, library_path
+from ._problem import make_problem
 
 
 def cache_path() -> str:
@@ -46,9 +47,11 @@ def set_budget_ms(ms: float) -> None:
     check(lib().conv_tune_set_budget_ms(float(ms)))
 
 
-def describe(x_shape, w_shape, stride=1, padding=0, dilation=1, precision: str = "exact") -> str:
-    """What auto picks for a shape, tuning it first if new: 'variant[config] 0.512 ms (tuned)'."""
-    params, _ = api.make_params(tuple(x_shape), tuple(w_shape), stride, padding, dilation)
+def describe(x_shape, w_shape, stride=1, padding=0, dilation=1, precision: str = "exact", groups: int = 1) -> str:
+    """What auto picks for a shape, tuning it first if new: 'variant[config] 0.512 ms (tuned)'.
+    w_shape is (M, C/groups, KH, KW)."""
+    problem, _, _ = make_problem(tuple(x_shape), tuple(w_shape), stride=stride, padding=padding,
+                                 dilation=dilation, groups=groups, precision=precision)
     buf = ffi().new("char[512]")
-    check(lib().conv_tune_describe(api.variant_id("auto", precision), params, buf, 512))
+    check(lib().conv_tune_describe_problem(api.variant_id("auto", precision), problem, buf, 512))
     return ffi().string(buf).decode()

@@ -125,6 +125,18 @@ def test_torch_cpu_plan_launch(rng):
         plan.launch(x.double(), w, y, bias=b)
 
 
+@requires_torch
+def test_torch_plan_launch_depthwise_channels_last(rng):
+    """A channels-last depthwise filter (M, 1, KH, KW) is C-contiguous too: an NHWC/MKKC plan takes it."""
+    x = tensor(rng, (2, 6, 9, 9), "float32", channels_last=True)
+    w = tensor(rng, (6, 1, 3, 3), "float32", channels_last=True)
+    plan = pyconv.Conv2dPlan(x.shape, w.shape, padding=1, groups=6, variant="cpu", layout="NHWC", w_layout="MKKC")
+    y = torch.empty(plan.out_shape).to(memory_format=torch.channels_last)
+    plan.launch(x, w, y)
+    expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1, groups=6).numpy()
+    assert rel_l2(as_f64(y), expected) <= 1e-5
+
+
 # ---- CUDA tensors ----
 
 @requires_torch_cuda
