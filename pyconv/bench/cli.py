@@ -1,7 +1,11 @@
 """`python -m pyconv bench`: variants on a suite of shapes — median op time, GFLOP/s, GB/s, the shape's
 floor from ceilings measured on this machine and the % of it reached, with cuDNN beside every row when
-PyTorch is importable — as one table, and as JSON / CSV / PNG on request.
+PyTorch is importable — as one table, a summary per batch and comparison, and as JSON / CSV / markdown /
+PNG on request.
 
+Two kinds of run: --compare exact fast half (comparisons.py) times the library's choice (auto, tuned
+first) in each comparison's dtypes and layouts against cuDNN at the matching precision; without
+--compare, every variant at its own precision on fp32 NCHW operands (the per-variant table).
 Without a usable GPU it says so and times the cpu variant only, against CPU ceilings measured with
 NumPy; GPU variants asked for by name are listed as unavailable, with the library's reason.
 """
@@ -12,39 +16,49 @@ import platform
 import sys
 import time
 
-from .. import _lib, api, device
-from . import report, roofline, runner, shapes, summary, timing
+from .. import _lib, api, device, tuning
+from . import comparisons, report, roofline, runner, shapes, summary, timing
 from .ceilings import measure_cpu, measure_gpu
-from .cudnn import Cudnn
+from .cudnn import Cudnn, load_torch
 
-METHOD = ("op time = median per-call time of timed rounds of several calls, after warm-up (GPU: each "
-          "round one CUDA-graph replay between two events, for ours and cuDNN alike; host: perf_counter "
-          "around synchronous calls); operand sets cycled so that together they are at least twice the "
-          "last-level cache; floor = max(min bytes (x, w, y in fp32, once) / copy bandwidth, flops / rate "
-          "of the variant's unit), ceilings measured at the start of the run")
+METHOD = ("op time = median per-call time of timed rounds of several calls, after warm-up, auto tuned "
+          "first (GPU: each round one CUDA-graph replay between two events, for ours and cuDNN alike, "
+          "cuDNN with cudnn.benchmark; host: perf_counter around synchronous calls); operand sets cycled "
+          "so that together they are at least twice the last-level cache; floor = max(min bytes (x, w, y "
+          "in their dtypes, once) / copy bandwidth, flops / rate of the unit: the variant's for ours, the "
+          "precision's for cuDNN), ceilings measured at the start of the run")
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--suite", default="lenet",
-                        help="lenet, cnn5, or a CSV file of shapes (columns: C,H,W,M,K or KH,KW; optional "
-                             "name, B, stride, pad, dilation, group; see pyconv/bench/shapes.py)")
+                        help="lenet, cnn5, groups, or a CSV file of shapes (columns: C,H,W,M,K or KH,KW; "
+                             "optional name, B, stride, pad, dilation, group; see pyconv/bench/shapes.py)")
+    parser.add_argument("--compare", nargs="+", metavar="NAME",
+                        help="comparisons against cuDNN (spaces or commas): exact (fp32 vs cuDNN fp32), fast "
+                             "(fp32 I/O, reduced precision allowed, vs cuDNN TF32), fp16 / bf16 (NHWC in and "
+                             "out vs cuDNN channels_last), half (fp16 and bf16), all; each times auto unless "
+                             "--variants names others")
     parser.add_argument("--variants", nargs="+", metavar="NAME",
-                        help="variants to time (spaces or commas); default: every GPU variant plus auto and "
-                             "auto_fast, or only cpu without a GPU")
+                        help="variants to time (spaces or commas); default: auto with --compare, else every "
+                             "GPU variant plus auto and auto_fast, or only cpu without a GPU")
     parser.add_argument("--batch", nargs="+", metavar="B", help="batch sizes, replacing the suite's")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the run's facts as JSON")
     parser.add_argument("--csv", metavar="PATH", help="write the rows as CSV")
+    parser.add_argument("--markdown", metavar="PATH", help="write the summary and every row as markdown tables")
     parser.add_argument("--plot", metavar="PATH", help="draw time per variant per shape against cuDNN and "
                                                        "the floor (needs matplotlib: pyconv[plot])")
     parser.add_argument("--budget-ms", type=float, default=timing.DEFAULT_BUDGET_MS,
                         help=f"timed rounds per case fill about this many ms (default {timing.DEFAULT_BUDGET_MS:g}); "
                              f"a case slower than that keeps its {timing.PROBE_REPS}-round probe")
+    parser.add_argument("--tune-budget-ms", type=float,
+                        help="auto's tuning budget per new problem (default: the library's, 3000 ms)")
     parser.add_argument("--max-seconds", type=float,
-                        help="start no new shape after this many seconds; the rest are listed as not run")
+                        help="start no new shape after this many seconds; the rest are listed as not run (with "
+                             "a limit, each layer runs at all its batches before the next)")
     parser.add_argument("--no-cudnn", action="store_true", help="do not time cuDNN even if PyTorch is there")
     parser.add_argument("--unit", action="append", metavar="VARIANT=UNIT", default=[],
-                        help="the unit a reduced-precision variant computes on (fp16, fp16_tensor, "
-                             "tf32_tensor), where its name and idea do not say it")
+                        help="the unit a variant's floor is taken on (fp32, fp16, fp16_tensor, tf32_tensor), "
+                             "instead of the unit it declares in the library's variant table")
 
 
 def _split(values) -> list:
@@ -61,12 +75,15 @@ def _batches(values) -> list:
     return batches
 
 
-def _variants(values, infos, have_gpu: bool) -> list:
+def _variants(values, infos, have_gpu: bool, compare: bool) -> list:
+    """The names asked for, checked; the default: [] (auto) in comparisons, else every variant."""
     names = _split(values)
     if not names:
+        if compare:
+            return []
         return ([v.name for v in infos if v.on_device and v.available] + ["auto", "auto_fast"]) if have_gpu \
             else ["cpu"]
-    known = [v.name for v in infos] + ["auto", "auto_fast"]
+    known = [v.name for v in infos] + list(comparisons.AUTO_NAMES)
     unknown = [n for n in names if n not in known]
     if unknown:
         raise _lib.ConvError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(known)}")
@@ -79,9 +96,14 @@ def run(args) -> int:
     if not have_gpu:
         reason = next((v.reason for v in infos if v.on_device), "")
         print(f"no usable GPU ({reason}): timing the cpu variant only")
-    variants = _variants(args.variants, infos, have_gpu)
+    compared = comparisons.parse(_split(args.compare)) if args.compare else [comparisons.VARIANTS]
+    variants = _variants(args.variants, infos, have_gpu, bool(args.compare))
     suite = shapes.load_suite(args.suite, _batches(args.batch))
+    if args.max_seconds is not None:
+        suite = shapes.by_layer(suite)
     overrides = roofline.parse_overrides(args.unit)
+    if args.tune_budget_ms is not None:
+        tuning.set_budget_ms(args.tune_budget_ms)
     if args.plot:
         import importlib.util
         if importlib.util.find_spec("matplotlib") is None:  # say so now, not after an hour of timing
@@ -89,21 +111,26 @@ def run(args) -> int:
 
     gpu_name = device.device_name(0) if have_gpu else ""
     gpu_ceilings = measure_gpu(gpu_name) if have_gpu else None
-    cudnn = Cudnn("--no-cudnn" if args.no_cudnn else "" if have_gpu else "no GPU")
-    bench = runner.Runner(variants, args.budget_ms, cudnn, overrides, gpu_ceilings, measure_cpu)
+    torch, why = load_torch() if have_gpu else (None, "no GPU")
+    cudnn = Cudnn(None if args.no_cudnn else torch, "--no-cudnn" if args.no_cudnn else why)
+    bench = runner.Runner(variants, compared, args.budget_ms, cudnn, torch, overrides, gpu_ceilings, measure_cpu)
     if not have_gpu or "cpu" in variants:
         bench.cpu_ceilings()
 
     f, l = _lib.ffi(), _lib.lib()
-    meta = {"tool": "python -m pyconv bench", "command": " ".join(sys.argv), "suite": args.suite,
+    meta = {"tool": "python -m pyconv bench", "command": " ".join(sys.argv),
+            "suite": shapes.label(args.suite),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "device": gpu_name or "cpu only (no usable GPU)",
             "libconv": f.string(l.conv_version()).decode(), "library": str(_lib.library_path()),
-            "cudnn": cudnn.describe(),
-            "method": METHOD, "budget_ms": args.budget_ms, "variants": variants}
+            "cudnn": cudnn.describe(), "gpu_timer": "torch graph" if torch else "conv2d_time",
+            "method": METHOD, "budget_ms": args.budget_ms, "tune_budget_ms": args.tune_budget_ms,
+            "compare": [c.name for c in compared], "variants": variants}
+    cases = bench.cases()
 
-    print(f"pyconv bench: suite {args.suite}, {len(suite)} shapes x {len(variants)} variants on "
-          f"{meta['device']} (libconv {meta['libconv']}, {meta['library']})")
+    print(f"pyconv bench: suite {args.suite}, {len(suite)} shapes x {len(cases)} cases "
+          f"({', '.join(sorted({c.name for c, _ in cases}))}) on {meta['device']} "
+          f"(libconv {meta['libconv']}, {meta['library']})")
     if gpu_ceilings:
         print(f"GPU ceilings, measured now: {gpu_ceilings.describe()}")
     cpu_in_header = bench.cpu_measured is not None
@@ -111,7 +138,7 @@ def run(args) -> int:
         print(f"CPU ceilings, measured now: {bench.cpu_measured.describe()}")
     print(f"cuDNN: {meta['cudnn']}")
     print(f"method: {METHOD}")
-    table = report.Table(suite, variants, [v.name for v in infos])
+    table = report.Table(suite, cases, [v.name for v in infos])
     print(table.header())
 
     rows, start = [], time.monotonic()
@@ -122,11 +149,14 @@ def run(args) -> int:
             report.write_json(args.json, meta, rows)
         if args.csv:
             report.write_csv(args.csv, rows)
+        if args.markdown:
+            report.write_markdown(args.markdown, meta, rows)
 
     for i, shape in enumerate(suite):
         if args.max_seconds is not None and time.monotonic() - start > args.max_seconds:
-            rows += [runner.Row(s, v, status="not run", message=f"--max-seconds {args.max_seconds:g} reached")
-                     for s in suite[i:] for v in variants]
+            rows += [runner.Row(s, v, c.name, c.dtype, c.layout, status="not run",
+                                message=f"--max-seconds {args.max_seconds:g} reached")
+                     for s in suite[i:] for c, v in cases]
             print(f"--max-seconds {args.max_seconds:g} reached: {len(suite) - i} shapes not run")
             save()
             break
@@ -141,6 +171,7 @@ def run(args) -> int:
     print("\nsummary:")
     for line in summary.lines(dicts):
         print("  " + line)
+    print(summary.markdown(summary.compute(meta["suite"], dicts)), end="")
     if args.plot:
         from .plot import plot
         plot(dicts, args.plot, f"pyconv bench {args.suite} on {meta['device']}")

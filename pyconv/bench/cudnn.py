@@ -1,43 +1,49 @@
 """cuDNN beside our numbers: torch.nn.functional.conv2d on the same operands (the very same device
-memory), in the same process, timed by the same protocol as ours (timing.measure over CUDA-graph
+memory), in the same process, timed by the same protocol as ours (timing.graph_run: CUDA-graph
 replays of several calls, median per call), with cudnn.benchmark on so that cuDNN picks its fastest
-algorithm for each shape before the capture.
+algorithm for each shape before the capture. F.conv2d may pick PyTorch's own depthwise kernel over
+cuDNN for grouped layers: what is timed is what a PyTorch user gets.
 
-Precisions: "fp32" (TF32 off) beside exact variants; "tf32" (TF32 on) beside TF32 tensor-core
-variants; "fp16" (half operands, channels_last, as cuDNN is fastest) beside fp16 variants, CUDA-core
-or tensor-core. PyTorch is optional: imported on first use; without it, or without CUDA in it, every
-row says why.
+Precisions: "fp32" (TF32 off), "tf32" (TF32 on), "fp16" and "bf16" (channels_last, as
+cuDNN is fastest). Operand sets in fp16 / bf16 NHWC are used as they are; fp32 sets are converted
+(once per shape) where the per-variant table puts an fp16 variant beside cuDNN fp16. PyTorch is
+optional (load_torch imports it when a GPU is there); without it, or without CUDA in it, every row says
+why.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .timing import Side
+from .timing import Side, graph_run
 
+# The unit whose ceiling bounds cuDNN at a precision (bf16 tensor cores run at the fp16 rate).
+UNIT_OF_PRECISION = {"fp32": "fp32", "tf32": "tf32_tensor", "fp16": "fp16_tensor", "bf16": "fp16_tensor"}
+# The per-variant table: cuDNN at the precision of the unit a variant computes on.
 PRECISION_OF_UNIT = {"fp32": "fp32", "tf32_tensor": "tf32", "fp16": "fp16", "fp16_tensor": "fp16"}
+_DTYPE_OF_PRECISION = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def load_torch() -> tuple:
+    """(torch, "") where PyTorch with CUDA and cuDNN is importable, else (None, why not)."""
+    try:
+        import torch
+    except ImportError:
+        return None, "no torch"
+    if not torch.cuda.is_available():
+        return None, f"torch {torch.__version__} without CUDA"
+    if not torch.backends.cudnn.is_available():
+        return None, f"torch {torch.__version__} without cuDNN"
+    return torch, ""
 
 
 class Cudnn:
-    def __init__(self, off_reason: str = ""):
-        """off_reason: why cuDNN is not to be timed at all (no GPU, --no-cudnn); torch is then not imported."""
-        self.torch = None
-        if off_reason:
-            self.reason = off_reason
-            return
-        try:
-            import torch
-        except ImportError:
-            self.reason = "no torch"
-            return
-        if not torch.cuda.is_available():
-            self.reason = f"torch {torch.__version__} without CUDA"
-            return
-        if not torch.backends.cudnn.is_available():
-            self.reason = f"torch {torch.__version__} without cuDNN"
-            return
+    def __init__(self, torch, reason: str = ""):
+        """torch: the module from load_torch, or None with the reason cuDNN is not timed (no torch, no
+        GPU, --no-cudnn)."""
         self.torch = torch
-        self.reason = ""
-        torch.backends.cudnn.benchmark = True
+        self.reason = "" if torch is not None else reason
+        if torch is not None:
+            torch.backends.cudnn.benchmark = True
 
     @property
     def available(self) -> bool:
@@ -48,7 +54,7 @@ class Cudnn:
             return self.reason
         t = self.torch
         return (f"torch {t.__version__}, cuDNN {t.backends.cudnn.version()}, cudnn.benchmark=True; "
-                f"fp32 with TF32 off, tf32, fp16 channels_last")
+                f"fp32 with TF32 off, tf32, fp16 and bf16 channels_last")
 
     @contextmanager
     def _tf32(self, enabled: bool):
@@ -75,52 +81,26 @@ class Cudnn:
                 cudnn.allow_tf32 = before[0]
 
     def operands(self, sets, precision: str) -> tuple:
-        """(xs, ws) as torch tensors over our device sets, converted for fp16."""
+        """(xs, ws) as torch tensors over our device sets: as they are where their dtype is the
+        precision's, else converted to it in channels_last (fp32 sets beside cuDNN fp16 / bf16)."""
         t = self.torch
-        xs = [t.as_tensor(a, device="cuda") for a in sets.xs]
-        ws = [t.as_tensor(a, device="cuda") for a in sets.ws]
-        if precision == "fp16":
-            xs = [x.half().contiguous(memory_format=t.channels_last) for x in xs]
-            ws = [w.half().contiguous(memory_format=t.channels_last) for w in ws]
+        xs, ws = ([a if isinstance(a, t.Tensor) else t.as_tensor(a, device="cuda") for a in arrays]
+                  for arrays in (sets.xs, sets.ws))
+        dtype = _DTYPE_OF_PRECISION[precision]
+        if sets.dtype != dtype:
+            to = dict(dtype=getattr(t, dtype), memory_format=t.channels_last)
+            xs, ws = [x.to(**to) for x in xs], [w.to(**to) for w in ws]
         return xs, ws
 
     def run_for(self, shape, sets, precision: str) -> Side:
         """A timing.measure side: conv2d calls cycling through the sets, captured into one graph."""
-        t = self.torch
-        conv = t.nn.functional.conv2d
+        conv = self.torch.nn.functional.conv2d
         xs, ws = self.operands(sets, precision)
-        n = len(xs)
-        kwargs = dict(stride=shape.stride, padding=shape.pad, dilation=shape.dilation)
-
-        def run(calls: int, warmup: int, reps: int) -> list:
-            with self._tf32(precision == "tf32"):
-                # Eager calls first, on a side stream as torch asks before a capture: cudnn.benchmark
-                # chooses its algorithm and sizes its workspace here, outside the graph.
-                side = t.cuda.Stream()
-                side.wait_stream(t.cuda.current_stream())
-                with t.cuda.stream(side):
-                    for i in range(n):
-                        conv(xs[i], ws[i], **kwargs)
-                t.cuda.current_stream().wait_stream(side)
-                graph = t.cuda.CUDAGraph()
-                outs = [None] * n  # n outputs alive, cycling like ours
-                with t.cuda.graph(graph):
-                    for i in range(calls):
-                        outs[i % n] = conv(xs[i % n], ws[i % n], **kwargs)
-                for _ in range(warmup):
-                    graph.replay()
-                events = [(t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)) for _ in range(reps)]
-                for start, stop in events:
-                    start.record()
-                    graph.replay()
-                    stop.record()
-                t.cuda.synchronize()
-                times = [start.elapsed_time(stop) / calls for start, stop in events]
-                del graph, outs
-                return times
-        return Side(run, n)
+        kwargs = dict(stride=shape.stride, padding=shape.pad, dilation=shape.dilation, groups=shape.groups)
+        return graph_run(self.torch, lambda i: conv(xs[i], ws[i], **kwargs), len(xs),
+                         lambda: self._tf32(precision == "tf32"))
 
     def release(self) -> None:
-        """Gives torch's cached blocks back, so that the next shape's cudaMalloc finds the memory."""
+        """Gives torch's cached blocks back, so that the next shape's allocations find the memory."""
         if self.available:
             self.torch.cuda.empty_cache()

@@ -10,18 +10,24 @@ from collections import OrderedDict
 from .._lib import ConvError
 
 PANEL_LIMIT = 40  # shapes per panel before the panels split by batch
-CUDNN_STYLES = {"fp32": "-", "tf32": "--", "fp16": ":"}
+CUDNN_STYLES = {"fp32": "-", "tf32": "--", "fp16": ":", "bf16": "-."}
 MARKERS = "os^vD<>phX*P"  # 12 shapes against 10 colours: distinct pairs for 60 variants
 
 
+def _label(row) -> str:
+    """A variant, and in a comparison run the comparison: auto runs in each."""
+    compare = row.get("compare", "variants")
+    return row["variant"] if compare == "variants" else f"{compare}: {row['variant']}"
+
+
 def _groups(rows) -> "OrderedDict":
-    """(shape, B) -> {"floor": {exact: ms}, "cudnn": {precision: ms}, "ours": {variant: ms}}."""
+    """(shape, B) -> {"floor": {kind: ms}, "cudnn": {precision: ms}, "ours": {label: ms}}."""
     groups = OrderedDict()
     for r in rows:
         g = groups.setdefault((r["shape"], r["B"]), {"floor": {}, "cudnn": {}, "ours": {}})
         if r["status"] != "ok":
             continue
-        g["ours"][r["variant"]] = r["median_ms"]
+        g["ours"][_label(r)] = r["median_ms"]
         kind = "fp32" if r["unit"] == "fp32" else "reduced precision"
         g["floor"][kind] = min(r["floor_ms"], g["floor"].get(kind, float("inf")))
         if r.get("cudnn_ms"):
@@ -48,7 +54,7 @@ def plot(rows, path, title: str) -> None:
 
     groups = _groups(rows)
     panels = _panels(groups)
-    variants = list(OrderedDict.fromkeys(r["variant"] for r in rows if r["status"] == "ok"))
+    variants = list(OrderedDict.fromkeys(_label(r) for r in rows if r["status"] == "ok"))
     colors = plt.get_cmap("tab10")  # 10 distinct colours, indexed by integer
     widest = max(len(keys) for _, keys in panels)
     fig, axes = plt.subplots(len(panels), 1, figsize=(min(max(8, 0.18 * widest + 4), 48), 6 * len(panels)),

@@ -1,28 +1,31 @@
 """The work of a shape, the unit a variant computes on, and the shape's floor on that unit.
 
 floor = max(min_bytes / copy bandwidth, flops / rate of the unit), both ceilings measured
-(ceilings.py). flops counts every filter tap, padded ones included (2 per multiply-add), as cuDNN and
-the anchors do; min_bytes is x, w and y in float32 (libconv's API is float32 in and out for every
-variant), each moved once.
+(ceilings.py). flops counts every filter tap, padded ones included (2 per multiply-add; a grouped
+layer's output sums C/groups channels), as cuDNN and the anchors do; min_bytes is x, w and y in the
+dtypes of the comparison (fp32, or 2 bytes for fp16 / bf16), each moved once.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from .._lib import ConvError
+from .._lib import ConvError, check, ffi, lib
 from .ceilings import UNITS, Ceilings
 from .shapes import Shape
+
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+# conv_unit (include/conv.h) -> the ceiling that bounds it; the host's cores count as fp32.
+_UNIT_OF_CAPS = {0: "fp32", 1: "fp32", 2: "fp16", 3: "fp16_tensor", 4: "tf32_tensor"}
 
 
 def flops(s: Shape) -> int:
     oh, ow = s.out_hw
-    return 2 * s.B * s.M * oh * ow * s.C * s.KH * s.KW
+    return 2 * s.B * s.M * oh * ow * (s.C // s.groups) * s.KH * s.KW
 
 
-def min_bytes(s: Shape) -> int:
+def min_bytes(s: Shape, dtype: str = "float32") -> int:
     oh, ow = s.out_hw
-    return 4 * (s.B * s.C * s.H * s.W + s.M * s.C * s.KH * s.KW + s.B * s.M * oh * ow)
+    return ITEMSIZE[dtype] * (s.B * s.C * s.H * s.W + s.M * (s.C // s.groups) * s.KH * s.KW + s.B * s.M * oh * ow)
 
 
 @dataclass(frozen=True)
@@ -33,37 +36,24 @@ class Floor:
     compute_ms: float  # 0 where the machine lacks the unit (then only memory counts)
 
 
-def floor(s: Shape, unit: str, ceilings: Ceilings) -> Floor:
-    memory_ms = min_bytes(s) / (ceilings.copy_gbytes_per_s * 1e9) * 1e3
+def floor(s: Shape, unit: str, ceilings: Ceilings, dtype: str = "float32") -> Floor:
+    memory_ms = min_bytes(s, dtype) / (ceilings.copy_gbytes_per_s * 1e9) * 1e3
     rate = ceilings.rate(unit)
     compute_ms = flops(s) / (rate * 1e9) * 1e3 if rate > 0 else 0.0
     return Floor(max(memory_ms, compute_ms), "compute" if compute_ms > memory_ms else "memory",
                  memory_ms, compute_ms)
 
 
-# Unit from the variant's name, then from its one-line idea, by whole words (underscores split words):
-# tf32 before the generic tensor-core words, those before plain fp16 (the CUDA-core half2 variant is
-# named fp16).
-_UNIT_PATTERNS = (("tf32_tensor", re.compile(r"\btf32")),
-                  ("fp16_tensor", re.compile(r"\b(wmma|mma|tensor)\b")),
-                  ("fp16", re.compile(r"\b(fp16|half)")))
-
-
-def unit_of(name: str, idea: str, on_device: bool, exact: bool, overrides: dict) -> str:
-    """The unit whose rate bounds a variant: fp32 for exact variants (and the cpu), else the
-    reduced-precision unit its name or idea names; a reduced-precision variant that names none is
-    given the fastest unit (fp16 tensor cores), so that its floor is still a floor.
-    `overrides` (variant -> unit, from --unit) wins."""
-    if name in overrides:
-        return overrides[name]
-    if exact or not on_device:
-        return "fp32"
-    for text in (name, idea):
-        words = text.lower().replace("_", " ")
-        for unit, pattern in _UNIT_PATTERNS:
-            if pattern.search(words):
-                return unit
-    return "fp16_tensor"
+def unit_of(variant: str, overrides: dict) -> str:
+    """The unit whose rate bounds a concrete variant: what the variant declares in the library's table
+    (conv_variant_caps.unit), unless `overrides` (variant -> unit, from --unit) names another."""
+    if variant in overrides:
+        return overrides[variant]
+    f, l = ffi(), lib()
+    vid, caps = f.new("int*"), f.new("conv_variant_caps*")
+    check(l.conv_variant_find(variant.encode(), vid))
+    check(l.conv_variant_get_caps(vid[0], caps))
+    return _UNIT_OF_CAPS[caps.unit]
 
 
 def parse_overrides(items) -> dict:
@@ -77,8 +67,9 @@ def parse_overrides(items) -> dict:
     return overrides
 
 
-def summary(s: Shape, unit: str, ceilings: Ceilings, ms: float) -> dict:
+def summary(s: Shape, unit: str, ceilings: Ceilings, ms: float, dtype: str = "float32") -> dict:
     """What one measured time means: rates, floor, and how close to it (for rows and extra_info)."""
-    f = floor(s, unit, ceilings)
-    return {"unit": unit, "gflops": flops(s) / (ms * 1e-3) / 1e9, "gbytes_per_s": min_bytes(s) / (ms * 1e-3) / 1e9,
+    f = floor(s, unit, ceilings, dtype)
+    return {"unit": unit, "gflops": flops(s) / (ms * 1e-3) / 1e9,
+            "gbytes_per_s": min_bytes(s, dtype) / (ms * 1e-3) / 1e9,
             "floor_ms": f.ms, "floor_bound": f.bound, "pct_of_floor": 100.0 * f.ms / ms}

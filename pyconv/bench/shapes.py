@@ -5,6 +5,9 @@ Suites:
          at B = 100, 1000, 5000, 10000.
   cnn5   the distinct conv layers of AlexNet, GoogLeNet, ResNet-50, SqueezeNet 1.0/1.1 and VGG-19
          (suites/cnn5.csv, from their public Caffe definitions) at B = 1 and 32.
+  groups the distinct depthwise and grouped conv layers of MobileNetV2, EfficientNet-B0, ConvNeXt-T and
+         ResNeXt-50 32x4d at a 224x224 input (suites/groups.csv, from torchvision's definitions) at
+         B = 1 and 32.
 
 A CSV file of shapes: one row per shape, a header naming the columns (case does not matter; other
 columns are ignored):
@@ -15,9 +18,8 @@ columns are ignored):
   stride, or SH and SW       optional, default 1
   pad, or PH and PW          optional, default 0 (zeros on both sides)
   dilation, or DH and DW     optional, default 1
-  group (or G)               optional; a grouped layer is timed as a group=1 convolution with the
-                             same C and M, and its row says so (libconv has no grouped convolution)
-Both suites/cnn5.csv and the anchor files with cuDNN timings (name,B,C,H,W,M,KH,KW,SH,SW,PH,PW,G,...)
+  group (or G)               optional, default 1; C and M divisible by it (w is (M, C/group, KH, KW))
+The suites' CSV files and the anchor files with cuDNN timings (name,B,C,H,W,M,KH,KW,SH,SW,PH,PW,G,...)
 are in this format. `--batch` replaces the batches of any suite or file.
 """
 from __future__ import annotations
@@ -29,14 +31,16 @@ from pathlib import Path
 
 from .._lib import ConvError
 
-SUITES = ("lenet", "cnn5")
+PACKAGED = ("cnn5", "groups")  # suites/<name>.csv, shipped with the package
+SUITES = ("lenet",) + PACKAGED
 LENET_BATCHES = (100, 1000, 5000, 10000)
-DEFAULT_BATCHES = (1, 32)  # cnn5, and CSV files without a B column
+DEFAULT_BATCHES = (1, 32)  # the packaged suites, and CSV files without a B column
 
 
 @dataclass(frozen=True)
 class Shape:
-    """One convolution: x (B, C, H, W) * w (M, C, KH, KW), NCHW, no bias. B = 0 in a template."""
+    """One convolution: x (B, C, H, W) * w (M, C/groups, KH, KW), no bias. B = 0 in a template.
+    (Dtypes and layouts are the comparison's: comparisons.py.)"""
     name: str
     B: int
     C: int
@@ -48,7 +52,7 @@ class Shape:
     stride: tuple = (1, 1)
     pad: tuple = (0, 0)
     dilation: tuple = (1, 1)
-    note: str = ""
+    groups: int = 1
 
     @property
     def x_shape(self) -> tuple:
@@ -56,7 +60,7 @@ class Shape:
 
     @property
     def w_shape(self) -> tuple:
-        return (self.M, self.C, self.KH, self.KW)
+        return (self.M, self.C // self.groups, self.KH, self.KW)
 
     @property
     def out_hw(self) -> tuple:
@@ -70,15 +74,15 @@ class Shape:
 
     @property
     def geometry(self) -> tuple:
-        """Everything but the name, the batch and the note: two shapes with one geometry are one shape."""
-        return (self.C, self.H, self.W, self.M, self.KH, self.KW, self.stride, self.pad, self.dilation)
+        """Everything but the name and the batch: two shapes with one geometry are one shape."""
+        return (self.C, self.H, self.W, self.M, self.KH, self.KW, self.stride, self.pad, self.dilation, self.groups)
 
     def as_dict(self) -> dict:
         oh, ow = self.out_hw
         return {"shape": self.name, "B": self.B, "C": self.C, "H": self.H, "W": self.W, "M": self.M,
                 "KH": self.KH, "KW": self.KW, "stride_h": self.stride[0], "stride_w": self.stride[1],
                 "pad_h": self.pad[0], "pad_w": self.pad[1], "dilation_h": self.dilation[0],
-                "dilation_w": self.dilation[1], "OH": oh, "OW": ow, "note": self.note}
+                "dilation_w": self.dilation[1], "groups": self.groups, "OH": oh, "OW": ow}
 
 
 LENET_LAYERS = (Shape("lenet/C1", 0, 1, 86, 86, 4, 7, 7), Shape("lenet/C3", 0, 4, 40, 40, 16, 7, 7))
@@ -115,14 +119,12 @@ def read_csv(path) -> list:
         where = f"{path.name} line {number}"
         name = (row.get("name") or "").strip() or "/".join(
             part for part in ((row.get("net") or "").strip(), (row.get("layer") or "").strip()) if part)
-        group = _int(row, ("group", "g"), where, 1)
         shapes.append(Shape(
             name=name or f"{path.stem}:{number}", B=_int(row, ("b", "batch"), where, 0),
             C=_int(row, ("c",), where), H=_int(row, ("h",), where), W=_int(row, ("w",), where),
             M=_int(row, ("m",), where), KH=_int(row, ("kh", "k"), where), KW=_int(row, ("kw", "k"), where),
             stride=_pair(row, "stride", "sh", "sw", where, 1), pad=_pair(row, "pad", "ph", "pw", where, 0),
-            dilation=_pair(row, "dilation", "dh", "dw", where, 1),
-            note=f"group={group} in the network: timed as a group=1 convolution" if group > 1 else ""))
+            dilation=_pair(row, "dilation", "dh", "dw", where, 1), groups=_int(row, ("group", "g"), where, 1)))
     if not shapes:
         raise ConvError(f"the shape file {path} has no rows")
     return shapes
@@ -133,12 +135,17 @@ def _with_batches(templates, batches) -> list:
     return [replace(t, B=b) for b in batches for t in templates]
 
 
+def label(suite: str) -> str:
+    """A suite's name in tables: a built-in suite's name, or a CSV file's stem."""
+    return suite if suite in SUITES else Path(suite).stem
+
+
 def load_suite(suite: str, batches=None) -> list:
     """The shapes of a suite name or a CSV file path, at `batches` when given (else the suite's own)."""
     if suite == "lenet":
         return _with_batches(LENET_LAYERS, batches or LENET_BATCHES)
-    if suite == "cnn5":
-        with resources.as_file(resources.files("pyconv.bench") / "suites" / "cnn5.csv") as path:
+    if suite in PACKAGED:
+        with resources.as_file(resources.files("pyconv.bench") / "suites" / f"{suite}.csv") as path:
             return _with_batches(read_csv(path), batches or DEFAULT_BATCHES)
     if not Path(suite).is_file():
         raise ConvError(f"--suite must be one of {', '.join(SUITES)} or a CSV file of shapes; "
@@ -151,3 +158,12 @@ def load_suite(suite: str, batches=None) -> list:
         return _with_batches(list(unique.values()), batches)
     fixed = [s for s in shapes if s.B > 0]
     return fixed + _with_batches([s for s in shapes if s.B == 0], DEFAULT_BATCHES)
+
+
+def by_layer(suite) -> list:
+    """The same shapes, each layer at all its batches before the next layer (a suite is batch-major):
+    the order for a run with a time limit, so that where it stops every batch has the same layers."""
+    layers = {}
+    for s in suite:
+        layers.setdefault((s.name, s.geometry), []).append(s)
+    return [s for group in layers.values() for s in group]

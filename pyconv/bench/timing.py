@@ -1,6 +1,7 @@
-"""The measuring protocol, one for every side — our GPU variants (conv2d_time: CUDA-graph replays),
-the host variant (a host clock around synchronous calls) and cuDNN (cudnn.py: torch CUDA-graph
-replays) — so that their numbers compare.
+"""The measuring protocol, one for every side — our GPU plans and cuDNN (graph_run: PyTorch CUDA-graph
+replays of the same calls on the same operands; without PyTorch, our fp32 NCHW problems through
+conv2d_time, which captures and replays the same way in C), the host variant (a host clock around
+synchronous calls) — so that their numbers compare.
 
 A Side is run(calls, warmup, reps) -> per-call ms of each of reps timed rounds, where a round is
 `calls` calls cycling through the operand sets, after `warmup` untimed rounds; and min_calls, the
@@ -14,6 +15,7 @@ rows say how many rounds stand behind them.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import statistics
@@ -61,10 +63,12 @@ def measure(side: Side, budget_ms: float = DEFAULT_BUDGET_MS) -> Timing:
 
 
 def device_run(variant_id: int, params, sets, workspace, workspace_bytes: int) -> Side:
-    """Our GPU side: conv2d_time captures `calls` launches into a graph and times its replays."""
+    """Our GPU side without PyTorch (fp32 NCHW problems, the legacy conv_params): conv2d_time captures
+    `calls` launches into a graph and times its replays."""
     f, l = ffi(), lib()
-    xs, ws, ys = sets.pointer_arrays()
-    ws_ptr = workspace.handle if workspace is not None else f.NULL
+    xs, ws, ys = (f.new("float*[]", [f.cast("float*", a) for a in arrays])
+                  for arrays in zip(*(sets.pointers(i) for i in range(sets.n))))
+    ws_ptr = f.cast("void*", workspace.ptr) if workspace is not None else f.NULL
 
     def run(calls: int, warmup: int, reps: int) -> list:
         median, times = f.new("float*"), f.new("float[]", reps)
@@ -74,19 +78,54 @@ def device_run(variant_id: int, params, sets, workspace, workspace_bytes: int) -
     return Side(run, sets.n)
 
 
-def host_run(variant_id: int, params, sets, workspace, workspace_bytes: int) -> Side:
-    """Our host side (the cpu variant): its calls return when y is written, so a host clock is exact.
-    The rotation carries on across rounds, so a round may be a single call."""
-    f, l = ffi(), lib()
-    operands = [sets.pointers(i) for i in range(sets.n)]
-    ws_ptr = f.cast("void*", workspace.ctypes.data) if workspace is not None else f.NULL
+def graph_run(torch, call: Callable, n: int, context: Callable = contextlib.nullcontext) -> Side:
+    """A GPU side through PyTorch's CUDA graphs, the same for cuDNN and for our plans: call(i) enqueues
+    the work of operand set i on torch's current stream and returns what must stay alive (an output).
+    Each set is called once eagerly first, on a side stream as torch asks before a capture (cuDNN's
+    benchmark mode picks its algorithm there; a failure shows here, not inside the capture); then
+    `calls` calls cycling through the sets are captured into one graph, whose replays are timed between
+    events. `context` (e.g. TF32 on) is entered around all of it."""
+
+    def run(calls: int, warmup: int, reps: int) -> list:
+        with context():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for i in range(n):
+                    call(i)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            alive = [None] * n  # one output per set stays alive, cycling like the inputs
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                for i in range(calls):
+                    alive[i % n] = call(i % n)
+            for _ in range(warmup):
+                graph.replay()
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for _ in range(reps)]
+            for start, stop in events:
+                start.record()
+                graph.replay()
+                stop.record()
+            torch.cuda.synchronize()
+            times = [start.elapsed_time(stop) / calls for start, stop in events]
+            del graph, alive
+            return times
+    return Side(run, n)
+
+
+def host_run(plan, sets) -> Side:
+    """Our host side (the cpu variant, a pyconv.Conv2dPlan): its calls return when y is written, so a
+    host clock is exact. The rotation carries on across rounds, so a round may be a single call.
+    Operands go as addresses (the sets are the plan's by construction; a layout check would read an
+    NHWC array with one channel as NCHW, which is the same memory)."""
     turn = itertools.count()
 
     def one_round(calls: int) -> float:
         start = time.perf_counter()
         for _ in range(calls):
-            x, w, y = operands[next(turn) % sets.n]
-            check(l.conv2d_forward(variant_id, params, x, w, y, ws_ptr, workspace_bytes, f.NULL))
+            plan.launch(*sets.pointers(next(turn) % sets.n))
         return (time.perf_counter() - start) * 1e3 / calls
 
     def run(calls: int, warmup: int, reps: int) -> list:
