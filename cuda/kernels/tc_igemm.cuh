@@ -1,0 +1,333 @@
+// tc_igemm.cuh — the tensor-core implicit GEMM (device side): mma.sync with fp32 accumulation, operands
+// fed by ldmatrix from swizzled shared memory, filled by a multistage cp.async pipeline.
+//   GEMM view (rows = output pixels, columns = output maps, so that a row of D is a pixel of NHWC y):
+//     D[p, m] = sum_k A[p, k] * B[m, k],  p = (b, oh, ow) < P = B*OH*OW,  m < M,  k = (kh, kw, c) < K,
+//     A[p, k] = x[b, oh*stride_h - pad_h + kh*dil_h, ow*stride_w - pad_w + kw*dil_w, c] (0 outside),
+//     B[m, k] = w[m, kh, kw, c],  K = KH*KW*Cp.
+//   x is NHWC (B, H, W, Cp) and w MKKC (M, KH, KW, Cp) in the operand dtype with Cp a whole number of
+//   16-byte chunks (tc_staging.cuh makes them so where the caller's tensors are not): each thread's
+//   16-byte cp.async then holds channels of one (pixel, tap), and padding, image edges, p >= P, m >= M
+//   and k >= K are zero-filled copies (src-size 0), so the math needs no guards.
+//
+// The layers (after CUTLASS's sm80 conv):
+//   TcTf32 / TcF16 / TcBf16  operand precision: element type, the mma (m16n8k8 tf32, m16n8k16 f16 / bf16)
+//                            and the register fix-up after ldmatrix (rounding fp32 to tf32);
+//   TcShape, TcTile          block tile BM x BN, warp tile WM x WN, STAGES, and the shared-memory layout:
+//                            per stage an A tile (BM rows) and a B tile (BN rows) of ROW_CHUNKS 16-byte
+//                            chunks per row (k contiguous), chunk c of row r stored at chunk
+//                            c ^ ((r / (8 / ROW_CHUNKS)) % ROW_CHUNKS): the 8 rows an ldmatrix reads
+//                            at one chunk then cover all 32 banks;
+//   TcLoader                 the tile iterator: a thread owns one chunk column and A_ITERS + B_ITERS rows,
+//                            with each row's pixel decoded once and k's digits (kh, kw, c) advanced per
+//                            tile by carries, not divisions;
+//   tc_warp_mma              one stage: per 32-byte k-step, ldmatrix.x4 A fragments (16 rows) and B
+//                            fragments (two n8 columns), then WM/16 x WN/8 mma;
+//   tc_store                 the epilogue from registers: + bias, ReLU, y's dtype and layout; or, under
+//                            split-K, raw fp32 sums into partial [split][P][M] (split_k.cuh reduces them);
+//   tc_igemm_kernel          the mainloop: STAGES-1 tiles in flight, one barrier per k-tile.
+// Index math: pixel and map indices are int32 (the dispatcher keeps P*M and x per launch < 2^30);
+// offsets into x, w, y and partial are int64 (a padded staged x may pass 2^31 elements).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "mma_sync.cuh"
+#include "tensor_io.cuh"
+
+// ---- operand precisions ----
+
+// tf32: fp32 in memory, rounded to tf32 in registers after ldmatrix (inputs are not pre-rounded, as x
+// may be the caller's own fp32 tensor). k-step 8 = 32 bytes.
+struct TcTf32 {
+    using T = float;
+    static constexpr int DTYPE = CONV_F32;
+    static __device__ __forceinline__ void fix(uint32_t (&r)[4]) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) r[i] = mma_round_tf32(r[i]);
+    }
+    static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        mma_m16n8k8_tf32(d, a, b0, b1);
+    }
+};
+// fp16 and bf16: k-step 16 = 32 bytes, registers used as loaded.
+struct TcF16 {
+    using T = __half;
+    static constexpr int DTYPE = CONV_F16;
+    static __device__ __forceinline__ void fix(uint32_t (&)[4]) {}
+    static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        mma_m16n8k16_f16(d, a, b0, b1);
+    }
+};
+struct TcBf16 {
+    using T = __nv_bfloat16;
+    static constexpr int DTYPE = CONV_BF16;
+    static __device__ __forceinline__ void fix(uint32_t (&)[4]) {}
+    static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        mma_m16n8k16_bf16(d, a, b0, b1);
+    }
+};
+
+// Elements of one 16-byte chunk of an operand dtype: Cp is C rounded up to a multiple of it.
+static inline int tc_chunk_elems(int dtype) { return 16 / (int)conv_dtype_size(dtype); }
+
+// ---- block and warp tiles ----
+
+// A launch shape: BM pixels x BN maps per block, warps of WM x WN, STAGES tiles in the pipeline, rows of
+// ROW_CHUNKS 16-byte chunks (4: BK = 16 tf32 / 32 f16 values per tile; 8: twice that).
+template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int ROW_CHUNKS_ = 4>
+struct TcShape {
+    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, ROW_CHUNKS = ROW_CHUNKS_;
+};
+
+template <class Op_, class Shape>
+struct TcTile {
+    using Op = Op_;
+    using T = typename Op::T;
+    static constexpr int BM = Shape::BM, BN = Shape::BN, WM = Shape::WM, WN = Shape::WN;
+    static constexpr int STAGES = Shape::STAGES, ROW_CHUNKS = Shape::ROW_CHUNKS;
+    static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN, THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int VEC = 16 / (int)sizeof(T);  // elements per chunk
+    static constexpr int ROW_BYTES = 16 * ROW_CHUNKS, BK = ROW_CHUNKS * VEC;
+    static constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
+    static constexpr int ROWS_PER_PASS = THREADS / ROW_CHUNKS;  // rows one pass of the block's copies fills
+    static constexpr int A_ITERS = BM / ROWS_PER_PASS, B_ITERS = BN / ROWS_PER_PASS;
+    static constexpr int MI = WM / 16, NJ = WN / 8;  // m16 x n8 accumulator tiles per warp
+    static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "whole m16 and n16 warp tiles");
+    static_assert(ROW_CHUNKS == 4 || ROW_CHUNKS == 8, "the swizzle covers 64- and 128-byte rows");
+    static_assert(BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0, "every tile row is copied");
+    static_assert(STAGES >= 2 && SMEM_BYTES <= 48 * 1024, "static shared memory holds the pipeline");
+
+    // Byte offset of chunk c of row r in an A or B tile.
+    static __device__ __forceinline__ int offset(int r, int c) {
+        return r * ROW_BYTES + ((c ^ ((r / (8 / ROW_CHUNKS)) % ROW_CHUNKS)) << 4);
+    }
+};
+
+// ---- the kernel's arguments ----
+
+struct TcParams {
+    const void* x;  // (B, H, W, Cp), operand dtype
+    const void* w;  // (M, KH, KW, Cp) = (M, K), operand dtype
+    int H, W, Cp, KW;
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int OW, OHW, P, M, K;
+    int k_tiles, tiles_per_split;  // k-tiles in all and per split (blockIdx.z)
+    void* y;                       // (B, M, OH, OW) or (B, OH, OW, M), y_dtype
+    const void* bias;              // M values of y_dtype, or NULL
+    int y_dtype;
+    bool y_nhwc, relu;
+    float* partial;  // split-K: raw sums as fp32 [splits][P][M] instead of y; NULL otherwise
+};
+
+// ---- the tile iterator ----
+
+template <class Tile>
+struct TcLoader {
+    using T = typename Tile::T;
+    int chunk;                                     // this thread's chunk column
+    int row0;                                      // its first row; then + i*ROWS_PER_PASS
+    long long a_image[Tile::A_ITERS];              // b*H*W*Cp of each A row's pixel
+    int a_ih0[Tile::A_ITERS], a_iw0[Tile::A_ITERS];  // its window's top-left corner (may be negative)
+    unsigned a_valid;                              // bit i: A row i is a pixel < P
+    long long b_row[Tile::B_ITERS];                // m*K of each B row, -1 for m >= M
+    int k, kh, kw, c;                              // this thread's k and its digits in the current tile
+    int d_kh, d_kw, d_c;                           // BK as digits (d_kw < KW, d_c < Cp)
+
+    __device__ void init(const TcParams& p, int m0, int n0, int k0) {
+        const int tid = threadIdx.x;
+        chunk = tid % Tile::ROW_CHUNKS;
+        row0 = tid / Tile::ROW_CHUNKS;
+        a_valid = 0;
+#pragma unroll
+        for (int i = 0; i < Tile::A_ITERS; ++i) {
+            const int r = row0 + i * Tile::ROWS_PER_PASS;
+            const bool valid = r < p.P - m0;
+            const int pixel = valid ? m0 + r : 0;
+            const int b = pixel / p.OHW, rem = pixel - b * p.OHW, oh = rem / p.OW, ow = rem - oh * p.OW;
+            a_valid |= (unsigned)valid << i;
+            a_image[i] = (long long)b * p.H * p.W * p.Cp;
+            // oh*stride_h <= (OH-1)*stride_h, which conv_check_coords (the variants' supports) keeps <= 2^30.
+            a_ih0[i] = oh * p.stride_h - p.pad_h;
+            a_iw0[i] = ow * p.stride_w - p.pad_w;
+        }
+#pragma unroll
+        for (int i = 0; i < Tile::B_ITERS; ++i) {
+            const int r = row0 + i * Tile::ROWS_PER_PASS;
+            b_row[i] = r < p.M - n0 ? (long long)(n0 + r) * p.K : -1;
+        }
+        k = k0 + chunk * Tile::VEC;
+        const int taps = k / p.Cp;
+        c = k - taps * p.Cp;
+        kh = taps / p.KW;
+        kw = taps - kh * p.KW;
+        const int d_taps = Tile::BK / p.Cp;
+        d_c = Tile::BK - d_taps * p.Cp;
+        d_kh = d_taps / p.KW;
+        d_kw = d_taps - d_kh * p.KW;
+    }
+
+    // Issues the copies of the current k-tile into one pipeline stage (A tile, then B tile).
+    __device__ void load(unsigned char* stage, const TcParams& p) const {
+        const T* x = static_cast<const T*>(p.x);
+        const T* w = static_cast<const T*>(p.w);
+        const bool k_ok = k < p.K;
+        // kh*dil_h may be large past k's end (kh grows past KH): unsigned, wrap-around defined, and only
+        // used where k_ok.
+        const unsigned dh = (unsigned)kh * (unsigned)p.dil_h, dw = (unsigned)kw * (unsigned)p.dil_w;
+#pragma unroll
+        for (int i = 0; i < Tile::A_ITERS; ++i) {
+            const unsigned ih = (unsigned)a_ih0[i] + dh, iw = (unsigned)a_iw0[i] + dw;
+            const bool valid = k_ok && (a_valid >> i & 1) && ih < (unsigned)p.H && iw < (unsigned)p.W;
+            const T* src = valid ? x + a_image[i] + ((long long)ih * p.W + iw) * p.Cp + c : x;
+            cp_async_16_zfill(stage + Tile::offset(row0 + i * Tile::ROWS_PER_PASS, chunk), src, valid);
+        }
+        unsigned char* b_tile = stage + Tile::A_BYTES;
+#pragma unroll
+        for (int i = 0; i < Tile::B_ITERS; ++i) {
+            const bool valid = k_ok && b_row[i] >= 0;
+            const T* src = valid ? w + b_row[i] + k : w;
+            cp_async_16_zfill(b_tile + Tile::offset(row0 + i * Tile::ROWS_PER_PASS, chunk), src, valid);
+        }
+    }
+
+    // On to the next k-tile: each digit carries at most once (d_c < Cp, d_kw < KW).
+    __device__ void advance(const TcParams& p) {
+        k += Tile::BK;
+        c += d_c;
+        if (c >= p.Cp) { c -= p.Cp; ++kw; }
+        kw += d_kw;
+        if (kw >= p.KW) { kw -= p.KW; ++kh; }
+        kh += d_kh;
+    }
+};
+
+// ---- warp-level math ----
+
+// acc += the warp's WM x WN share of one stage's A (BM x BK) times B^T (BK x BN).
+template <class Tile>
+__device__ __forceinline__ void tc_warp_mma(const unsigned char* stage, float (&acc)[Tile::MI][Tile::NJ][4],
+                                            int wm, int wn, int lane) {
+    using Op = typename Tile::Op;
+    const unsigned char* As = stage;
+    const unsigned char* Bs = stage + Tile::A_BYTES;
+#pragma unroll
+    for (int ks = 0; ks < Tile::ROW_CHUNKS / 2; ++ks) {
+        uint32_t a[Tile::MI][4], b[Tile::NJ][2];
+        // A: matrices (rows 0-7, chunk 0), (8-15, 0), (0-7, 1), (8-15, 1) = fragment registers 0..3.
+#pragma unroll
+        for (int i = 0; i < Tile::MI; ++i) {
+            const int r = wm + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            ldmatrix_x4(a[i], As + Tile::offset(r, 2 * ks + (lane >> 4)));
+            Op::fix(a[i]);
+        }
+        // B: matrices (columns 0-7, chunk 0), (0-7, 1), (8-15, 0), (8-15, 1) = two n8 tiles' registers.
+#pragma unroll
+        for (int j = 0; j < Tile::NJ; j += 2) {
+            uint32_t q[4];
+            const int r = wn + j * 8 + (lane & 7) + (lane >> 4) * 8;
+            ldmatrix_x4(q, Bs + Tile::offset(r, 2 * ks + ((lane >> 3) & 1)));
+            Op::fix(q);
+            b[j][0] = q[0]; b[j][1] = q[1];
+            b[j + 1][0] = q[2]; b[j + 1][1] = q[3];
+        }
+#pragma unroll
+        for (int i = 0; i < Tile::MI; ++i)
+#pragma unroll
+            for (int j = 0; j < Tile::NJ; ++j) Op::mma(acc[i][j], a[i], b[j][0], b[j][1]);
+    }
+}
+
+// ---- epilogue ----
+
+// Stores the warp's accumulators: thread (g = lane / 4, t = lane % 4) holds, per m16 x n8 tile, pixels
+// row g and g + 8 at maps 2t and 2t + 1. TY: y's element type (unused under split-K).
+template <class TY, class Tile>
+__device__ void tc_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::NJ][4], int m0, int n0, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const TY* bias = static_cast<const TY*>(p.bias);
+    TY* y = static_cast<TY*>(p.y);
+#pragma unroll
+    for (int i = 0; i < Tile::MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int pixel = m0 + i * 16 + g + 8 * h;
+            if (pixel >= p.P) continue;
+            long long at, map_stride;  // y (or partial) offset of (pixel, map 0), and per map
+            if (p.partial) {
+                at = ((long long)blockIdx.z * p.P + pixel) * p.M;
+                map_stride = 1;
+            } else if (p.y_nhwc) {
+                at = (long long)pixel * p.M;
+                map_stride = 1;
+            } else {
+                const int b = pixel / p.OHW;
+                at = (long long)b * p.M * p.OHW + (pixel - b * p.OHW);
+                map_stride = p.OHW;
+            }
+#pragma unroll
+            for (int j = 0; j < Tile::NJ; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int m = n0 + j * 8 + 2 * t + e;
+                    if (m >= p.M) continue;
+                    const float v = acc[i][j][2 * h + e];
+                    if (p.partial) p.partial[at + m] = v;
+                    else y[at + m * map_stride] = conv_store_as<TY>(
+                             conv_epilogue_value(v, bias ? conv_load(bias, m) : 0.0f, p.relu));
+                }
+        }
+}
+
+// ---- the kernel ----
+
+// Grid: (pixel tiles, map tiles, splits). Block (x, y, z) computes D[m0 .. m0+BM, n0 .. n0+BN] over
+// k-tiles [z*tiles_per_split, min((z+1)*tiles_per_split, k_tiles)). Empty before sm_80.
+template <class Tile>
+__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    __shared__ __align__(128) unsigned char smem[Tile::SMEM_BYTES];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int m0 = blockIdx.x * Tile::BM, n0 = blockIdx.y * Tile::BN;
+    const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
+    const int kt0 = blockIdx.z * p.tiles_per_split;
+    const int nk = min(p.tiles_per_split, p.k_tiles - kt0);  // >= 1: the host leaves no split empty
+
+    TcLoader<Tile> loader;
+    loader.init(p, m0, n0, kt0 * Tile::BK);
+    float acc[Tile::MI][Tile::NJ][4];
+    mma_zero(acc);
+
+    // Prologue: tiles 0 .. STAGES-2 in flight, one commit group each (empty groups past the end keep the
+    // count that wait_group relies on).
+#pragma unroll
+    for (int s = 0; s < Tile::STAGES - 1; ++s) {
+        if (s < nk) {
+            loader.load(smem + s * Tile::STAGE_BYTES, p);
+            loader.advance(p);
+        }
+        cp_async_commit();
+    }
+    for (int t = 0; t < nk; ++t) {
+        // Tile t has landed (for this thread's copies; the barrier makes it every thread's), and every
+        // warp is done with tile t-1, whose stage the next copies overwrite.
+        cp_async_wait<Tile::STAGES - 2>();
+        __syncthreads();
+        const int next = t + Tile::STAGES - 1;
+        if (next < nk) {
+            loader.load(smem + next % Tile::STAGES * Tile::STAGE_BYTES, p);
+            loader.advance(p);
+        }
+        cp_async_commit();
+        tc_warp_mma<Tile>(smem + t % Tile::STAGES * Tile::STAGE_BYTES, acc, wm, wn, lane);
+    }
+    cp_async_wait<0>();  // only empty groups remain; nothing may be in flight when the block exits
+
+    switch (p.partial ? CONV_F32 : p.y_dtype) {
+    case CONV_F16: tc_store<__half, Tile>(p, acc, m0 + wm, n0 + wn, lane); break;
+    case CONV_BF16: tc_store<__nv_bfloat16, Tile>(p, acc, m0 + wm, n0 + wn, lane); break;
+    default: tc_store<float, Tile>(p, acc, m0 + wm, n0 + wn, lane);
+    }
+#endif
+}

@@ -1,0 +1,300 @@
+// tc_igemm_host.cuh — the host side of the tensor-core implicit GEMM (tc_igemm.cuh): which operands
+// need staging, the split-K decision, the workspace, the launch, and one variant's table of launch
+// configurations, shared by implicit_gemm_tf32 and implicit_gemm_f16 (a Family names the variant and
+// the operand precision each input dtype runs on).
+//   Workspace, in order (each part 256-byte aligned, absent when not needed):
+//     xs  x staged as (B, H, W, Cp) in the operand dtype: x in NCHW, in another dtype, or C not whole chunks;
+//     ws  w staged as (M, KH, KW, Cp) likewise: w in MCKK, in another dtype, or C not whole chunks;
+//     partial  split-K's fp32 [splits][P][M] (the largest any split-K configuration of the family uses).
+//   Split-K: a configuration marked SPLIT cuts the k-tiles into ranges so that the grid reaches about
+//   TC_SPLIT_TARGET_BLOCKS blocks (a fixed count, not the device's, so that the workspace a plan asked
+//   for stays right whatever GPU runs it), each range at least TC_SPLIT_MIN_TILES k-tiles long; it
+//   refuses problems whose grid needs no split.
+#pragma once
+
+#include <atomic>
+
+#include "split_k.cuh"
+#include "tc_igemm.cuh"
+#include "tc_staging.cuh"
+#include "conv_kernel_util.cuh"
+
+constexpr int TC_SPLIT_TARGET_BLOCKS = 264;  // two blocks per SM of a 132-SM H100
+constexpr int TC_SPLIT_MIN_TILES = 4;
+constexpr int TC_SPLIT_MAX = 16;
+constexpr size_t TC_ALIGN = 256;
+
+static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) / TC_ALIGN * TC_ALIGN; }
+
+// ---- operands ----
+
+struct TcOperands {
+    int dtype;                 // the operand dtype
+    int64_t Cp;                // channels per (pixel, tap) as the mainloop reads them
+    bool stage_x, stage_w;     // whether x / w go through the workspace first
+    size_t xs_bytes, ws_bytes; // their workspace parts (0 when not staged)
+};
+
+static inline TcOperands tc_operands(const conv_problem* p, int dtype) {
+    TcOperands o;
+    const int64_t vec = tc_chunk_elems(dtype);
+    o.dtype = dtype;
+    o.Cp = (p->C + vec - 1) / vec * vec;
+    o.stage_x = p->x_dtype != dtype || p->x_layout != CONV_NHWC || o.Cp != p->C;
+    o.stage_w = p->w_dtype != dtype || p->w_layout != CONV_MKKC || o.Cp != p->C;
+    const size_t elem = conv_dtype_size(dtype);
+    o.xs_bytes = o.stage_x ? tc_align_up((size_t)(p->B * p->H * p->W * o.Cp) * elem) : 0;
+    o.ws_bytes = o.stage_w ? tc_align_up((size_t)(p->M * p->KH * p->KW * o.Cp) * elem) : 0;
+    return o;
+}
+
+// ---- grid and split-K ----
+
+struct TcGrid {
+    int k_tiles, tiles_per_split, splits;
+    int64_t m_tiles, n_tiles;  // pixel tiles (gridDim.x), map tiles (gridDim.y)
+};
+
+// The grid of launch shape Shape on operands o (BK follows from the operand dtype), split or not.
+template <class Shape>
+static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, bool split) {
+    TcGrid g;
+    const int64_t P = p->B * conv_out_h(p) * conv_out_w(p), K = p->KH * p->KW * o.Cp;
+    const int64_t bk = Shape::ROW_CHUNKS * tc_chunk_elems(o.dtype);
+    g.k_tiles = (int)((K + bk - 1) / bk);
+    g.m_tiles = (P + Shape::BM - 1) / Shape::BM;
+    g.n_tiles = (p->M + Shape::BN - 1) / Shape::BN;
+    int splits = 1;
+    if (split) {
+        const int64_t tiles = g.m_tiles * g.n_tiles;
+        const int64_t want = (TC_SPLIT_TARGET_BLOCKS + tiles - 1) / tiles;
+        const int64_t most = g.k_tiles / TC_SPLIT_MIN_TILES;
+        splits = (int)(want < most ? want : most);
+        if (splits > TC_SPLIT_MAX) splits = TC_SPLIT_MAX;
+        if (splits < 1) splits = 1;
+    }
+    // Even ranges, none empty: splits = ceil(k_tiles / tiles_per_split).
+    g.tiles_per_split = (g.k_tiles + splits - 1) / splits;
+    g.splits = (g.k_tiles + g.tiles_per_split - 1) / g.tiles_per_split;
+    return g;
+}
+
+// ---- families: the variant's name and its operand precision per input dtype ----
+
+// implicit_gemm_tf32: tf32 operands for every input dtype (f16 and bf16 values are exact in fp32).
+struct TcFamilyTf32 {
+    static constexpr const char* NAME = "implicit_gemm_tf32";
+    static int op_dtype(const conv_problem*) { return CONV_F32; }
+    template <class F>
+    static int with_op(const conv_problem*, F&& f) { return f(TcTf32{}); }
+};
+
+// implicit_gemm_f16: bf16 operands for bf16 inputs, fp16 for f16 and f32 ones (f32 rounded to fp16).
+struct TcFamilyHalf {
+    static constexpr const char* NAME = "implicit_gemm_f16";
+    static int op_dtype(const conv_problem* p) { return p->x_dtype == CONV_BF16 ? CONV_BF16 : CONV_F16; }
+    template <class F>
+    static int with_op(const conv_problem* p, F&& f) {
+        if (p->x_dtype == CONV_BF16) return f(TcBf16{});
+        return f(TcF16{});
+    }
+};
+
+// ---- launching ----
+
+static inline int tc_check_aligned(const char* variant, const char* what, const void* ptr) {
+    if (((uintptr_t)ptr & 15) == 0) return CONV_OK;
+    return conv_set_error(CONV_ERR_UNSUPPORTED,
+                          "%s: %s at %p is not 16-byte aligned, which its cp.async copies need when it is read "
+                          "in place (NHWC / MKKC in the operand dtype)", variant, what, ptr);
+}
+
+template <class Tile>
+static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g, const void* x, const void* w,
+                     const conv_tensors* t, float* partial, cudaStream_t stream) {
+    TcParams k;
+    k.x = x;
+    k.w = w;
+    k.H = (int)p->H; k.W = (int)p->W; k.Cp = (int)o.Cp; k.KW = (int)p->KW;
+    k.stride_h = (int)p->stride_h; k.stride_w = (int)p->stride_w;
+    k.pad_h = (int)p->pad_h; k.pad_w = (int)p->pad_w;
+    k.dil_h = (int)p->dilation_h; k.dil_w = (int)p->dilation_w;
+    k.OW = (int)conv_out_w(p);
+    k.OHW = (int)(conv_out_h(p) * conv_out_w(p));
+    k.P = (int)(p->B * k.OHW);
+    k.M = (int)p->M;
+    k.K = (int)(p->KH * p->KW * o.Cp);
+    k.k_tiles = g.k_tiles;
+    k.tiles_per_split = g.tiles_per_split;
+    k.y = t->y;
+    k.bias = p->bias ? t->bias : nullptr;
+    k.y_dtype = p->y_dtype;
+    k.y_nhwc = p->y_layout == CONV_NHWC;
+    k.relu = p->epilogue == CONV_EPILOGUE_RELU;
+    k.partial = partial;
+    const dim3 grid((unsigned)g.m_tiles, (unsigned)g.n_tiles, (unsigned)g.splits);
+    tc_igemm_kernel<Tile><<<grid, Tile::THREADS, 0, stream>>>(k);
+    CONV_LAUNCH_CHECK(tc_igemm_kernel);
+    return CONV_OK;
+}
+
+// The conv_run_fn of configuration (Shape, SPLIT) of a family: stages x and w where needed, runs the
+// mainloop, and under split-K reduces the partial sums into y.
+template <class Family, class Shape, bool SPLIT>
+static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
+                  void* stream_) {
+    const cudaStream_t stream = conv_stream(stream_);
+    const TcOperands o = tc_operands(p, Family::op_dtype(p));
+    return Family::with_op(p, [&](auto op) -> int {
+        using Tile = TcTile<decltype(op), Shape>;
+        const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
+        const size_t partial_bytes = g.splits > 1 ? conv_split_k_workspace(p, g.splits) : 0;
+        const size_t need = o.xs_bytes + o.ws_bytes + partial_bytes;
+        if (workspace_bytes < need || (need && !workspace))
+            return conv_set_error(CONV_ERR_WORKSPACE_TOO_SMALL, "%s: needs %zu bytes of workspace, got %zu",
+                                  Family::NAME, need, workspace_bytes);
+        unsigned char* ws = static_cast<unsigned char*>(workspace);
+        const void* x = t->x;
+        const void* w = t->w;
+        int status = CONV_OK;
+        if (o.stage_x) {
+            status = tc_stage_channels_last(t->x, p->x_dtype, p->x_layout == CONV_NCHW, ws, o.dtype, p->B,
+                                            p->H * p->W, p->C, o.Cp, stream);
+            x = ws;
+        } else {
+            status = tc_check_aligned(Family::NAME, "x", x);
+        }
+        if (status != CONV_OK) return status;
+        if (o.stage_w) {
+            status = tc_stage_channels_last(t->w, p->w_dtype, p->w_layout == CONV_MCKK, ws + o.xs_bytes, o.dtype,
+                                            p->M, p->KH * p->KW, p->C, o.Cp, stream);
+            w = ws + o.xs_bytes;
+        } else {
+            status = tc_check_aligned(Family::NAME, "w", w);
+        }
+        if (status != CONV_OK) return status;
+        float* partial = g.splits > 1 ? reinterpret_cast<float*>(ws + o.xs_bytes + o.ws_bytes) : nullptr;
+        status = tc_launch<Tile>(p, o, g, x, w, t, partial, stream);
+        if (status != CONV_OK || !partial) return status;
+        return conv_split_k_reduce(p, partial, g.splits, p->bias ? t->bias : nullptr, t->y, stream);
+    });
+}
+
+// Limits of configuration (Shape, SPLIT) beyond the variant's: the map tiles fit gridDim.y, and a
+// split-K configuration takes only problems whose grid it splits.
+template <class Family, class Shape, bool SPLIT>
+static int tc_config_supports(const conv_problem* p) {
+    const TcGrid g = tc_grid<Shape>(p, tc_operands(p, Family::op_dtype(p)), SPLIT);
+    if (g.n_tiles > 65535)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "%s: M=%lld maps make %lld tiles of %d, more than gridDim.y allows",
+                              Family::NAME, (long long)p->M, (long long)g.n_tiles, Shape::BN);
+    if (SPLIT && g.splits < 2)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
+                              (long long)(g.m_tiles * g.n_tiles), g.k_tiles);
+    return CONV_OK;
+}
+
+// ---- the variant ----
+
+// Launch shapes: 128 x 128 blocks of 8 warps (64 x 32 each), 3 stages; 128 x 64 and 64 x 128 blocks of
+// 4 warps, 4 stages; 64 x 64 blocks of 4 warps (32 x 32), 4 stages, plain and split-K.
+using TcShape128x128 = TcShape<128, 128, 64, 32, 3>;
+using TcShape128x64 = TcShape<128, 64, 64, 32, 4>;
+using TcShape64x128 = TcShape<64, 128, 32, 64, 4>;
+using TcShape64x64 = TcShape<64, 64, 32, 32, 4>;
+
+template <class Family>
+struct TcVariant {
+    static constexpr const char* TILE_128x128 = "tile128x128_s3";
+    static constexpr const char* TILE_128x64 = "tile128x64_s4";
+    static constexpr const char* TILE_64x128 = "tile64x128_s4";
+    static constexpr const char* TILE_64x64 = "tile64x64_s4";
+    static constexpr const char* SPLIT_64x64 = "tile64x64_s4_splitk";
+    static constexpr const char* SPLIT_128x64 = "tile128x64_s4_splitk";
+    static const conv_config CONFIGS[];
+    static constexpr int NUM_CONFIGS = 6;
+
+    // The GPU (sm_80+: mma.sync, ldmatrix, cp.async) and the code this build runs on it; the coordinates'
+    // int32 range; K and the staged operands' sizes.
+    static int supports(const conv_problem* p) {
+        int status = conv_check_coords(Family::NAME, p, 0, 0);
+        if (status != CONV_OK) return status;
+        const TcOperands o = tc_operands(p, Family::op_dtype(p));
+        if (p->KH * p->KW * o.Cp > CONV_INDEX_LIMIT)
+            return conv_set_error(CONV_ERR_UNSUPPORTED, "%s: K = KH*KW*C = %lld (C padded to %lld) passes 2^30",
+                                  Family::NAME, (long long)(p->KH * p->KW * o.Cp), (long long)o.Cp);
+        static std::atomic<unsigned long long> passed{0};  // devices checked, one bit per id < 64
+        int device = 0;
+        CONV_CUDA_CHECK(cudaGetDevice(&device));
+        const unsigned long long bit = device < 64 ? 1ull << device : 0;
+        if (passed.load(std::memory_order_relaxed) & bit) return CONV_OK;
+        int major = 0, minor = 0;
+        CONV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+        CONV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+        if (major < 8)
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "%s needs compute capability 8.0+ (mma.sync, ldmatrix, cp.async), device %d is %d.%d",
+                                  Family::NAME, device, major, minor);
+        // Every kernel of the family is built for the same architectures: one stands for all.
+        cudaFuncAttributes attr;
+        cudaError_t err = cudaSuccess;
+        Family::with_op(p, [&](auto op) -> int {
+            err = cudaFuncGetAttributes(&attr, tc_igemm_kernel<TcTile<decltype(op), TcShape64x64>>);
+            return CONV_OK;
+        });
+        CONV_CUDA_CHECK(err);
+        if (attr.ptxVersion < 80)
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "%s: this libconv runs code compiled for compute_%d on device %d (%d.%d), where its "
+                                  "kernels are empty; rebuild with CMAKE_CUDA_ARCHITECTURES including %d%d",
+                                  Family::NAME, attr.ptxVersion, device, major, minor, major, minor);
+        passed.fetch_or(bit, std::memory_order_relaxed);
+        return CONV_OK;
+    }
+
+    // Staged operands plus the largest split-K partial of the configurations (SPLIT_64x64, SPLIT_128x64)
+    // for this problem or any smaller batch: the dispatcher's last batch chunk may be smaller than the one
+    // it asks about, and a smaller grid may split more. The scan ends at the first batch whose 128 x 64
+    // grid (the one with fewer tiles) needs no split: < 264 tiles of 128 pixels.
+    static int workspace(const conv_problem* p, size_t* bytes) {
+        const TcOperands o = tc_operands(p, Family::op_dtype(p));
+        conv_problem q = *p;
+        size_t partial = 0;
+        for (q.B = 1; q.B <= p->B; ++q.B) {
+            const TcGrid small = tc_grid<TcShape64x64>(&q, o, true), large = tc_grid<TcShape128x64>(&q, o, true);
+            const int splits = small.splits > large.splits ? small.splits : large.splits;
+            const size_t need = splits > 1 ? conv_split_k_workspace(&q, splits) : 0;
+            if (need > partial) partial = need;
+            if (large.m_tiles * large.n_tiles >= TC_SPLIT_TARGET_BLOCKS) break;
+        }
+        *bytes = o.xs_bytes + o.ws_bytes + partial;
+        return CONV_OK;
+    }
+
+    // Small grids: split-K where it applies; else the largest tile that still gives about a wave of blocks.
+    static const char* default_config(const conv_problem* p) {
+        const TcOperands o = tc_operands(p, Family::op_dtype(p));
+        if (tc_grid<TcShape64x64>(p, o, true).splits > 1) return SPLIT_64x64;
+        const TcGrid big = tc_grid<TcShape128x128>(p, o, false), mid = tc_grid<TcShape128x64>(p, o, false);
+        if (big.m_tiles * big.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2) return TILE_128x128;
+        return mid.m_tiles * mid.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2 ? TILE_128x64 : TILE_64x64;
+    }
+};
+
+template <class Family>
+const conv_config TcVariant<Family>::CONFIGS[] = {
+    {TILE_128x128, tc_run<Family, TcShape128x128, false>, tc_config_supports<Family, TcShape128x128, false>},
+    {TILE_128x64, tc_run<Family, TcShape128x64, false>, tc_config_supports<Family, TcShape128x64, false>},
+    {TILE_64x128, tc_run<Family, TcShape64x128, false>, tc_config_supports<Family, TcShape64x128, false>},
+    {TILE_64x64, tc_run<Family, TcShape64x64, false>, tc_config_supports<Family, TcShape64x64, false>},
+    {SPLIT_64x64, tc_run<Family, TcShape64x64, true>, tc_config_supports<Family, TcShape64x64, true>},
+    {SPLIT_128x64, tc_run<Family, TcShape128x64, true>, tc_config_supports<Family, TcShape128x64, true>},
+};
+
+// The conv_impl of a family, for its variant file.
+template <class Family>
+constexpr conv_impl tc_impl() {
+    return conv_impl{TcVariant<Family>::supports, TcVariant<Family>::workspace, TcVariant<Family>::CONFIGS,
+                     TcVariant<Family>::NUM_CONFIGS, TcVariant<Family>::default_config};
+}

@@ -1,0 +1,362 @@
+// grouped_direct.cu — direct convolution for depthwise and grouped layers (few input channels per
+// group: MobileNet / EfficientNet / ConvNeXt depthwise, ResNeXt's 32 groups), exact fp32 FFMA on f32,
+// f16 or bf16 data, NCHW or NHWC x and y, MCKK or MKKC w, bias + ReLU fused into the store.
+//   gd_tile_kernel<K, S, MT, PT, TW, TR, TX, TY>: a block computes an output tile of TW columns x
+//     TR*PT rows for MT maps of one (image, group). It stages the tile's input window with its halo
+//     (zeros on padding) for a chunk of the group's channels in shared memory, widened to fp32, beside
+//     those channels' weights of its MT maps as [channel][tap][map] (an LDS.128 gives 4 maps). A
+//     thread computes PT rows of one column for the MT maps: as in direct_regblock, each input
+//     column segment ((PT-1)*S + K values) is read once per filter column and feeds K*MT*PT FMAs.
+//     Consecutive threads take consecutive columns: conflict-free shared reads at stride 1, and
+//     coalesced NCHW stores. One block per (tile, image, group, MT maps), so a batch-1 layer still
+//     gives C/(C/groups) * tiles blocks to fill the SMs, and a large plane many of them.
+//     K, S > 0: K x K filter, stride S, dilation 1, fully unrolled with compile-time shared-memory
+//     strides (3x3 and 5x5 at strides 1 and 2, 7x7 at stride 1; same dtype in and out).
+//     K = S = 0: any KH x KW, stride and dilation, run-time filter loops (every other shape and the
+//     mixed-dtype pairs).
+//   depthwise_nhwc.cu: the kernel of the "nhwc_*" configurations, depthwise layers with channels
+//     contiguous (vector loads over channels, no staging).
+// A tap on padding multiplies a staged zero by its weight: an Inf or NaN weight there gives NaN, as
+// in PyTorch. The layers are memory bound: the input is read from DRAM about once (halo re-reads of
+// neighbouring tiles hit L2), the output written once.
+#include <type_traits>
+
+#include "conv_kernel_util.cuh"
+#include "conv_shape.cuh"
+#include "grouped_direct.h"
+#include "tensor_io.cuh"
+
+namespace {
+
+// Floats of shared memory a block aims at (32 KB: several blocks per SM), and the most it may take
+// for a single channel (48 KB, the limit without opting in): the channel chunk is sized to the first.
+constexpr int GD_SMEM_FLOATS = 8192;
+constexpr int GD_SMEM_MAX_FLOATS = 12288;
+// Most channels per group: ResNeXt's widest groups are 32 (64 leaves room for others).
+constexpr int GD_MAX_CG = 64;
+// The largest tile side (TR*PT rows, TW columns): a tile runs up to one less past the output's edge.
+constexpr int GD_MAX_TILE = 32;
+
+// x is (B, C, H, W) or (B, H, W, C); w (M, Cg, KH, KW) or (M, KH, KW, Cg); y (B, M, OH, OW) or
+// (B, OH, OW, M); every element count < 2^31 (the dispatcher's batch chunks).
+struct gd_shape : ConvShape32 {
+    int Cg, Mg, G;     // channels and maps per group, groups
+    int tiles_w;       // tiles across an output row
+    int tiles;         // tiles per plane
+    int mchunks;       // ceil(Mg / MT): blocks per (tile, image, group)
+    int chunk_c;       // channels per shared-memory fill
+    int in_h, in_w;    // a tile's input window
+    int x_nhwc, y_nhwc, w_mkkc, relu;
+};
+
+// Stages channels [c_first, c_first + cn) of the tile's input window (rows from ih0, columns from
+// iw0) into s_x as [c][in_h][in_w], zeros outside the image; a warp per window row. NCHW: a lane per
+// column, coalesced. NHWC: channels fastest, so that a lane run covers the group's contiguous channels
+// of neighbouring columns.
+template <int THREADS, class TX>
+__device__ __forceinline__ void gd_stage_input(const gd_shape& s, const TX* x, int b, int c_first, int cn, int ih0,
+                                               int iw0, int in_h, int in_w, float* s_x) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (s.x_nhwc) {
+        for (int i = warp; i < in_h; i += THREADS / 32) {
+            const int ih = ih0 + i;
+            const bool row_ok = (unsigned)ih < (unsigned)s.H;
+            for (int e = lane; e < in_w * cn; e += 32) {
+                const int j = e / cn, c = e - j * cn, iw = iw0 + j;
+                float v = 0.0f;
+                if (row_ok && (unsigned)iw < (unsigned)s.W) v = conv_load(x, ((b * s.H + ih) * s.W + iw) * s.C + c_first + c);
+                s_x[(c * in_h + i) * in_w + j] = v;
+            }
+        }
+        return;
+    }
+    for (int row = warp; row < cn * in_h; row += THREADS / 32) {
+        const int c = row / in_h, ih = ih0 + row - c * in_h;
+        const bool row_ok = (unsigned)ih < (unsigned)s.H;
+        const TX* xr = x + ((b * s.C + c_first + c) * s.H + (row_ok ? ih : 0)) * s.W;  // never outside x
+        for (int j = lane; j < in_w; j += 32) {
+            const int iw = iw0 + j;
+            s_x[row * in_w + j] = row_ok && (unsigned)iw < (unsigned)s.W ? conv_load(xr, iw) : 0.0f;
+        }
+    }
+}
+
+// Stages the weights of channels [c0, c0 + cn) of the group for its maps [m0, m0 + maps) into s_w as
+// [c][tap][MT], zeros for the maps past `maps` (the last chunk of a group).
+template <int MT, class TX>
+__device__ __forceinline__ void gd_stage_weights(const gd_shape& s, const TX* w, int m0, int maps, int c0, int cn,
+                                                 int KK, float* s_w) {
+    for (int e = threadIdx.x; e < cn * KK * MT; e += blockDim.x) {
+        const int j = e % MT, ct = e / MT, c = ct / KK, tap = ct - c * KK;
+        const int m = m0 + j, cc = c0 + c;
+        s_w[e] = j < maps ? conv_load(w, s.w_mkkc ? (m * KK + tap) * s.Cg + cc : (m * s.Cg + cc) * KK + tap) : 0.0f;
+    }
+}
+
+// The MT weights of one tap (one LDS.128 per 4 maps).
+template <int MT>
+__device__ __forceinline__ void gd_tap_weights(const float* ws, float (&wv)[MT]) {
+    if constexpr (MT % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < MT / 4; ++q) {
+            const float4 v = reinterpret_cast<const float4*>(ws)[q];
+            wv[4 * q] = v.x; wv[4 * q + 1] = v.y; wv[4 * q + 2] = v.z; wv[4 * q + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < MT; ++j) wv[j] = ws[j];
+    }
+}
+
+// One block = a TW x TR*PT output tile of MT maps of one (image, group); one thread = PT rows x MT maps
+// of one column.
+template <int K, int S, int MT, int PT, int TW, int TR, class TX, class TY>
+__global__ void __launch_bounds__(TW * TR) gd_tile_kernel(gd_shape s, const TX* __restrict__ x,
+                                                          const TX* __restrict__ w, const TY* __restrict__ bias,
+                                                          TY* __restrict__ y) {
+    static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
+    constexpr int THREADS = TW * TR, TH = TR * PT;
+    const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
+    const int sh = S ? S : s.stride_h, sw = S ? S : s.stride_w;
+    const int dh = K ? 1 : s.dil_h, dw = K ? 1 : s.dil_w;
+    const int in_h = K ? (TH - 1) * S + K : s.in_h, in_w = K ? (TW - 1) * S + K : s.in_w;
+    extern __shared__ float4 gd_smem4[];
+    float* s_w = reinterpret_cast<float*>(gd_smem4);  // [c][tap][MT]: float4-aligned
+    float* s_x = s_w + s.chunk_c * KK * MT;            // [c][in_h][in_w]
+
+    // blockIdx.x = ((b * G + g) * mchunks + mc) * tiles + tile: neighbouring tiles run together.
+    const int tile = blockIdx.x % s.tiles;
+    int plane = blockIdx.x / s.tiles;
+    const int mc = plane % s.mchunks;
+    plane /= s.mchunks;
+    const int g = plane % s.G, b = plane / s.G;
+    const int oh0 = tile / s.tiles_w * TH, ow0 = tile % s.tiles_w * TW;
+    const int ih0 = oh0 * sh - s.pad_h, iw0 = ow0 * sw - s.pad_w;
+    const int mg0 = mc * MT, m0 = g * s.Mg + mg0, maps = min(MT, s.Mg - mg0);
+    const int tx = threadIdx.x % TW, ty = threadIdx.x / TW;
+
+    float acc[MT][PT];
+#pragma unroll
+    for (int j = 0; j < MT; ++j)
+#pragma unroll
+        for (int r = 0; r < PT; ++r) acc[j][r] = 0.0f;
+
+    for (int c0 = 0; c0 < s.Cg; c0 += s.chunk_c) {
+        const int cn = min(s.chunk_c, s.Cg - c0);
+        if (c0 > 0) __syncthreads();  // nobody still reads the previous fill
+        gd_stage_weights<MT>(s, w, m0, maps, c0, cn, KK, s_w);
+        gd_stage_input<THREADS>(s, x, b, g * s.Cg + c0, cn, ih0, iw0, in_h, in_w, s_x);
+        __syncthreads();
+#pragma unroll 1
+        for (int c = 0; c < cn; ++c) {
+            // The thread's window: rows from ty*PT*sh, columns from tx*sw (within in_h x in_w).
+            const float* xs = s_x + (c * in_h + ty * PT * sh) * in_w + tx * sw;
+            const float* ws = s_w + c * KK * MT;
+            if constexpr (K > 0) {
+                constexpr int ROWS = (PT - 1) * S + K;
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) {
+                    float col[ROWS];
+#pragma unroll
+                    for (int i = 0; i < ROWS; ++i) col[i] = xs[i * in_w + kw];
+#pragma unroll
+                    for (int kh = 0; kh < K; ++kh) {
+                        float wv[MT];
+                        gd_tap_weights<MT>(ws + (kh * K + kw) * MT, wv);
+#pragma unroll
+                        for (int j = 0; j < MT; ++j)
+#pragma unroll
+                            for (int r = 0; r < PT; ++r) acc[j][r] = fmaf(wv[j], col[r * S + kh], acc[j][r]);
+                    }
+                }
+            } else {
+                for (int kh = 0; kh < KH; ++kh)
+                    for (int kw = 0; kw < KW; ++kw) {
+                        float wv[MT];
+                        gd_tap_weights<MT>(ws + (kh * KW + kw) * MT, wv);
+                        const float* xp = xs + kh * dh * in_w + kw * dw;
+#pragma unroll
+                        for (int r = 0; r < PT; ++r) {
+                            const float v = xp[r * sh * in_w];
+#pragma unroll
+                            for (int j = 0; j < MT; ++j) acc[j][r] = fmaf(wv[j], v, acc[j][r]);
+                        }
+                    }
+            }
+        }
+    }
+
+    const int ow = ow0 + tx;
+    if (ow >= s.OW) return;
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+        if (j >= maps) break;
+        const int m = m0 + j;
+        const float bm = bias ? conv_load(bias, m) : 0.0f;
+#pragma unroll
+        for (int r = 0; r < PT; ++r) {
+            const int oh = oh0 + ty * PT + r;
+            if (oh >= s.OH) break;
+            const int at = s.y_nhwc ? ((b * s.OH + oh) * s.OW + ow) * s.M + m : ((b * s.M + m) * s.OH + oh) * s.OW + ow;
+            y[at] = conv_store_as<TY>(conv_epilogue_value(acc[j][r], bm, s.relu));
+        }
+    }
+}
+
+// Input rows (columns) a tile of `tile` output rows (columns) reads.
+static int64_t gd_window(int64_t tile, int64_t stride, int64_t k, int64_t dilation) {
+    return (tile - 1) * stride + (k - 1) * dilation + 1;
+}
+
+// Floats of shared memory one channel of a fill takes: its input window and its weights.
+static int64_t gd_channel_floats(const conv_problem* p, int MT, int TH, int TW) {
+    return gd_window(TH, p->stride_h, p->KH, p->dilation_h) * gd_window(TW, p->stride_w, p->KW, p->dilation_w) +
+           p->KH * p->KW * MT;
+}
+
+template <int MT, int PT, int TW, int TR>
+struct GdTileLaunch {
+    static constexpr int TH = TR * PT, THREADS = TW * TR;
+    static_assert(TH <= GD_MAX_TILE && TW <= GD_MAX_TILE && THREADS % 32 == 0, "gd_supports' slack; whole warps");
+
+    // The kernel for the problem: unrolled for square 3x3, 5x5 (strides 1, 2) and 7x7 (stride 1) at
+    // dilation 1 where x and y share a dtype, the generic one elsewhere.
+    template <class TX, class TY>
+    static void (*kernel_for(const conv_problem* p))(gd_shape, const TX*, const TX*, const TY*, TY*) {
+        if constexpr (std::is_same<TX, TY>::value) {
+            const bool square =
+                p->KH == p->KW && p->stride_h == p->stride_w && p->dilation_h == 1 && p->dilation_w == 1;
+            const int64_t k = p->KH, st = p->stride_h;
+            if (square && st == 1 && k == 3) return gd_tile_kernel<3, 1, MT, PT, TW, TR, TX, TY>;
+            if (square && st == 2 && k == 3) return gd_tile_kernel<3, 2, MT, PT, TW, TR, TX, TY>;
+            if (square && st == 1 && k == 5) return gd_tile_kernel<5, 1, MT, PT, TW, TR, TX, TY>;
+            if (square && st == 2 && k == 5) return gd_tile_kernel<5, 2, MT, PT, TW, TR, TX, TY>;
+            if (square && st == 1 && k == 7) return gd_tile_kernel<7, 1, MT, PT, TW, TR, TX, TY>;
+        }
+        return gd_tile_kernel<0, 0, MT, PT, TW, TR, TX, TY>;
+    }
+
+    template <class TX, class TY>
+    static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
+        gd_shape s;
+        static_cast<ConvShape32&>(s) = conv_shape32(p);
+        s.G = (int)p->groups;
+        s.Cg = s.C / s.G;
+        s.Mg = s.M / s.G;
+        s.tiles_w = conv_ceil_div(s.OW, TW);
+        s.tiles = s.tiles_w * conv_ceil_div(s.OH, TH);
+        s.mchunks = conv_ceil_div(s.Mg, MT);
+        s.in_h = (int)gd_window(TH, p->stride_h, p->KH, p->dilation_h);
+        s.in_w = (int)gd_window(TW, p->stride_w, p->KW, p->dilation_w);
+        const int64_t per_c = gd_channel_floats(p, MT, TH, TW);  // <= GD_SMEM_MAX_FLOATS: supports()
+        const int64_t fit = GD_SMEM_FLOATS / per_c;
+        s.chunk_c = (int)(fit < 1 ? 1 : fit < s.Cg ? fit : s.Cg);
+        s.x_nhwc = p->x_layout == CONV_NHWC;
+        s.y_nhwc = p->y_layout == CONV_NHWC;
+        s.w_mkkc = p->w_layout == CONV_MKKC;
+        s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
+        // Blocks: one per tile of each (image, group, map chunk); fewer than the outputs (< 2^31).
+        const int64_t blocks = (int64_t)s.tiles * p->B * s.G * s.mchunks;
+        const size_t smem = (size_t)(s.chunk_c * per_c) * sizeof(float);
+        const auto kernel = kernel_for<TX, TY>(p);
+        kernel<<<(unsigned)blocks, THREADS, smem, stream>>>(
+            s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), static_cast<const TY*>(t->bias),
+            static_cast<TY*>(t->y));
+        CONV_LAUNCH_CHECK(gd_tile_kernel);
+        return CONV_OK;
+    }
+
+    // Limits of this tile: one channel's window and weights must fit the shared memory of a block,
+    // and the map-quad tiles are for groups of at least 2 maps (one map wastes 3 of 4 FMA columns).
+    static bool fits(const conv_problem* p) {
+        return gd_channel_floats(p, MT, TH, TW) <= GD_SMEM_MAX_FLOATS && (MT == 1 || p->M / p->groups >= 2);
+    }
+    static int supports(const conv_problem* p) {
+        if (fits(p)) return CONV_OK;
+        const int64_t per_c = gd_channel_floats(p, MT, TH, TW);
+        if (per_c > GD_SMEM_MAX_FLOATS)
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "grouped_direct: a %dx%d tile's input window and weights take %lld floats of "
+                                  "shared memory per channel (KH=%lld, KW=%lld, stride %lldx%lld, dilation "
+                                  "%lldx%lld), more than %d",
+                                  TW, TH, (long long)per_c, (long long)p->KH, (long long)p->KW,
+                                  (long long)p->stride_h, (long long)p->stride_w, (long long)p->dilation_h,
+                                  (long long)p->dilation_w, GD_SMEM_MAX_FLOATS);
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "grouped_direct: the %d-map tiles need at least 2 maps per group (M/groups=%lld)", MT,
+                              (long long)(p->M / p->groups));
+    }
+};
+
+// A tiled configuration as a conv_config run function.
+template <int MT, int PT, int TW, int TR>
+int gd_tile_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return conv_dispatch_dtypes<GdTileLaunch<MT, PT, TW, TR>>(p, p, t, conv_stream(stream));
+}
+
+// An NHWC depthwise configuration: its kernel where the operands are aligned for its vectors, else
+// the tiled kernel that suits depthwise planes of this width (same results within the bound).
+template <int PT, int THREADS>
+int gd_nhwc_run(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
+    if (dw_nhwc_aligned(p, t)) return dw_nhwc_run<PT, THREADS>(p, t, conv_stream(stream));
+    return gd_tile_run<1, 2, 16, 8>(p, t, ws, ws_bytes, stream);
+}
+
+int gd_nhwc_supports(const conv_problem* p) {
+    const int status = dw_nhwc_fits(p, 1);
+    return status != CONV_OK ? status : GdTileLaunch<1, 2, 16, 8>::supports(p);
+}
+
+// Names: maps per thread (m1: depthwise, one map per group; m4: grouped, LDS.128 of 4 maps), the
+// output tile (columns x rows), rows per thread where not the tile's default. The nhwc_* ones: pixels
+// per thread x threads per block of depthwise_nhwc.cu.
+const conv_config GD_CONFIGS[] = {
+    {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
+    {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
+    {"m1_t16x16", gd_tile_run<1, 2, 16, 8>, GdTileLaunch<1, 2, 16, 8>::supports},
+    {"m1_t8x8", gd_tile_run<1, 1, 8, 8>, GdTileLaunch<1, 1, 8, 8>::supports},
+    {"m4_t32x16", gd_tile_run<4, 2, 32, 8>, GdTileLaunch<4, 2, 32, 8>::supports},
+    {"m4_t16x16", gd_tile_run<4, 4, 16, 4>, GdTileLaunch<4, 4, 16, 4>::supports},
+    {"m4_t8x8", gd_tile_run<4, 1, 8, 8>, GdTileLaunch<4, 1, 8, 8>::supports},
+    {"nhwc_p4_t128", gd_nhwc_run<4, 128>, gd_nhwc_supports},
+    {"nhwc_p2_t128", gd_nhwc_run<2, 128>, gd_nhwc_supports},
+    {"nhwc_p1_t64", gd_nhwc_run<1, 64>, gd_nhwc_supports},
+};
+
+// Untuned choice: the NHWC kernel for depthwise NHWC, with strips that waste the fewest pixels;
+// else map quads where a group has several maps, and the tile that fits the output plane (wide
+// planes: 32 columns; 5x5 and 7x7 filters: 8 rows per thread, so each loaded value feeds more taps).
+// A tile whose window does not fit shared memory falls back to the smallest, which gd_supports checked.
+const char* gd_default_config(const conv_problem* p) {
+    const int64_t OW = conv_out_w(p);
+    if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p))
+        return OW >= 28 ? "nhwc_p4_t128" : OW >= 12 ? "nhwc_p2_t128" : "nhwc_p1_t64";
+    if (p->M / p->groups >= 2) {
+        if (OW >= 24 && GdTileLaunch<4, 2, 32, 8>::fits(p)) return "m4_t32x16";
+        if (OW >= 12 && GdTileLaunch<4, 4, 16, 4>::fits(p)) return "m4_t16x16";
+        if (GdTileLaunch<4, 1, 8, 8>::fits(p)) return "m4_t8x8";
+    }
+    if (OW >= 24 && p->KH >= 5 && GdTileLaunch<1, 8, 32, 4>::fits(p)) return "m1_t32x32_p8";
+    if (OW >= 24 && GdTileLaunch<1, 4, 32, 8>::fits(p)) return "m1_t32x32";
+    if (OW >= 12 && GdTileLaunch<1, 2, 16, 8>::fits(p)) return "m1_t16x16";
+    return "m1_t8x8";
+}
+
+// Shapes any configuration takes: few channels per group (a dense layer re-reads its input once per
+// map quad here: the implicit GEMMs own those), the smallest tile's window must fit (the default falls
+// back to it) and the tiles' input coordinates must fit int32.
+int gd_supports(const conv_problem* p) {
+    if (p->C / p->groups > GD_MAX_CG)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "grouped_direct: C/groups = %lld channels per group, more than %d (C=%lld, groups=%lld): "
+                              "dense layers belong to the GEMM variants",
+                              (long long)(p->C / p->groups), GD_MAX_CG, (long long)p->C, (long long)p->groups);
+    const int status = GdTileLaunch<1, 1, 8, 8>::supports(p);
+    if (status != CONV_OK) return status;
+    return conv_check_coords("grouped_direct", p, GD_MAX_TILE - 1, GD_MAX_TILE - 1);
+}
+
+}  // namespace
+
+extern "C" const conv_impl conv_impl_grouped_direct = {
+    gd_supports, NULL, GD_CONFIGS, (int)(sizeof GD_CONFIGS / sizeof GD_CONFIGS[0]), gd_default_config};

@@ -1,0 +1,180 @@
+"""grouped_direct's kernels on the shapes of depthwise and grouped layers, every launch configuration.
+
+The capability matrix (test_problem_matrix.py) runs grouped_direct's default configuration on its
+generic cases; those never reach the NHWC depthwise kernel (groups == C == M, C % 4 == 0, x and y NHWC)
+nor most of the unrolled 3x3 / 5x5 / 7x7 paths at stride 2. Here: scaled-down shapes of the depthwise
+and grouped suite (MobileNetV2 3x3, EfficientNet-B0 5x5, ConvNeXt-T 7x7 pad 3, a channel multiplier,
+ResNeXt-50 32x4d-style groups of 4..32 channels that need several shared-memory fills), each in every
+configuration that takes it, NCHW and NHWC, f32 / f16 / bf16, bias + ReLU; plus the NHWC kernel's
+fallback for operands its vectors cannot load, and its refusals. float64 oracle, fresh random data,
+outputs poisoned with NaN.
+"""
+import numpy as np
+import pytest
+from oracle import conv2d_reference, rel_l2
+
+import problem_runner as pr
+from problem_runner import ConvCase
+from pyconv import ConvUnsupportedError
+from pyconv._lib import check, ffi, lib
+from pyconv.device import DeviceArray
+
+NAME = "grouped_direct"
+UNSUPPORTED = -2
+
+# Scaled-down suite shapes (odd sizes so that no tile divides them) and the kernels' edge cases.
+SHAPES = {
+    "mbv2_3x3_s1": ConvCase(2, 32, 21, 19, 32, 3, 3, padding=(1, 1), groups=32),
+    "mbv2_3x3_s2": ConvCase(1, 24, 23, 22, 24, 3, 3, stride=(2, 2), padding=(1, 1), groups=24),
+    "effnet_5x5_s1": ConvCase(1, 16, 15, 17, 16, 5, 5, padding=(2, 2), groups=16),
+    "effnet_5x5_s2": ConvCase(2, 12, 28, 27, 12, 5, 5, stride=(2, 2), padding=(2, 2), groups=12),
+    "convnext_7x7": ConvCase(1, 8, 37, 35, 8, 7, 7, padding=(3, 3), groups=8),
+    "convnext_7x7_tiny": ConvCase(2, 20, 7, 7, 20, 7, 7, padding=(3, 3), groups=20),
+    "dw_7x7_s2": ConvCase(1, 8, 19, 20, 8, 7, 7, stride=(2, 2), padding=(3, 3), groups=8),
+    "dw_3x5_dil2_same": ConvCase(1, 8, 13, 16, 8, 3, 5, padding=(2, 4), dilation=(2, 2), groups=8),
+    "dw_valid_large_plane": ConvCase(1, 4, 70, 67, 4, 3, 3, groups=4),
+    "dw_multiplier3_s2": ConvCase(2, 6, 17, 15, 18, 3, 3, stride=(2, 2), padding=(1, 1), groups=6),
+    "resnext_g8_cg4": ConvCase(2, 32, 14, 13, 32, 3, 3, padding=(1, 1), groups=8),
+    "resnext_g2_cg32_s2": ConvCase(1, 64, 15, 16, 64, 3, 3, stride=(2, 2), padding=(1, 1), groups=2),
+    "grouped_cg48_m24": ConvCase(1, 96, 9, 11, 48, 3, 3, padding=(1, 1), groups=2),
+}
+DTYPES = ["f32", "f16", "bf16"]
+
+
+def configs():
+    from pyconv.api import variant_configs
+    return variant_configs(NAME)
+
+
+def gpu_ready():
+    if not pr.variant_facts(NAME).available:
+        pytest.skip(f"{NAME} unavailable here: {pr.variant_facts(NAME).reason}")
+
+
+def run_config(case: ConvCase, config: str, x, w, bias=None, x_offset=0, y_offset=0):
+    """Runs grouped_direct's configuration `config` through a plan, x and y placed x_offset / y_offset
+    elements past an allocation's start (to test operands the NHWC kernel's vectors cannot load);
+    returns y as float64 NCHW, the config the plan chose."""
+    problem = pr.make_problem(case)
+    plan_out = ffi().new("conv_plan**")
+    check(lib().conv2d_plan_create(pr.variant_id(NAME), problem, config.encode(), -1, plan_out))
+    plan = plan_out[0]
+    try:
+        x_host, w_host = pr._in_layout(x, w, case)
+        x_host, w_host = pr.to_storage(x_host, case.x_dtype), pr.to_storage(w_host, case.x_dtype)
+        shape = pr._stored_shape(case)
+        y_storage = pr.STORAGE[case.y_dtype]
+        d_x = DeviceArray.from_host(np.concatenate([np.zeros(x_offset, x_host.dtype), x_host.ravel()]))
+        d_w = DeviceArray.from_host(w_host)
+        d_b = None if bias is None else DeviceArray.from_host(pr.to_storage(bias, case.y_dtype))
+        d_y = DeviceArray((y_offset + int(np.prod(shape)),), y_storage)
+        d_y.fill_bytes(0xFF)
+        x_ptr = ffi().cast("char*", d_x.handle) + x_offset * x_host.itemsize
+        y_ptr = ffi().cast("char*", d_y.handle) + y_offset * np.dtype(y_storage).itemsize
+        check(lib().conv2d_plan_run(plan, x_ptr, d_w.handle, ffi().NULL if d_b is None else d_b.handle, y_ptr,
+                                    ffi().NULL, 0, ffi().NULL))
+        check(lib().conv_device_synchronize())
+        y = pr.from_storage(d_y.get()[y_offset:].reshape(shape), case.y_dtype)
+    finally:
+        check(lib().conv2d_plan_destroy(plan))
+    return np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if case.y_layout == "NHWC" else y
+
+
+def check_case(case, config, rng, **offsets):
+    x, w, bias = pr.random_operands(case, rng)
+    y = run_config(case, config, x, w, bias, **offsets)
+    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert y.shape == ref.shape
+    assert not np.isnan(y).any(), f"{config}: {int(np.isnan(y).sum())} outputs not written on {case}"
+    err, bound = rel_l2(y, ref), pr.error_bound(NAME, case.x_dtype, case.y_dtype)
+    assert err <= bound, f"{config} on {case}: relative L2 error {err:.2e} > {bound:.2e}"
+
+
+def variant_of(k, case, layout):
+    """Case k of the sweep in `layout`, with a dtype and the bias + ReLU epilogue cycling over the cases
+    (so that every dtype meets every kernel family across the sweep)."""
+    dtype = DTYPES[k % len(DTYPES)]
+    return case.with_(x_layout=layout, y_layout=layout, w_layout="MKKC" if k % 2 else "MCKK", x_dtype=dtype,
+                      y_dtype=dtype, bias=bool(k % 2), epilogue="relu" if k % 3 == 0 else "none")
+
+
+ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
+        for shape in SHAPES for layout in ("NCHW", "NHWC") for config in
+        ["m1_t32x32", "m1_t32x32_p8", "m1_t16x16", "m1_t8x8", "m4_t32x16", "m4_t16x16", "m4_t8x8",
+         "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64"]]
+
+
+def test_config_list_is_the_swept_one():
+    """The sweep below names every configuration the library has (a new one must join it)."""
+    if not lib().conv_built_with_cuda():
+        pytest.skip("libconv built without CUDA: grouped_direct has no configurations")
+    assert sorted(configs()) == sorted({row.values[2] for row in ROWS})
+
+
+@pytest.mark.parametrize("shape,layout,config", ROWS)
+def test_suite_shapes_every_config(shape, layout, config, rng):
+    gpu_ready()
+    k = list(SHAPES).index(shape)
+    case = variant_of(k, SHAPES[shape], layout)
+    try:
+        check_case(case, config, rng)
+    except ConvUnsupportedError as exc:
+        # Refusals are the configuration's own limits: map quads need 2+ maps per group, the NHWC
+        # kernel depthwise NHWC with C % 4 == 0.
+        assert "maps per group" in str(exc) or "NHWC depthwise" in str(exc), str(exc)
+        pytest.skip(f"{config} does not take {shape}: {exc}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("config", ["nhwc_p4_t128", "nhwc_p1_t64"])
+def test_nhwc_misaligned_operands_fall_back(config, dtype, rng):
+    """x and y one element past an aligned start: the configuration runs the tiled kernel instead."""
+    gpu_ready()
+    case = SHAPES["mbv2_3x3_s1"].with_(x_layout="NHWC", y_layout="NHWC", x_dtype=dtype, y_dtype=dtype)
+    check_case(case, config, rng, x_offset=1, y_offset=1)
+
+
+def test_default_config_per_shape():
+    gpu_ready()
+    info = ffi().new("conv_plan_info*")
+
+    def default_of(case):
+        plan = ffi().new("conv_plan**")
+        check(lib().conv2d_plan_create(pr.variant_id(NAME), pr.make_problem(case), ffi().NULL, -1, plan))
+        check(lib().conv2d_plan_get_info(plan[0], info))
+        name = ffi().string(info.config_name).decode()
+        check(lib().conv2d_plan_destroy(plan[0]))
+        return name
+
+    nhwc = dict(x_layout="NHWC", y_layout="NHWC")
+    assert default_of(SHAPES["mbv2_3x3_s1"].with_(**nhwc)) == "nhwc_p2_t128"
+    assert default_of(SHAPES["convnext_7x7_tiny"].with_(**nhwc)) == "nhwc_p1_t64"
+    assert default_of(SHAPES["convnext_7x7"]) == "m1_t32x32_p8"
+    assert default_of(SHAPES["resnext_g8_cg4"]) == "m4_t16x16"
+    assert default_of(SHAPES["mbv2_3x3_s1"].with_(x_layout="NHWC")) == "m1_t16x16"  # y NCHW: tiled
+
+
+def supports(case, config=None):
+    vid = pr.variant_id(NAME)
+    if config is None:
+        status = lib().conv_variant_supports_problem(vid, pr.make_problem(case))
+    else:
+        status = lib().conv_variant_config_supports_problem(vid, configs().index(config), pr.make_problem(case))
+    return status, ffi().string(lib().conv_last_error()).decode() if status else ""
+
+
+@pytest.mark.parametrize("case,config,words", [
+    (ConvCase(1, 130, 9, 9, 2, 3, 3, groups=2), None, ["C/groups", "65"]),
+    (SHAPES["mbv2_3x3_s1"], "m4_t16x16", ["maps per group"]),
+    (SHAPES["mbv2_3x3_s1"], "nhwc_p4_t128", ["x_layout", "NHWC"]),
+    (SHAPES["resnext_g8_cg4"].with_(x_layout="NHWC", y_layout="NHWC"), "nhwc_p4_t128", ["groups == C == M"]),
+    (ConvCase(1, 6, 9, 9, 6, 3, 3, groups=6, x_layout="NHWC", y_layout="NHWC"), "nhwc_p2_t128", ["multiple of 4"]),
+    (ConvCase(1, 4, 60, 60, 4, 11, 11, groups=4, x_layout="NHWC", y_layout="NHWC"), "nhwc_p2_t128", ["KH*KW"]),
+    (ConvCase(1, 4, 400, 400, 4, 3, 3, dilation=(60, 60), groups=4), "m1_t32x32", ["shared memory"]),
+])
+def test_refusals_name_the_reason(case, config, words):
+    gpu_ready()
+    status, message = supports(case, config)
+    assert status == UNSUPPORTED, f"{config} accepted {case}"
+    for word in words:
+        assert word in message, f"{message!r} does not name {word!r}"
