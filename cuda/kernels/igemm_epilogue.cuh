@@ -2,6 +2,8 @@
 //   IgemmEpilogue: the functor. + bias[m], then ReLU (conv_epilogue_value, NaN kept), rounding to y's
 //   dtype (conv_store_as), at the offset of y[b, m, oh, ow] in NCHW or NHWC (ConvLayout::y_at's
 //   arithmetic in int32; the dispatcher's chunking keeps y < 2^30 elements per launch).
+//   With split-K (IgemmEpilogue::partial) it stores raw fp32 sums into the split's slice of the
+//   workspace instead, as NHWC, for conv_split_k_reduce (split_k.cuh) to finish.
 //   Two traversals of a block tile, one for each place a math policy leaves its accumulators:
 //   - IgemmRegisterOutput<Tile>: each thread's TM x TN micro-tile, stored from registers (SIMT math);
 //   - IgemmStagedOutput<...>: the warps spill their fragments into a shared fp32 tile (wmma fragments
@@ -10,6 +12,10 @@
 // y's dtype is a switch per block tile, not a template argument of the kernel: the store is 1/CKK of
 // the work, and three times the kernels would triple the build.
 #pragma once
+
+#include <stdint.h>
+
+#include <type_traits>
 
 #include "implicit_gemm.cuh"
 #include "tensor_io.cuh"
@@ -21,6 +27,8 @@ struct IgemmEpilogue {
     bool y_nhwc;
     bool relu;
 
+    long long split_stride;  // split-K: floats between the partial outputs of consecutive splits; else 0
+
     static IgemmEpilogue of(const conv_problem* p, const conv_tensors* t) {
         IgemmEpilogue e;
         e.y = t->y;
@@ -28,6 +36,25 @@ struct IgemmEpilogue {
         e.y_dtype = p->y_dtype;
         e.y_nhwc = p->y_layout == CONV_NHWC;
         e.relu = p->epilogue >= CONV_EPILOGUE_RELU;
+        e.split_stride = 0;
+        return e;
+    }
+    // Split-K: raw fp32 sums into partial [splits][NPIX][M] (split_k.cuh), no bias, no ReLU; the
+    // reduction applies the problem's epilogue.
+    static IgemmEpilogue partial(float* partial, const ConvGemmShape& s) {
+        IgemmEpilogue e;
+        e.y = partial;
+        e.bias = nullptr;
+        e.y_dtype = CONV_F32;
+        e.y_nhwc = true;
+        e.relu = false;
+        e.split_stride = (long long)s.NPIX * s.M;
+        return e;
+    }
+    // The epilogue of split z: its own partial output (the same y without split-K).
+    __device__ IgemmEpilogue for_split(int z) const {
+        IgemmEpilogue e = *this;
+        e.y = static_cast<float*>(y) + z * split_stride;
         return e;
     }
     // Offset of y[b, 0, oh, ow] for pixel = (b, oh, ow) < NPIX; add m * map_stride() for map m.
@@ -62,17 +89,19 @@ __device__ void igemm_store(const Output& out, const IgemmEpilogue& epi, const C
     out.finish();
 }
 
-// Tile: a SIMT math policy whose thread owns maps thread_m() .. +TM-1 and consecutive pixels
-// thread_n() .. +TN-1 of the block tile, accumulated in Mma::acc[TM][TN].
+// Tile: a SIMT math policy whose thread owns maps tile_m(0) < .. < tile_m(TM-1) and pixels
+// tile_n(0 .. TN-1) of the block tile, accumulated in Mma::acc[TM][TN].
 template <class Tile>
 struct IgemmRegisterOutput {
     int pix[Tile::TN];  // y offsets of the thread's pixels, -1 past the last one
 
     // Once per block: the divisions of the pixel offsets are shared by every M tile.
     __device__ void init(const ConvGemmShape& s, const IgemmEpilogue& epi, int n0) {
-        const int n = Tile::thread_n();
 #pragma unroll
-        for (int j = 0; j < Tile::TN; ++j) pix[j] = n + j < s.NPIX - n0 ? epi.pixel_offset(s, n0 + n + j) : -1;
+        for (int j = 0; j < Tile::TN; ++j) {
+            const int n = Tile::tile_n(j);
+            pix[j] = n < s.NPIX - n0 ? epi.pixel_offset(s, n0 + n) : -1;
+        }
     }
     // The accumulators stay in registers: nothing to stage, no shared memory to release.
     template <class Mma>
@@ -80,16 +109,44 @@ struct IgemmRegisterOutput {
     __device__ void finish() const {}
     template <class TY, class Mma>
     __device__ void store_as(const IgemmEpilogue& epi, const ConvGemmShape& s, int m0, const Mma& mma) const {
-        const int mm = Tile::thread_m(), stride = epi.map_stride(s);
+        if constexpr (std::is_same<TY, float>::value)
+            if (store_quads(epi, s, m0, mma)) return;
+        const int stride = epi.map_stride(s);
 #pragma unroll
         for (int i = 0; i < Tile::TM; ++i) {
-            if (mm + i >= s.M - m0) break;
-            const int m = m0 + mm + i, m_off = m * stride;  // < M*OH*OW
+            if (Tile::tile_m(i) >= s.M - m0) break;  // tile_m grows with i
+            const int m = m0 + Tile::tile_m(i), m_off = m * stride;  // < M*OH*OW
             const float bias_m = epi.template bias_at<TY>(m);
 #pragma unroll
             for (int j = 0; j < Tile::TN; ++j)
                 if (pix[j] >= 0) epi.template write<TY>(pix[j] + m_off, mma.acc[i][j], bias_m);
         }
+    }
+    // fp32 NHWC y (split-K's partials included) with M % 4 == 0 and y 16-byte aligned: each group of 4
+    // consecutive maps of a pixel (tile_m(4q) % 4 == 0, tile_m(4q+r) = tile_m(4q)+r in both SIMT
+    // policies) is one 16-byte store, wholly inside M or wholly past it. False: not this case.
+    template <class Mma>
+    __device__ bool store_quads(const IgemmEpilogue& epi, const ConvGemmShape& s, int m0, const Mma& mma) const {
+        if (!epi.y_nhwc || s.M % 4 != 0 || reinterpret_cast<uintptr_t>(epi.y) % 16 != 0) return false;
+        static_assert(Tile::TM % 4 == 0, "whole groups of 4 maps");
+#pragma unroll
+        for (int q = 0; q < Tile::TM / 4; ++q) {
+            const int mm = Tile::tile_m(4 * q);
+            if (mm >= s.M - m0) break;
+            float b[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) b[r] = epi.template bias_at<float>(m0 + mm + r);
+#pragma unroll
+            for (int j = 0; j < Tile::TN; ++j) {
+                if (pix[j] < 0) continue;
+                const float4 v = make_float4(conv_epilogue_value(mma.acc[4 * q][j], b[0], epi.relu),
+                                             conv_epilogue_value(mma.acc[4 * q + 1][j], b[1], epi.relu),
+                                             conv_epilogue_value(mma.acc[4 * q + 2][j], b[2], epi.relu),
+                                             conv_epilogue_value(mma.acc[4 * q + 3][j], b[3], epi.relu));
+                *reinterpret_cast<float4*>(static_cast<float*>(epi.y) + pix[j] + m0 + mm) = v;  // < NPIX*M
+            }
+        }
+        return true;
     }
 };
 

@@ -45,7 +45,7 @@ __device__ void igemm_block(const ConvGemmShape& s, const TX* __restrict__ x, co
         const int m0 = tm * Math::BM;
         typename Math::Mma mma;
         mma.clear();
-        xl.restart(s);
+        xl.restart(s, 0);
         wl.fetch(w, s, m0, 0);
         xl.fetch(x, s);
         for (int t = 0; t < k_tiles; ++t) {

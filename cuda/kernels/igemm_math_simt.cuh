@@ -1,4 +1,4 @@
-// igemm_math_simt.cuh — math policies of the implicit-GEMM mainloop on CUDA cores. Both tile a block
+// igemm_math_simt.cuh — math policies of the implicit-GEMM mainloop on CUDA cores. The first two tile a block
 // as 64 maps x 64 pixels, k in steps of 16, 256 threads as 16 x 16 each owning 4 maps x 4 consecutive
 // pixels in registers; the W tile is k-major so that a thread's 4 maps are adjacent.
 //   IgemmSimtFp32Math (`implicit_gemm`): fp32 tiles; a thread reads its operands of one k as two
@@ -7,6 +7,8 @@
 //   IgemmHalf2Math (`fp16`): fp16 tiles (half the shared footprint and traffic: 8-byte reads), two
 //     adjacent pixels per __hfma2 (8 instructions per k for the 16 outputs instead of 16); the fp16
 //     partial sums of each 16-long run of k are flushed into fp32 accumulators.
+//   IgemmSimtOuterMath (`implicit_gemm`'s tuned configurations): 128/64 x 128/64 block tiles, 8 x 8
+//     outputs per thread, for the double-buffered mainloop (igemm_pipeline.cuh); see below.
 // The policy interface the mainloop uses is described in igemm_mainloop.cuh.
 #pragma once
 
@@ -32,6 +34,9 @@ struct IgemmMicroTile {
 
     static __device__ int thread_m() { return threadIdx.x / 16 * TM; }
     static __device__ int thread_n() { return threadIdx.x % 16 * TN; }
+    // The thread's i-th map and j-th pixel within the block tile (IgemmRegisterOutput).
+    static __device__ int tile_m(int i) { return thread_m() + i; }
+    static __device__ int tile_n(int j) { return thread_n() + j; }
     // The thread's TM x TN outputs; each policy's Mma adds its multiply().
     struct Accumulators {
         float acc[TM][TN];
@@ -115,4 +120,72 @@ struct IgemmHalf2Math : IgemmMicroTile<IgemmHalfOperand, 8> {
                 }
         }
     };
+};
+
+// IgemmSimtOuterMath<BM, BN, WARPS_M, WARPS_N> (`implicit_gemm`'s tuned configurations, run by the
+// double-buffered mainloop of igemm_pipeline.cuh): BM maps x BN pixels per block, k in steps of 8,
+// WARPS_M x WARPS_N warps each owning a WM x WN region, every thread an 8 x 8 tile of it as 2 x 2
+// quadrants of 4 x 4: maps lane_m() + {0..3} and + WM/2 + {0..3}, pixels lane_n() + {0..3} and
+// + WN/2 + {0..3}. Per k a thread reads its 8 maps and 8 pixels as four LDS.128 and does 64 FFMAs
+// (outer product from registers): 16 FMAs per shared load where the 4 x 4 policy does 8. Splitting the
+// 8 into two halves WM/2 apart keeps a warp's reads of one row contiguous (8 lanes x 16 bytes of maps,
+// 4 x 16 of pixels): no bank conflicts. The tiles are k-major, rows padded by 4 floats (LD % 32 == 4)
+// so the loaders' transposed quad stores spread over all banks. Exact fp32 products (fmaf), each
+// output's sum in k order.
+template <int BM_, int BN_, int WARPS_M, int WARPS_N>
+struct IgemmSimtOuterMath {
+    using Operand = IgemmFloatOperand;
+    using T = float;
+    static constexpr unsigned INPUTS = CONV_DT_ALL;
+    static constexpr int BM = BM_, BN = BN_, BK = 8, THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int TM = 8, TN = 8;
+    static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;         // a warp's region
+    static constexpr int LANES_M = WM / TM, LANES_N = WN / TN;         // its lanes, LANES_N fastest
+    static_assert(WM * WARPS_M == BM && WN * WARPS_N == BN && LANES_M * LANES_N == 32, "8 x 8 per lane, 32 lanes");
+    // Registers: 64 accumulators + 16 operands + staged loads stay under 128 at 512 threads per SM.
+    static constexpr int MIN_BLOCKS = 2 * 256 / THREADS;
+    static constexpr int LDA = BM + 4, LDB = BN + 4;
+    static constexpr int A_FLOATS = BK * LDA, B_FLOATS = BK * LDB, STAGE_FLOATS = A_FLOATS + B_FLOATS;
+    static_assert(LDA % 32 == 4 && LDB % 32 == 4 && A_FLOATS % 4 == 0 && STAGE_FLOATS % 4 == 0,
+                  "float4-aligned rows, padded for conflict-free transposed stores");
+
+    static __device__ int lane_m() {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        return warp / WARPS_N * WM + lane / LANES_N * 4;
+    }
+    static __device__ int lane_n() {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        return warp % WARPS_N * WN + lane % LANES_N * 4;
+    }
+    static __device__ int tile_m(int i) { return lane_m() + i / 4 * (WM / 2) + i % 4; }
+    static __device__ int tile_n(int j) { return lane_n() + j / 4 * (WN / 2) + j % 4; }
+
+    struct Mma {
+        float acc[TM][TN];
+
+        __device__ void clear() {
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+        }
+        // As is W^T (BK x LDA, k-major), Bs is Xunroll (BK x LDB).
+        __device__ void multiply(const float* As, const float* Bs) {
+            const int m = lane_m(), n = lane_n();
+#pragma unroll
+            for (int kk = 0; kk < BK; ++kk) {
+                const float4 a0 = *reinterpret_cast<const float4*>(&As[kk * LDA + m]);
+                const float4 a1 = *reinterpret_cast<const float4*>(&As[kk * LDA + m + WM / 2]);
+                const float4 b0 = *reinterpret_cast<const float4*>(&Bs[kk * LDB + n]);
+                const float4 b1 = *reinterpret_cast<const float4*>(&Bs[kk * LDB + n + WN / 2]);
+                const float a[TM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                const float b[TN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            }
+        }
+    };
+    using Output = IgemmRegisterOutput<IgemmSimtOuterMath>;
 };

@@ -8,6 +8,8 @@
 // bf16), so an f16 input reaches an fp16 tile (and bf16 a bf16 one) without an fp32 round trip. Tiles
 // are zero-filled past every edge (k >= CKK, m >= M, pixel >= NPIX, padding), so the math needs no
 // guards; a padded tap is a 0 multiplied like any other value (0 * Inf = NaN, as PyTorch gives).
+// XunrollTileLoader and WeightTileLoader move one element per load; XunrollQuadLoader and
+// WeightQuadLoader four consecutive k per load (16 bytes of f32) where layout and alignment allow.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -132,8 +134,8 @@ struct XunrollTileLoader {
         r0 = tid / BN;
         col.init(s, n0, n);
     }
-    // Back to the first tile (k0 = 0), for the next M tile of the block.
-    __device__ void restart(const ConvGemmShape& s) { row.init(s, r0, STEP); }
+    // Back to the tile at k0 (0, or the first k of a split-K range), for the next M tile of the block.
+    __device__ void restart(const ConvGemmShape& s, int k0) { row.init(s, k0 + r0, STEP); }
     // Reads the next tile (the one after the previous fetch) into registers.
     __device__ void fetch(const TX* __restrict__ x, const ConvGemmShape& s) {
 #pragma unroll
@@ -146,6 +148,108 @@ struct XunrollTileLoader {
     __device__ void store(typename Operand::type* tile) const {
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) tile[(r0 + i * STEP) * LD + n] = Operand::from(v[i]);
+    }
+};
+
+// ---- four consecutive elements in one load ----
+
+// p[0..3] as one 16-byte (f32) or 8-byte (f16, bf16) read-only load; p must be aligned to 4 elements.
+// The __ldg overloads used are asm volatile: the load stays behind the bounds test that guards it.
+__device__ __forceinline__ void igemm_ldg4(const float* p, float (&v)[4]) {
+    const float4 q = __ldg(reinterpret_cast<const float4*>(p));
+    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+}
+__device__ __forceinline__ void igemm_ldg4(const __half* p, __half (&v)[4]) {
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(p));  // element 0 in the low half (little endian)
+    v[0] = __ushort_as_half((unsigned short)q.x); v[1] = __ushort_as_half((unsigned short)(q.x >> 16));
+    v[2] = __ushort_as_half((unsigned short)q.y); v[3] = __ushort_as_half((unsigned short)(q.y >> 16));
+}
+__device__ __forceinline__ void igemm_ldg4(const __nv_bfloat16* p, __nv_bfloat16 (&v)[4]) {
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(p));
+    v[0] = __ushort_as_bfloat16((unsigned short)q.x); v[1] = __ushort_as_bfloat16((unsigned short)(q.x >> 16));
+    v[2] = __ushort_as_bfloat16((unsigned short)q.y); v[3] = __ushort_as_bfloat16((unsigned short)(q.y >> 16));
+}
+template <class TX>
+__device__ __forceinline__ void igemm_zero4(TX (&v)[4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = igemm_zero<TX>();
+}
+
+// ---- the Xunroll tile in k-quads (x NHWC, C % 4 == 0, x aligned to 4 elements) ----
+
+// Loads BK x BN tiles of Xunroll into tile[k*LD + n] four k at a time. Where k's lowest digit is c and
+// x is NHWC, four consecutive k (c % 4 == 0, C % 4 == 0: one filter tap) are four consecutive
+// channels of one input pixel: one 16-byte load (8 for f16, bf16) instead of four scattered ones.
+// Thread tid owns quad tid % KQ of every tile row group and columns tid / KQ + i*STEP; the KQ threads of
+// a column are adjacent, so they read one pixel's BK channels together (32 contiguous bytes at BK = 8).
+// Per column the pixel's base offset is computed once (init); per tile the filter tap (kh, kw, c) is
+// one digit carry (UnrollRow, no division) and one tap offset shared by all the thread's columns.
+//   GEMM = false: any NHWC problem with MKKC filters, k = (kh, kw, c); padding and edges zero-filled.
+//   GEMM = true:  1x1, stride 1, no padding: Xunroll[k, pixel] = x[pixel*C + k], a plain GEMM operand
+//                 (no taps, no bounds but pixel < NPIX and k < C); any filter layout (1x1: k = c).
+template <class TX, int BK, int BN, int THREADS, bool GEMM>
+struct XunrollQuadLoader {
+    static constexpr int KQ = BK / 4;
+    static_assert(BK % 4 == 0 && THREADS % KQ == 0 && (BN * KQ) % THREADS == 0, "whole quads, every one owned");
+    static constexpr int STEP = THREADS / KQ, COUNT = BN * KQ / THREADS;
+
+    int kq4, n;           // the thread's k offset in the tile (0, 4, ..), its first column
+    int k;                // GEMM: the next fetch's first k
+    UnrollRow row;        // gather: the next fetch's (kh, kw, c)
+    bool valid[COUNT];    // pixel < NPIX
+    int ih0[COUNT], iw0[COUNT];  // gather: the pixel's window corner (see UnrollColumn)
+    unsigned base[COUNT];  // x offset of (b, ih0, iw0, 0), or (GEMM) of (pixel, 0); mod 2^32 (see fetch)
+    TX v[COUNT][4];
+
+    __device__ void init(const ConvGemmShape& s, int n0, int tid) {
+        kq4 = tid % KQ * 4;
+        n = tid / KQ;
+#pragma unroll
+        for (int i = 0; i < COUNT; ++i) {
+            UnrollColumn col;
+            col.init(s, n0, n + i * STEP);
+            valid[i] = col.valid;
+            ih0[i] = col.ih0;
+            iw0[i] = col.iw0;
+            // ih0 * W * C can pass 2^31 or be negative (padding): wrap-around unsigned arithmetic, exact
+            // mod 2^32, so base + tap below is the true offset (< 2^30) wherever the tap is inside x.
+            base[i] = (unsigned)col.x_base +
+                      ((unsigned)col.ih0 * (unsigned)s.W + (unsigned)col.iw0) * (unsigned)s.C;
+        }
+    }
+    __device__ void restart(const ConvGemmShape& s, int k0) {
+        if constexpr (GEMM) k = k0 + kq4;
+        else row.init(s, k0 + kq4, BK);
+    }
+    __device__ void fetch(const TX* __restrict__ x, const ConvGemmShape& s) {
+        if constexpr (GEMM) {
+#pragma unroll
+            for (int i = 0; i < COUNT; ++i) {
+                if (valid[i] && k < s.C) igemm_ldg4(&x[(int)base[i] + k], v[i]);  // < B*H*W*C
+                else igemm_zero4(v[i]);
+            }
+            k += BK;
+            return;
+        }
+        // k = (kh, kw, c) with digits (top, mid, lo); c % 4 == 0, so the quad is one tap's channels.
+        const bool k_ok = row.top < s.k_top;
+        const unsigned dh = (unsigned)row.top * (unsigned)s.dil_h, dw = (unsigned)row.mid * (unsigned)s.dil_w;
+        const unsigned tap = (dh * (unsigned)s.W + dw) * (unsigned)s.C + (unsigned)row.lo;
+#pragma unroll
+        for (int i = 0; i < COUNT; ++i) {
+            // As in conv_unroll_load: unsigned sums and compares also reject negative rows and columns.
+            const unsigned ih = (unsigned)ih0[i] + dh, iw = (unsigned)iw0[i] + dw;
+            if (k_ok && valid[i] && ih < (unsigned)s.H && iw < (unsigned)s.W) igemm_ldg4(&x[(int)(base[i] + tap)], v[i]);
+            else igemm_zero4(v[i]);
+        }
+        row.advance(s);
+    }
+    template <class Operand, int LD>
+    __device__ void store(typename Operand::type* tile) const {
+#pragma unroll
+        for (int i = 0; i < COUNT; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) tile[(kq4 + j) * LD + n + i * STEP] = Operand::from(v[i][j]);
     }
 };
 
@@ -186,5 +290,51 @@ struct WeightTileLoader {
             const int mm = mm0 + i * STEP;
             if (owns(mm)) tile[K_MAJOR ? kk * LD + mm : mm * LD + kk] = Operand::from(v[i]);
         }
+    }
+};
+
+// Loads BM x BK tiles of W (M, CKK) k-major (tile[k*LD + m]) four k at a time: thread tid owns quad
+// tid % KQ of rows tid / KQ + i*STEP. With vec (CKK % 4 == 0 and w aligned to 4 elements: every row and
+// every quad starts aligned) a quad is one 16-byte (8 for f16, bf16) load, else four scalar ones with
+// the tail of k zero-filled. The transposed stores of a warp's 2 quads x 16 rows hit 32 different banks
+// when LD % 32 == 4 (the math policies' padding).
+template <class TX, int BM, int BK, int THREADS>
+struct WeightQuadLoader {
+    static constexpr int KQ = BK / 4;
+    static_assert(BK % 4 == 0 && THREADS % KQ == 0 && (BM * KQ) % THREADS == 0, "whole quads, every one owned");
+    static constexpr int STEP = THREADS / KQ, COUNT = BM * KQ / THREADS;
+
+    int kq4, mm0;
+    bool vec;
+    TX v[COUNT][4];
+
+    __device__ void init(int tid, bool vec_) {
+        kq4 = tid % KQ * 4;
+        mm0 = tid / KQ;
+        vec = vec_;
+    }
+    __device__ void fetch(const TX* __restrict__ w, const ConvGemmShape& s, int m0, int k0) {
+        const int k_left = s.CKK - k0 - kq4;  // k0 < CKK (or a whole tile past it): no overflow
+#pragma unroll
+        for (int i = 0; i < COUNT; ++i) {
+            const int mm = mm0 + i * STEP;
+            const bool row_ok = mm < s.M - m0;
+            if (vec) {
+                // CKK % 4 == 0 and k0 + kq4 % 4 == 0: the quad is wholly inside k or wholly past it.
+                if (row_ok && k_left > 0) igemm_ldg4(&w[(m0 + mm) * s.CKK + k0 + kq4], v[i]);  // < M*CKK
+                else igemm_zero4(v[i]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    v[i][j] = row_ok && j < k_left ? conv_ldg(&w[(m0 + mm) * s.CKK + k0 + kq4 + j]) : igemm_zero<TX>();
+            }
+        }
+    }
+    template <class Operand, int LD>
+    __device__ void store(typename Operand::type* tile) const {
+#pragma unroll
+        for (int i = 0; i < COUNT; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) tile[(kq4 + j) * LD + mm0 + i * STEP] = Operand::from(v[i][j]);
     }
 };

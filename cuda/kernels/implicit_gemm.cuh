@@ -10,11 +10,13 @@
 //
 // The layers, after CUTLASS's conv layering (tile iterators / mainloop / warp-level math / epilogue):
 //   igemm_tile_loaders.cuh  register-staged loaders of the W and Xunroll tiles (x, w in f32/f16/bf16,
-//                           x NCHW or NHWC), and the operand types the tiles are stored in;
-//   igemm_math_simt.cuh     math policies on CUDA cores: fp32 4x4 micro-tiles, half2 runs;
+//                           x NCHW or NHWC; scalar or four-element quads), and the tiles' operand types;
+//   igemm_math_simt.cuh     math policies on CUDA cores: fp32 4x4 and 8x8 thread tiles, half2 runs;
 //   igemm_math_wmma.cuh     math policies on tensor cores: wmma fp16, bf16, tf32 fragments;
 //   igemm_epilogue.cuh      the store: bias, ReLU, y's dtype, NCHW or NHWC;
-//   igemm_mainloop.cuh      the one kernel that composes them, and its launch.
+//   igemm_mainloop.cuh      the single-buffered kernel that composes them (64 x 64 policies), and its launch;
+//   igemm_pipeline.cuh      the double-buffered kernel of the 8 x 8 SIMT policy, with quad (16-byte) loaders,
+//                           1x1 NHWC as a plain GEMM and split-K (split_k.cuh reduces the partial sums).
 // A variant is then a table of launch configurations naming a math policy.
 //
 // Index math is int32: the dispatcher splits the batch so that one launch's x and y (and the

@@ -1,20 +1,63 @@
-// implicit_gemm.cu — implicit GEMM in exact fp32, register-tiled: the implicit-GEMM mainloop
-// (kernels/igemm_mainloop.cuh) with the SIMT fp32 math policy (kernels/igemm_math_simt.cuh).
-//   Y (M x B*OH*OW) = W (M x C*KH*KW) * Xunroll, one 64 (maps) x 64 (pixels) block tile per block, the
-//   reduction in steps of 16. Relative to `direct`:
-//   - each Xunroll tile is built in shared memory straight from x and reused by all 64 output maps,
-//     each weight tile by all 64 pixels, instead of every thread re-reading global memory for every
-//     product;
-//   - each of the 256 threads keeps a 4 (maps) x 4 (pixels) tile of accumulators in registers and
-//     reads its operands as two float4 per k: 16 FMAs per 2 shared-memory loads;
-//   - the next tile's global loads are issued into registers before the current tile is multiplied,
-//     so their latency overlaps the math;
-//   - the (c, kh, kw) decomposition of k is carried incrementally, with no division per element.
-//   x and w in f32, f16 or bf16 (widened exactly), x and y NCHW or NHWC, w MCKK or MKKC; bias and ReLU
-//   fused into the store, y in f32, f16 or bf16. Same fp32 products as `direct`, summed in a
-//   different order: exact (rel. L2 ~1e-7).
+// implicit_gemm.cu — implicit GEMM in exact fp32 on the CUDA cores:
+//   Y (M x B*OH*OW) = W (M x C*KH*KW) * Xunroll, Xunroll's tiles built in shared memory straight from x.
+// Launch configurations (the tuner times every one; the default picks by shape):
+//   simple64x64   the teaching kernel, kept beside the tuned ones: the single-buffered mainloop
+//                 (kernels/igemm_mainloop.cuh) with IgemmSimtFp32Math: 64 x 64 block tiles, k in steps
+//                 of 16, 256 threads of 4 x 4 outputs. Relative to `direct`:
+//                 - each Xunroll tile is read from x once per block and reused by all 64 maps, each
+//                   weight tile by all 64 pixels;
+//                 - 16 FMAs per 2 LDS.128 from a register micro-tile;
+//                 - the next tile's global loads are in flight while the current one is multiplied;
+//                 - k's (c, kh, kw) digits carried incrementally, no division per element.
+//   simt128x128, simt128x64, simt64x128   the tuned kernel (kernels/igemm_pipeline.cuh with
+//                 IgemmSimtOuterMath): BM x BN block tiles, 8 x 8 outputs per thread (64 FFMAs per four
+//                 LDS.128), double-buffered shared tiles (one barrier per k-step of 8), 16-byte loads of
+//                 W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0: one tap's channels), gather offsets
+//                 precomputed per pixel, 1x1 stride-1 unpadded NHWC layers as a plain GEMM, and split-K
+//                 over C*KH*KW when the grid has fewer than two blocks per SM (batch-1 layers), the
+//                 partial sums reduced by kernels/split_k.cu.
+// Every configuration takes x and w in f32, f16 or bf16 (widened exactly), x and y NCHW or NHWC, w
+// MCKK or MKKC, bias and ReLU (fused into the store, or into the split-K reduction), y in f32, f16 or
+// bf16. Same fp32 products as `direct` (fmaf), summed in another order (per split, then the splits in
+// order): rel. L2 ~1e-7, within the 1e-5 bound.
 #include "igemm_mainloop.cuh"
 #include "igemm_math_simt.cuh"
+#include "igemm_pipeline.cuh"
 
-static const conv_config IMPLICIT_GEMM_CONFIGS[] = {{"default", igemm_run<IgemmSimtFp32Math>, NULL}};
-extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, NULL, IMPLICIT_GEMM_CONFIGS, 1, NULL};
+using Simt128x128 = IgemmSimtOuterMath<128, 128, 2, 4>;
+using Simt128x64 = IgemmSimtOuterMath<128, 64, 2, 2>;
+using Simt64x128 = IgemmSimtOuterMath<64, 128, 1, 4>;
+
+static const char SIMPLE[] = "simple64x64";
+static const char TILE128x128[] = "simt128x128";
+static const char TILE128x64[] = "simt128x64";
+static const char TILE64x128[] = "simt64x128";
+
+static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
+    {SIMPLE, igemm_run<IgemmSimtFp32Math>, NULL},
+    {TILE128x128, igemm_pipelined_run<Simt128x128>, NULL},
+    {TILE128x64, igemm_pipelined_run<Simt128x64>, NULL},
+    {TILE64x128, igemm_pipelined_run<Simt64x128>, NULL},
+};
+
+// The split-K workspace of whichever configuration runs: the largest any of them asks for.
+static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
+    size_t each[3] = {0, 0, 0};
+    int status = igemm_pipelined_workspace<Simt128x128>(p, &each[0]);
+    if (status == CONV_OK) status = igemm_pipelined_workspace<Simt128x64>(p, &each[1]);
+    if (status == CONV_OK) status = igemm_pipelined_workspace<Simt64x128>(p, &each[2]);
+    *bytes = std::max({each[0], each[1], each[2]});
+    return status;
+}
+
+// Few maps (LeNet's 4 to 16): the 64-map tiles of 4 x 4 waste least. Up to 64 maps: 64 x 128. Then
+// 128 x 64 while the pixels are few (under 32 tiles of 128: late layers at small batch), else 128 x 128.
+static const char* implicit_gemm_default_config(const conv_problem* p) {
+    if (p->M <= 32) return SIMPLE;
+    if (p->M <= 64) return TILE64x128;
+    const int64_t pixels = p->B * conv_out_h(p) * conv_out_w(p);
+    return pixels < 32 * 128 ? TILE128x64 : TILE128x128;
+}
+
+extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 4,
+                                                      implicit_gemm_default_config};

@@ -1,0 +1,188 @@
+// igemm_pipeline.cuh — the double-buffered implicit-GEMM mainloop with split-K:
+// conv_igemm_pipelined_kernel<Math, TX, XLoader>, and its host side (igemm_pipelined_run).
+// Relative to igemm_mainloop.cuh's kernel (which stays for the 64 x 64 policies, fp16 and wmma):
+//   - two shared stages: tile t+1 is fetched into registers, multiplied-over tile t, then stored
+//     into the other stage: one barrier per k-tile instead of two;
+//   - the W tile in k-quads (WeightQuadLoader: 16-byte loads where CKK % 4 == 0), the Xunroll tile by
+//     one of three loaders chosen per problem (XLoader):
+//       XunrollQuadLoader<.., true>   1x1 stride-1 unpadded NHWC, C % 4 == 0: a plain GEMM operand;
+//       XunrollQuadLoader<.., false>  NHWC x, MKKC w, C % 4 == 0: 16-byte loads of one tap's channels;
+//       XunrollTileLoader             anything else (scalar gather, NCHW or NHWC, MCKK or MKKC);
+//   - split-K: gridDim.z splits of the k-tiles; each writes raw fp32 partial sums into the workspace
+//     and conv_split_k_reduce (split_k.cuh) adds them up and applies the epilogue. Chosen when the
+//     grid has fewer than two blocks per SM, so that batch-1 layers fill the GPU.
+// Math is an IgemmSimtOuterMath (igemm_math_simt.cuh): fp32 tiles, register output.
+#pragma once
+
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "igemm_epilogue.cuh"
+#include "igemm_tile_loaders.cuh"
+#include "launch_util.cuh"
+#include "split_k.cuh"
+
+// x is (B, C, H, W) or (B, H, W, C), w is (M, CKK) in k's order; epi stores y (or, split-K, the
+// partials). Grid: (pixel tiles, M tiles <= 65535, splits); split z runs k-tiles
+// [z*tiles_per_split, min((z+1)*tiles_per_split, k_tiles)).
+template <class Math, class TX, class XLoader>
+__global__ void __launch_bounds__(Math::THREADS, Math::MIN_BLOCKS)
+conv_igemm_pipelined_kernel(ConvGemmShape s, const TX* __restrict__ x, const TX* __restrict__ w, IgemmEpilogue epi,
+                            int tiles_per_split, bool w_vec) {
+    constexpr int BK = Math::BK;
+    __shared__ __align__(16) float smem[2 * Math::STAGE_FLOATS];
+    const int tid = threadIdx.x;
+    const int n0 = blockIdx.x * Math::BN;
+    const int k_tiles = conv_tiles(s.CKK, BK);
+    const int kt0 = blockIdx.z * tiles_per_split;
+    const int kt1 = min(kt0 + tiles_per_split, k_tiles);
+
+    XLoader xl;
+    WeightQuadLoader<TX, Math::BM, BK, Math::THREADS> wl;
+    xl.init(s, n0, tid);
+    wl.init(tid, w_vec);
+
+    const int m_tiles = conv_tiles(s.M, Math::BM);
+    for (int tm = blockIdx.y; tm < m_tiles; tm += gridDim.y) {
+        const int m0 = tm * Math::BM;
+        typename Math::Mma mma;
+        mma.clear();
+        // Stage 0 holds the first tile; the previous M tile's last barrier ended every read of it.
+        xl.restart(s, kt0 * BK);
+        wl.fetch(w, s, m0, kt0 * BK);
+        xl.fetch(x, s);
+        wl.template store<IgemmFloatOperand, Math::LDA>(smem);
+        xl.template store<IgemmFloatOperand, Math::LDB>(smem + Math::A_FLOATS);
+        __syncthreads();
+        for (int t = kt0; t < kt1; ++t) {
+            float* const cur = smem + ((t - kt0) & 1) * Math::STAGE_FLOATS;
+            float* const next = smem + (((t - kt0) & 1) ^ 1) * Math::STAGE_FLOATS;
+            const bool more = t + 1 < kt1;
+            if (more) {  // in flight while this tile is multiplied; (t+1)*BK < CKK
+                wl.fetch(w, s, m0, (t + 1) * BK);
+                xl.fetch(x, s);
+            }
+            mma.multiply(cur, cur + Math::A_FLOATS);
+            // `next` was last read in the previous step, before the barrier that ended it.
+            if (more) {
+                wl.template store<IgemmFloatOperand, Math::LDA>(next);
+                xl.template store<IgemmFloatOperand, Math::LDB>(next + Math::A_FLOATS);
+            }
+            __syncthreads();
+        }
+        // The output's pixel offsets are set up here, not once per block: held through the mainloop,
+        // their 8 registers made the 128 x 128 kernels spill.
+        const IgemmEpilogue out_epi = epi.for_split(blockIdx.z);
+        typename Math::Output out;
+        out.init(s, out_epi, n0);
+        igemm_store(out, out_epi, s, m0, mma, reinterpret_cast<unsigned char*>(smem));
+    }
+}
+
+// ---- host side ----
+
+// Split-K: the grid of one split has fewer blocks than IGEMM_SPLIT_TARGET_WAVES per SM → split k so
+// that it reaches about that many, keeping at least IGEMM_SPLIT_MIN_TILES k-tiles per split (the
+// partials' round trip must stay small beside the math) and at most IGEMM_SPLIT_MAX splits.
+constexpr int IGEMM_SPLIT_TARGET_WAVES = 2, IGEMM_SPLIT_MIN_TILES = 8, IGEMM_SPLIT_MAX = 16;
+
+struct IgemmSplit {
+    int splits;           // 1: no split-K
+    int tiles_per_split;  // k-tiles of each split (all of them without split-K)
+};
+
+// The split of problem p for a BM x BN x BK tiling on a GPU with `sms` SMs, within `max_splits`
+// (what the workspace holds). Every split gets at least one k-tile.
+static inline IgemmSplit igemm_split_for(const conv_problem* p, int BM, int BN, int BK, int sms, int64_t max_splits) {
+    const ConvGemmShape s = conv_gemm_shape(p);
+    const int k_tiles = conv_tiles(s.CKK, BK);
+    const int64_t blocks = (int64_t)conv_tiles(s.NPIX, BN) * conv_grid_y(conv_tiles(s.M, BM));
+    const int64_t target = (int64_t)IGEMM_SPLIT_TARGET_WAVES * sms;
+    int64_t splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
+    splits = std::min<int64_t>({splits, k_tiles / IGEMM_SPLIT_MIN_TILES, IGEMM_SPLIT_MAX, max_splits});
+    if (splits < 2) return IgemmSplit{1, k_tiles};
+    const int per = conv_tiles(k_tiles, (int)splits);
+    return IgemmSplit{conv_tiles(k_tiles, per), per};  // no empty last split
+}
+
+template <class Math>
+static int igemm_pipelined_split(const conv_problem* p, size_t workspace_bytes, IgemmSplit* split) {
+    int sms = 0;
+    const int status = conv_sm_count(&sms);
+    if (status != CONV_OK) return status;
+    const size_t one = conv_split_k_workspace(p, 1);
+    *split = igemm_split_for(p, Math::BM, Math::BN, Math::BK, sms, one ? (int64_t)(workspace_bytes / one) : 0);
+    return CONV_OK;
+}
+
+// Bytes of workspace configuration Math's split-K asks for on p (0 without split-K).
+template <class Math>
+static int igemm_pipelined_workspace(const conv_problem* p, size_t* bytes) {
+    IgemmSplit split;
+    const int status = igemm_pipelined_split<Math>(p, SIZE_MAX, &split);
+    *bytes = status == CONV_OK && split.splits > 1 ? conv_split_k_workspace(p, split.splits) : 0;
+    return status;
+}
+
+static inline bool igemm_aligned(const void* ptr, size_t bytes) { return (uintptr_t)ptr % bytes == 0; }
+
+template <class Math, class TX, class XLoader>
+static int igemm_pipelined_launch(const conv_problem* p, const conv_tensors* t, void* workspace,
+                                  size_t workspace_bytes, cudaStream_t stream) {
+    const ConvGemmShape s = conv_gemm_shape(p);
+    IgemmSplit split;
+    int status = igemm_pipelined_split<Math>(p, workspace ? workspace_bytes : 0, &split);
+    if (status != CONV_OK) return status;
+    const bool w_vec = s.CKK % 4 == 0 && igemm_aligned(t->w, 4 * sizeof(TX));
+    const IgemmEpilogue epi = split.splits > 1 ? IgemmEpilogue::partial(static_cast<float*>(workspace), s)
+                                               : IgemmEpilogue::of(p, t);
+    const dim3 grid((unsigned)conv_tiles(s.NPIX, Math::BN), conv_grid_y(conv_tiles(s.M, Math::BM)),
+                    (unsigned)split.splits);
+    conv_igemm_pipelined_kernel<Math, TX, XLoader><<<grid, Math::THREADS, 0, stream>>>(
+        s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), epi, split.tiles_per_split, w_vec);
+    CONV_LAUNCH_CHECK(conv_igemm_pipelined_kernel);
+    if (split.splits > 1)
+        status = conv_split_k_reduce(p, static_cast<const float*>(workspace), split.splits, t->bias, t->y, stream);
+    return status;
+}
+
+// The Xunroll loader for the problem: the GEMM operand for 1x1 stride-1 unpadded NHWC, the quad gather
+// for NHWC with MKKC filters, both only where C % 4 == 0 and x is aligned to 4 elements (the batch
+// chunks of the dispatcher start at whole images, multiples of C elements); else the scalar gather.
+template <class Math, class TX>
+static int igemm_pipelined_layouts(const conv_problem* p, const conv_tensors* t, void* workspace,
+                                   size_t workspace_bytes, cudaStream_t stream) {
+    constexpr int BK = Math::BK, BN = Math::BN, THREADS = Math::THREADS;
+    const bool x_nhwc = p->x_layout == CONV_NHWC, kkc = p->w_layout == CONV_MKKC;
+    const bool quads = x_nhwc && p->C % 4 == 0 && igemm_aligned(t->x, 4 * sizeof(TX));
+    const bool gemm = quads && p->KH == 1 && p->KW == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 &&
+                      p->pad_w == 0 && conv_out_h(p) == p->H && conv_out_w(p) == p->W;
+    if (gemm)
+        return igemm_pipelined_launch<Math, TX, XunrollQuadLoader<TX, BK, BN, THREADS, true>>(p, t, workspace,
+                                                                                            workspace_bytes, stream);
+    if (quads && kkc)
+        return igemm_pipelined_launch<Math, TX, XunrollQuadLoader<TX, BK, BN, THREADS, false>>(p, t, workspace,
+                                                                                             workspace_bytes, stream);
+    if (x_nhwc)
+        return kkc ? igemm_pipelined_launch<Math, TX, XunrollTileLoader<TX, true, true, BK, BN, THREADS>>(
+                         p, t, workspace, workspace_bytes, stream)
+                   : igemm_pipelined_launch<Math, TX, XunrollTileLoader<TX, true, false, BK, BN, THREADS>>(
+                         p, t, workspace, workspace_bytes, stream);
+    return kkc ? igemm_pipelined_launch<Math, TX, XunrollTileLoader<TX, false, true, BK, BN, THREADS>>(
+                     p, t, workspace, workspace_bytes, stream)
+               : igemm_pipelined_launch<Math, TX, XunrollTileLoader<TX, false, false, BK, BN, THREADS>>(
+                     p, t, workspace, workspace_bytes, stream);
+}
+
+// A conv_run_fn for a double-buffered configuration: x/w in f32, f16 or bf16 (widened exactly).
+template <class Math>
+static int igemm_pipelined_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
+                               void* stream) {
+    const cudaStream_t st = conv_stream(stream);
+    switch (p->x_dtype) {
+    case CONV_F16: return igemm_pipelined_layouts<Math, __half>(p, t, workspace, workspace_bytes, st);
+    case CONV_BF16: return igemm_pipelined_layouts<Math, __nv_bfloat16>(p, t, workspace, workspace_bytes, st);
+    default: return igemm_pipelined_layouts<Math, float>(p, t, workspace, workspace_bytes, st);
+    }
+}

@@ -1,0 +1,110 @@
+"""implicit_gemm's launch configurations, each on the paths it chooses per problem, against the float64 oracle.
+
+The problem matrix (test_problem_matrix.py) runs every variant's default configuration and
+test_conv2d.py every configuration on fp32 NCHW shapes; the tuned configurations (simt128x128,
+simt128x64, simt64x128: kernels/igemm_pipeline.cuh) pick among paths by layout, alignment and grid
+size, and each path is reached here by every configuration:
+  - the Xunroll loader: scalar gather (NCHW; NHWC with MCKK filters or C % 4 != 0), 16-byte quad gather
+    (NHWC, MKKC, C % 4 == 0) with stride, padding, 'same' end padding and dilation, and the plain GEMM of
+    1x1 stride-1 unpadded NHWC layers;
+  - W loads as quads (C*KH*KW % 4 == 0) or scalars with a k tail;
+  - split-K (batch-1 grids with a long reduction) with its reduction kernel's bias, ReLU, y dtypes and
+    both y layouts (NCHW through the transposing tile, M and pixel counts not multiples of 32);
+  - f16 and bf16 inputs (8-byte quads) and outputs.
+Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound (1e-5 for fp32).
+"""
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from oracle import conv2d_reference, rel_l2
+
+import problem_runner as pr
+from problem_runner import ConvCase
+from pyconv._lib import check, ffi, lib
+from pyconv.device import DeviceArray
+
+VARIANT = "implicit_gemm"
+CONFIGS = ["simple64x64", "simt128x128", "simt128x64", "simt64x128"]
+TUNED = CONFIGS[1:]
+
+NHWC_KKC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
+CASES = {
+    # scalar gather
+    "nchw_3x3_pad1": ConvCase(2, 6, 11, 13, 40, 3, 3, padding=(1, 1)),
+    "nchw_stride2_dil2_rect": ConvCase(2, 5, 17, 15, 70, 3, 5, stride=(2, 1), padding=(2, 1), dilation=(2, 1)),
+    "nhwc_mckk_c8": ConvCase(2, 8, 9, 10, 33, 3, 3, padding=(1, 1), x_layout="NHWC", y_layout="NHWC"),
+    "nhwc_mkkc_c6": ConvCase(2, 6, 9, 10, 33, 3, 3, padding=(1, 1), **NHWC_KKC),
+    # quad gather (NHWC, MKKC, C % 4 == 0)
+    "quad_3x3_pad1": ConvCase(2, 12, 11, 13, 65, 3, 3, padding=(1, 1), **NHWC_KKC),
+    "quad_stride2_extra": ConvCase(3, 4, 13, 12, 20, 3, 3, stride=(2, 2), padding=(1, 1), extra=(1, 0),
+                                   **NHWC_KKC),
+    "quad_dil2_5x2": ConvCase(1, 8, 16, 15, 130, 5, 2, padding=(4, 1), dilation=(2, 1), **NHWC_KKC),
+    "quad_1x1_stride2": ConvCase(2, 8, 9, 9, 17, 1, 1, stride=(2, 2), **NHWC_KKC),
+    # 1x1 as a GEMM (any filter layout), and its fall-back when C % 4 != 0
+    "gemm_1x1": ConvCase(3, 20, 7, 9, 72, 1, 1, **NHWC_KKC),
+    "gemm_1x1_mckk_nchw_y": ConvCase(2, 16, 5, 11, 130, 1, 1, x_layout="NHWC", w_layout="MCKK"),
+    "gemm_1x1_c3": ConvCase(2, 3, 6, 7, 40, 1, 1, **NHWC_KKC),
+    # split-K: batch 1, a long reduction (C*KH*KW >= 64 k-tiles), few blocks
+    "split_nchw_bias_relu": ConvCase(1, 64, 9, 9, 70, 3, 3, padding=(1, 1), bias=True, epilogue="relu"),
+    "split_nhwc_quad": ConvCase(1, 64, 7, 7, 150, 3, 3, padding=(1, 1), bias=True, **NHWC_KKC),
+    "split_gemm_1x1": ConvCase(1, 512, 7, 7, 100, 1, 1, **NHWC_KKC),
+    "split_ckk_tail": ConvCase(1, 67, 6, 5, 36, 3, 3, padding=(1, 1), epilogue="relu"),  # CKK = 603
+    # dtypes, through the quad loaders and the reduction
+    "f16_quad_split": ConvCase(1, 64, 7, 7, 48, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", bias=True,
+                               **NHWC_KKC),
+    "bf16_gemm_f32_y": ConvCase(2, 24, 5, 6, 40, 1, 1, x_dtype="bf16", **NHWC_KKC),
+    "f32_in_bf16_nchw_y_split": ConvCase(1, 64, 6, 9, 45, 3, 3, padding=(1, 1), y_dtype="bf16",
+                                         x_layout="NHWC", w_layout="MKKC", bias=True, epilogue="relu"),
+}
+
+
+def run_config(config: str, case: ConvCase, x, w, bias=None):
+    """Runs implicit_gemm[config] through a C plan on device copies (poisoned y); returns (y as float64
+    NCHW, the plan's workspace bytes)."""
+    problem = pr.make_problem(case)
+    plan_out = ffi().new("conv_plan**")
+    check(lib().conv2d_plan_create(pr.variant_id(VARIANT), problem, config.encode(), -1, plan_out))
+    plan = ffi().gc(plan_out[0], lib().conv2d_plan_destroy)
+    info = ffi().new("conv_plan_info*")
+    check(lib().conv2d_plan_get_info(plan, info))
+    assert ffi().string(info.config_name).decode() == config
+    ws_bytes = info.workspace_bytes
+    x = x.transpose(0, 2, 3, 1) if case.x_layout == "NHWC" else x
+    w = w.transpose(0, 2, 3, 1) if case.w_layout == "MKKC" else w
+    d_x = DeviceArray.from_host(pr.to_storage(np.ascontiguousarray(x), case.x_dtype))
+    d_w = DeviceArray.from_host(pr.to_storage(np.ascontiguousarray(w), case.x_dtype))
+    d_b = None if bias is None else DeviceArray.from_host(pr.to_storage(bias, case.y_dtype))
+    B, M, OH, OW = pr.output_shape(case)
+    d_y = DeviceArray((B, OH, OW, M) if case.y_layout == "NHWC" else (B, M, OH, OW), pr.STORAGE[case.y_dtype])
+    d_y.fill_bytes(0xFF)
+    d_ws = DeviceArray((ws_bytes,), np.uint8) if ws_bytes else None
+    check(lib().conv2d_plan_run(plan, d_x.handle, d_w.handle, ffi().NULL if d_b is None else d_b.handle, d_y.handle,
+                                ffi().NULL if d_ws is None else d_ws.handle, ws_bytes, ffi().NULL))
+    check(lib().conv_device_synchronize())
+    y = pr.from_storage(d_y.get(), case.y_dtype)
+    return (np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if case.y_layout == "NHWC" else y), ws_bytes
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(CASES))
+@pytest.mark.parametrize("config", CONFIGS)
+def test_config_path_matches_oracle(config, case_id, rng):
+    case = CASES[case_id]
+    x, w, bias = pr.random_operands(case, rng)
+    y, _ = run_config(config, case, x, w, bias)
+    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert not np.isnan(y).any(), f"{config}: {int(np.isnan(y).sum())} outputs not written on {case}"
+    err, bound = rel_l2(y, ref), pr.error_bound(VARIANT, case.x_dtype, case.y_dtype)
+    assert err <= bound, f"{config} on {case}: relative L2 error {err:.2e} > {bound:.2e}"
+
+
+@requires_gpu
+@pytest.mark.parametrize("config", TUNED)
+def test_split_k_runs_on_small_grids(config, rng):
+    """A batch-1 layer with a long reduction (72 k-tiles, one or two blocks) asks for a workspace, i.e.
+    runs split-K, and stays exact with it."""
+    case = CASES["split_nhwc_quad"]
+    x, w, bias = pr.random_operands(case, rng)
+    y, ws_bytes = run_config(config, case, x, w, bias)
+    assert ws_bytes > 0, f"{config}: no split-K workspace for {case}"
+    assert rel_l2(y, conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())) <= pr.error_bound(VARIANT, "f32", "f32")
