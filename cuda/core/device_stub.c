@@ -55,6 +55,17 @@ int conv_event_synchronize(void* event) { (void)event; return NO_CUDA(); }
 int conv_stream_wait_event(void* stream, void* event) { (void)stream; (void)event; return NO_CUDA(); }
 int conv_event_elapsed_ms(void* start, void* stop, float* ms) { (void)start; (void)stop; (void)ms; return NO_CUDA(); }
 
+/* The whole-network helpers (cuda/ops/ in a CUDA build). */
+int conv_resize_bilinear_u8(const void* x, int64_t n, int in_h, int in_w, void* y, int out_h, int out_w,
+                            int y_dtype, void* stream) {
+    (void)x; (void)n; (void)in_h; (void)in_w; (void)y; (void)out_h; (void)out_w; (void)y_dtype; (void)stream;
+    return NO_CUDA();
+}
+int conv_softmax_argmax(const void* logits, int64_t n, int k, void* probabilities, void* classes, void* stream) {
+    (void)logits; (void)n; (void)k; (void)probabilities; (void)classes; (void)stream;
+    return NO_CUDA();
+}
+
 /* The benchmarking entry points (ceilings.cu, timing.cu in a CUDA build). */
 int conv_measure_ceilings(conv_ceilings* out) {
     (void)out;

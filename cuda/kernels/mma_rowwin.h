@@ -1,11 +1,13 @@
 // mma_rowwin.h — the row-window tensor-core kernel (mma_rowwin.cu), one family of mma_fp16's
-// launch configurations, and the operand packing both of mma_fp16's kernel families share.
+// launch configurations, and the operand packing and output epilogue (bias, ReLU, max-pool from a
+// shared tile) both of mma_fp16's kernel families share.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "conv_internal.h"
 #include "mma_sync.cuh"
+#include "tensor_io.cuh"
 
 // Two operands as one fp16 pair register, lo in the low 16 bits (the smaller k): fp32 operands are
 // rounded to fp16, fp16 ones are taken as they are (no round trip through fp32).
@@ -14,11 +16,97 @@ __device__ __forceinline__ uint32_t mma_pair(__half lo, __half hi) {
     return (uint32_t)__half_as_ushort(lo) | (uint32_t)__half_as_ushort(hi) << 16;
 }
 
+// The ReLU + max-pool epilogue's window, stride and y's pooled plane; h == 0: no pooling.
+struct mma_pool {
+    int h, w, stride_h, stride_w;
+    int YH, YW;  // y's plane: the pooled size (floor or ceil mode, as conv_y_h / conv_y_w)
+};
+
+// y of both kernel families and the epilogue: TY (float or __half) is y's and bias's type.
+// Values go through conv_epilogue_value and conv_store_as, as in every other variant, so the fused
+// epilogue equals conv + bias followed by ReLU (and the max-pool) and the rounding to y's type;
+// without bias and ReLU the accumulator is stored as it is.
+template <class TY>
+struct mma_out {
+    TY* y;            // (B, M, OH, OW), or (B, M, pool.YH, pool.YW) under the max-pool epilogue
+    const TY* bias;   // M values, or NULL
+    bool relu;
+    mma_pool pool;
+
+    __device__ __forceinline__ float bias_at(int m) const { return bias ? conv_load(bias, m) : 0.0f; }
+    __device__ __forceinline__ TY value(float acc, float bias_m) const {
+        return conv_store_as<TY>(bias || relu ? conv_epilogue_value(acc, bias_m, relu) : acc);
+    }
+    // y[i], y[i + 1] in one store (i even, y 8-byte aligned).
+    __device__ __forceinline__ void store_pair(TY* at, float v0, float v1, float bias_m) const;
+
+    // Pooled rows [pr0, pr0 + prows) of image b, every map, from a block's shared tile of the conv's
+    // raw fp32 sums: tile[m * ystride + (oh - oy0) * OW + ow], holding every conv row their windows
+    // touch. Each value gets + bias and ReLU, each window its max (rows and columns past the conv
+    // output, a ceil-mode partial window's, enter no max: every window starts inside it), then the one
+    // rounding to TY (monotonic, so the same as rounding first): the value of conv, bias, ReLU and
+    // max-pool done one after another. The whole block, one pooled value per thread over (map, row,
+    // column), consecutive threads along y's rows: the few values per map (C3: 27) keep every thread busy.
+    __device__ void store_pooled(const float* tile, int ystride, int M, int OH, int OW, int b, int oy0, int pr0,
+                                 int prows) const {
+        const int n = prows * pool.YW, YHW = pool.YH * pool.YW;
+        for (int e = threadIdx.x; e < M * n; e += blockDim.x) {
+            const int m = e / n, rc = e - m * n, pr = rc / pool.YW, pc = rc - pr * pool.YW;
+            const float bias_m = bias_at(m);
+            const float* tm = tile + m * ystride;
+            const int r0 = (pr0 + pr) * pool.stride_h, c0 = pc * pool.stride_w;
+            const int r1 = min(r0 + pool.h, OH), c1 = min(c0 + pool.w, OW);
+            float best = -INFINITY;
+            for (int r = r0; r < r1; ++r)
+                for (int c = c0; c < c1; ++c)
+                    best = conv_max_nan(best, conv_epilogue_value(tm[(r - oy0) * OW + c], bias_m, true));
+            y[(b * M + m) * YHW + pr0 * pool.YW + rc] = conv_store_as<TY>(best);
+        }
+    }
+};
+template <>
+__device__ __forceinline__ void mma_out<float>::store_pair(float* at, float v0, float v1, float bias_m) const {
+    *reinterpret_cast<float2*>(at) = make_float2(value(v0, bias_m), value(v1, bias_m));
+}
+template <>
+__device__ __forceinline__ void mma_out<__half>::store_pair(__half* at, float v0, float v1, float bias_m) const {
+    *reinterpret_cast<__half2*>(at) = __halves2half2(value(v0, bias_m), value(v1, bias_m));
+}
+
+static inline bool mma_pooled(const conv_problem* p) { return p->epilogue == CONV_EPILOGUE_RELU_MAXPOOL; }
+
+template <class TY>
+static inline mma_out<TY> mma_out_of(const conv_problem* p, const conv_tensors* t) {
+    mma_pool pool = {0, 0, 1, 1, (int)conv_y_h(p), (int)conv_y_w(p)};
+    if (mma_pooled(p))
+        pool = {(int)p->pool_h, (int)p->pool_w, (int)p->pool_stride_h, (int)p->pool_stride_w, pool.YH, pool.YW};
+    return {static_cast<TY*>(t->y), p->bias ? static_cast<const TY*>(t->bias) : nullptr,
+            p->epilogue >= CONV_EPILOGUE_RELU, pool};
+}
+
+// Both kernel families pool from a block's tile of conv rows whose windows they own: a unit (strip,
+// band) of n pooled rows needs (n - 1) * pool_stride_h + pool_h conv rows (at most OH) and starts
+// n * pool_stride_h conv rows after the previous one; without pooling it is n conv rows, n apart.
+// Units per image: ceil(rows of y / n).
+static inline int64_t mma_unit_rows(const conv_problem* p, int64_t n) {
+    if (!mma_pooled(p)) return n;
+    const int64_t rows = (n - 1) * p->pool_stride_h + p->pool_h, oh = conv_out_h(p);
+    return rows < oh ? rows : oh;
+}
+static inline int64_t mma_unit_step(const conv_problem* p, int64_t n) {
+    return mma_pooled(p) ? n * p->pool_stride_h : n;
+}
+static inline int64_t mma_units_per_image(const conv_problem* p, int64_t n) { return (conv_y_h(p) + n - 1) / n; }
+
 // rows: output rows per strip, 8, 12 or 16 (half as many for 17..32 maps).
 // CONV_OK if the kernel with strips of `rows` output rows runs this shape; else
 // CONV_ERR_UNSUPPORTED and a message naming the reason. Assumes mma_fp16 supports the shape.
 int mma_rowwin_fits(const conv_problem* p, int rows);
+// Conv rows one image's strips compute with `rows` (fits() must have said CONV_OK): what the default
+// configuration minimises.
+int64_t mma_rowwin_computed_rows(const conv_problem* p, int rows);
 
-// Runs it (fits() must have said CONV_OK); TX, the element type of x and w: float or __half.
-template <class TX>
-int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream, int rows);
+// Runs it (fits() must have said CONV_OK); TX, the element type of x and w: float or __half; TY, y's.
+template <class TX, class TY>
+int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream,
+                   int rows);

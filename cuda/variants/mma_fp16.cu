@@ -1,5 +1,6 @@
 // mma_fp16.cu — implicit GEMM on the tensor cores through mma.sync.aligned.m16n8k16 (fp16
-// operands, fp32 accumulation; sm_80 and newer), x and w in fp32 or fp16, y in fp32. fp32 operands
+// operands, fp32 accumulation; sm_80 and newer), x and w in fp32 or fp16, y in fp32 or fp16 (+ bias,
+// ReLU and max-pool where asked, in the store: mma_out in mma_rowwin.h). fp32 operands
 // are rounded to fp16 where the kernels pack them into pairs; fp16 operands go into the pairs as
 // they are, never through fp32. Two kernel families, as launch
 // configurations: the banded kernel below (any shape the variant supports) and the row-window
@@ -19,7 +20,11 @@
 //   P[c][row][j] = (x[j], x[j + dilation_w]), so that each B fragment register is one 32-bit LDS
 //   at (pixel base + tap offset): no im2col buffer and no index arithmetic per element in the k
 //   loop. A warp computes 16*MTILES maps x 8*NT pixels in fp32 registers and stores them as
-//   8-byte pairs (four lanes fill one 32-byte sector).
+//   pairs (four lanes fill one 32-byte sector in fp32).
+//   ReLU + max-pool (any window, stride and ceil mode: the fallback for pools the row window does
+//   not take): a unit is the conv rows of a whole number of pooled rows' windows (the next unit
+//   starts on its next window); the warps leave their raw fp32 sums in a shared tile of the unit, and
+//   the block forms each pooled value from it (mma_out::store_pooled, mma_rowwin.h).
 //   B addresses: the tap table holds byte offsets, so each B register costs one IMAD (pixel base
 //   * 4 + offset) and one LDS with the band's address as its uniform operand, not an add, a
 //   scaling LEA and the LDS: the kernel is issue-bound (bench/PERF_NOTES.md has the profiles and
@@ -57,8 +62,11 @@ constexpr int MMA_SMEM_TARGET_SHORT = 36 * 1024;
 struct mma_shape : ConvShape32 {
     int kwp;                   // KW rounded up to even: k = (c*KH + kh)*kwp + kw
     int ksteps;                // ceil(C*KH*kwp / 16)
-    int tile_rows;             // output rows per unit
+    int tile_rows;             // output rows per unit (at most; the last unit of an image may have fewer)
+    int tile_step;             // conv rows between units' first rows (max-pool: pool_rows windows' stride)
     int tiles;                 // units per image
+    int pool_rows;             // max-pool: pooled rows per unit (their windows lie in its tile_rows rows)
+    int ystride;               // max-pool: floats per map in the unit's output tile (tile_rows * OW); else 0
     int units;                 // B * tiles
     int band_rows, band_cols;  // input rows and columns (as fp16 pairs) one unit stages, per channel
     int raw_cols;              // band_cols + dil_w: the columns of x the pairs are made of
@@ -122,7 +130,7 @@ __device__ __forceinline__ void mma_cp_async_wait_all() {
 // into s_raw; one warp per row, lanes along it. fp16 bands: plain loads and stores (see the top).
 template <class TX>
 __device__ void mma_issue_band(const mma_shape& s, const TX* __restrict__ x, int unit, TX* s_raw) {
-    const int b = unit / s.tiles, ih_first = (unit - b * s.tiles) * s.tile_rows * s.stride_h - s.pad_h;
+    const int b = unit / s.tiles, ih_first = (unit - b * s.tiles) * s.tile_step * s.stride_h - s.pad_h;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     for (int q = warp; q < s.C * s.band_rows; q += nwarps) {
         const int c = q / s.band_rows, ih = ih_first + q - c * s.band_rows;
@@ -143,18 +151,18 @@ __device__ void mma_issue_band(const mma_shape& s, const TX* __restrict__ x, int
 
 // One persistent block: A fragments and tap offsets once, then per unit a band of fp16 input
 // pairs and 16*MTILES maps x 8*NT pixels per warp pass. TX: the element type of x and w (float or
-// __half).
-template <class TX, int MTILES, int NT, int WARPS>
+// __half); TY: y's (float or __half).
+template <class TX, class TY, int MTILES, int NT, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, const TX* __restrict__ x,
-                                                            const TX* __restrict__ w,
-                                                            float* __restrict__ y) {
+                                                            const TX* __restrict__ w, mma_out<TY> out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // supports() refuses GPUs below sm_80; this image exists only for fat binaries
 #else
     extern __shared__ uint4 smem[];
     uint4* s_a = smem;                                                       // [kstep][mtile][lane]
     int4* s_koff = reinterpret_cast<int4*>(s_a + s.ksteps * MTILES * 32);   // [kstep][lane % 4]: offsets, masks
-    uint32_t* s_band = reinterpret_cast<uint32_t*>(s_koff + s.ksteps * 4);  // [c][row][col] pairs
+    float* s_y = reinterpret_cast<float*>(s_koff + s.ksteps * 4);            // max-pool: [map][pixel] raw sums
+    uint32_t* s_band = reinterpret_cast<uint32_t*>(s_y + s.M * s.ystride);  // [c][row][col] pairs
     TX* s_raw = reinterpret_cast<TX*>(s_band + s.C * s.band_rows * s.band_cols);  // [c][row][raw col]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int g = lane >> 2, tig = lane & 3;
@@ -177,7 +185,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
 
     const int OHW = s.OH * s.OW;
     for (int unit = blockIdx.x; unit < s.units; unit += gridDim.x) {
-        const int b = unit / s.tiles, oh_first = (unit - b * s.tiles) * s.tile_rows;
+        const int b = unit / s.tiles, tile = unit - b * s.tiles, oh_first = tile * s.tile_step;
         const int npix = min(s.tile_rows, s.OH - oh_first) * s.OW;
         mma_cp_async_wait_all();
         __syncthreads();  // this unit's band has landed; nobody still reads the pairs
@@ -191,7 +199,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
         __syncthreads();  // pairs ready, the band free for the next unit's copies
         if (unit + gridDim.x < s.units) mma_issue_band(s, x, unit + gridDim.x, s_raw);
 
-        float* y_unit = y + b * s.M * OHW + oh_first * s.OW;
+        TY* y_unit = out.y + b * s.M * OHW + oh_first * s.OW;
         const int passes = (npix + 8 * NT - 1) / (8 * NT);
         for (int pass = warp; pass < passes; pass += nwarps) {
             const int p0 = pass * 8 * NT;
@@ -231,20 +239,36 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
                 for (int h = 0; h < 2; ++h) {
                     const int m = t * 16 + g + 8 * h;
                     if (m >= s.M) continue;
-                    float* ym = y_unit + m * OHW;
+                    if (out.pool.h) {  // raw sums into the unit's tile, pooled once it is whole
+                        float* sm = s_y + m * s.ystride;
+#pragma unroll
+                        for (int j = 0; j < NT; ++j) {
+                            const int p = p0 + 8 * j + 2 * tig;
+                            if (p < npix) sm[p] = acc[t][j][2 * h];
+                            if (p + 1 < npix) sm[p + 1] = acc[t][j][2 * h + 1];
+                        }
+                        continue;
+                    }
+                    TY* ym = y_unit + m * OHW;
+                    const float bias_m = out.bias_at(m);
 #pragma unroll
                     for (int j = 0; j < NT; ++j) {
                         const int p = p0 + 8 * j + 2 * tig;
                         const float v0 = acc[t][j][2 * h], v1 = acc[t][j][2 * h + 1];
                         if (s.pair_stores && p + 1 < npix) {
-                            *reinterpret_cast<float2*>(ym + p) = make_float2(v0, v1);
+                            out.store_pair(ym + p, v0, v1, bias_m);
                         } else {
-                            if (p < npix) ym[p] = v0;
-                            if (p + 1 < npix) ym[p + 1] = v1;
+                            if (p < npix) ym[p] = out.value(v0, bias_m);
+                            if (p + 1 < npix) ym[p + 1] = out.value(v1, bias_m);
                         }
                     }
                 }
             }
+        }
+        if (out.pool.h) {
+            __syncthreads();  // the unit's tile is whole; the next unit's barriers keep it until it is read
+            const int pr0 = tile * s.pool_rows;
+            out.store_pooled(s_y, s.ystride, s.M, s.OH, s.OW, b, oh_first, pr0, min(s.pool_rows, out.pool.YH - pr0));
         }
     }
 #endif
@@ -262,10 +286,11 @@ static int64_t mma_band_rows(const conv_problem* p, int64_t tile_rows) {
     return (tile_rows - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1;
 }
 // Shared memory of a block whose units are tile_rows output rows: A fragments, tap offsets, the
-// band as fp16 pairs and in x's type.
+// output tile (max-pool), the band as fp16 pairs and in x's type.
 static int64_t mma_smem_bytes(const conv_problem* p, int64_t tile_rows) {
     const int64_t raw_bytes = (mma_band_cols(p) + p->dilation_w) * (int64_t)conv_dtype_size(p->x_dtype);
-    return mma_ksteps(p) * mma_mtiles(p) * 512 + mma_ksteps(p) * 4 * 16 +
+    const int64_t y_bytes = mma_pooled(p) ? p->M * tile_rows * conv_out_w(p) * 4 : 0;
+    return mma_ksteps(p) * mma_mtiles(p) * 512 + mma_ksteps(p) * 4 * 16 + y_bytes +
            p->C * mma_band_rows(p, tile_rows) * (4 * mma_band_cols(p) + raw_bytes);
 }
 
@@ -282,14 +307,18 @@ static int mma_supports(const conv_problem* p) {
                               (long long)p->M, (long long)(mma_ksteps(p) * mma_mtiles(p)), MMA_MAX_A_TILES);
     int status = conv_check_coords("mma_fp16", p, 0, 0);  // also keeps the band sizes below 2^31
     if (status != CONV_OK) return status;
-    if (mma_band_rows(p, 1) * (2 * mma_band_cols(p) + p->dilation_w) > MMA_SMEM_LIMIT ||
-        mma_smem_bytes(p, 1) > MMA_SMEM_LIMIT)
+    // The smallest unit: one output row, or under max-pool one pooled row's window rows (and their
+    // fp32 sums, M x rows x OW).
+    const int64_t rows = mma_unit_rows(p, 1);
+    if (mma_band_rows(p, rows) * (2 * mma_band_cols(p) + p->dilation_w) > MMA_SMEM_LIMIT ||
+        mma_smem_bytes(p, rows) > MMA_SMEM_LIMIT)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "mma_fp16: one output row needs an input band of C=%lld channels x %lld rows x "
-                              "%lld columns (W=%lld) in x's type and fp16, which with the weights is more than "
-                              "the %d bytes of shared memory this variant gives a block",
-                              (long long)p->C, (long long)mma_band_rows(p, 1), (long long)mma_band_cols(p),
-                              (long long)p->W, MMA_SMEM_LIMIT);
+                              "mma_fp16: %lld output row(s) (pool_h=%lld) need an input band of C=%lld channels x "
+                              "%lld rows x %lld columns (W=%lld) in x's type and fp16, which with the weights%s is "
+                              "more than the %d bytes of shared memory this variant gives a block",
+                              (long long)rows, (long long)(mma_pooled(p) ? p->pool_h : 1), (long long)p->C,
+                              (long long)mma_band_rows(p, rows), (long long)mma_band_cols(p), (long long)p->W,
+                              mma_pooled(p) ? " and the fp32 sums of the pool's rows" : "", MMA_SMEM_LIMIT);
     int device, major, minor;
     CONV_CUDA_CHECK(cudaGetDevice(&device));
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -303,42 +332,46 @@ static int mma_supports(const conv_problem* p) {
 }
 
 // target: the shared memory the band height is chosen for.
-static mma_shape mma_shape_for(const conv_problem* p, const float* y, int sms, int64_t target) {
+static mma_shape mma_shape_for(const conv_problem* p, const void* y, int sms, int64_t target) {
     mma_shape s;
     static_cast<ConvShape32&>(s) = conv_shape32(p);
     s.kwp = (int)mma_kwp(p);
     s.ksteps = (int)mma_ksteps(p);
     // The tallest band within the target, but small enough for about four units per SM on small
-    // batches.
-    int64_t rows = 1;
-    while (rows < s.OH && mma_smem_bytes(p, rows + 1) <= target) ++rows;
-    const int64_t enough = (p->B * s.OH + 4 * (int64_t)sms - 1) / (4 * (int64_t)sms);
-    if (rows > enough) rows = enough;
-    s.tile_rows = (int)rows;
-    s.tiles = conv_ceil_div(s.OH, s.tile_rows);
+    // batches. n: rows of y per unit (conv rows, or pooled rows under max-pool).
+    const int64_t yh = conv_y_h(p);
+    int64_t n = 1;
+    while (n < yh && mma_smem_bytes(p, mma_unit_rows(p, n + 1)) <= target) ++n;
+    const int64_t enough = (p->B * yh + 4 * (int64_t)sms - 1) / (4 * (int64_t)sms);
+    if (n > enough) n = enough;
+    s.tile_rows = (int)mma_unit_rows(p, n);
+    s.tile_step = (int)mma_unit_step(p, n);
+    s.tiles = (int)mma_units_per_image(p, n);
+    s.pool_rows = mma_pooled(p) ? (int)n : 0;
+    s.ystride = mma_pooled(p) ? s.tile_rows * s.OW : 0;
     s.units = (int)(p->B * s.tiles);
-    s.band_rows = (int)mma_band_rows(p, rows);
+    s.band_rows = (int)mma_band_rows(p, s.tile_rows);
     s.band_cols = (int)mma_band_cols(p);
     s.raw_cols = s.band_cols + s.dil_w;
-    const int64_t OHW = (int64_t)s.OH * s.OW;
+    const int64_t OHW = (int64_t)s.OH * s.OW;  // unpooled stores only
     s.pair_stores = OHW % 2 == 0 && (s.OW % 2 == 0 || s.tiles == 1) && ((uintptr_t)y & 7) == 0;
     return s;
 }
 
-template <int MTILES, int NT, int WARPS, class TX>
-static int mma_run_tiles(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream,
-                         int64_t target, bool persistent) {
-    const auto kernel = conv_mma_fp16_kernel<TX, MTILES, NT, WARPS>;
+template <int MTILES, int NT, int WARPS, class TX, class TY>
+static int mma_run_tiles(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out,
+                         cudaStream_t stream, int64_t target, bool persistent) {
+    const auto kernel = conv_mma_fp16_kernel<TX, TY, MTILES, NT, WARPS>;
     int sms;
     int status = conv_sm_count(&sms);
     if (status != CONV_OK) return status;
-    const mma_shape s = mma_shape_for(p, y, sms, target);
+    const mma_shape s = mma_shape_for(p, out.y, sms, target);
     const size_t smem = (size_t)mma_smem_bytes(p, s.tile_rows);
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int64_t wave = 0;
     status = conv_wave_blocks(kernel, WARPS * 32, smem, &wave);
     if (status != CONV_OK) return status;
-    kernel<<<conv_wave_grid(s.units, wave, persistent), WARPS * 32, smem, stream>>>(s, x, w, y);
+    kernel<<<conv_wave_grid(s.units, wave, persistent), WARPS * 32, smem, stream>>>(s, x, w, out);
     CONV_LAUNCH_CHECK(conv_mma_fp16_kernel);
     return CONV_OK;
 }
@@ -347,14 +380,14 @@ static int mma_run_tiles(const conv_problem* p, const TX* x, const TX* w, float*
 // supported M.
 template <int NT, int WARPS, bool SHORT, bool PERSISTENT = true>
 struct mma_banded {
-    template <class TX>
-    static int run(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream) {
+    template <class TX, class TY>
+    static int run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream) {
         const int64_t target = SHORT ? MMA_SMEM_TARGET_SHORT : MMA_SMEM_TARGET;
         switch (mma_mtiles(p)) {
-            case 1: return mma_run_tiles<1, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
-            case 2: return mma_run_tiles<2, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
-            case 3: return mma_run_tiles<3, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
-            default: return mma_run_tiles<4, NT, WARPS>(p, x, w, y, stream, target, PERSISTENT);
+            case 1: return mma_run_tiles<1, NT, WARPS>(p, x, w, out, stream, target, PERSISTENT);
+            case 2: return mma_run_tiles<2, NT, WARPS>(p, x, w, out, stream, target, PERSISTENT);
+            case 3: return mma_run_tiles<3, NT, WARPS>(p, x, w, out, stream, target, PERSISTENT);
+            default: return mma_run_tiles<4, NT, WARPS>(p, x, w, out, stream, target, PERSISTENT);
         }
     }
 };
@@ -362,20 +395,25 @@ struct mma_banded {
 // The row-window kernel (mma_rowwin.cu) with strips of ROWS output rows, where it fits.
 template <int ROWS>
 struct mma_rowwin_strips {
-    template <class TX>
-    static int run(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream) {
-        return mma_rowwin_run(p, x, w, y, stream, ROWS);
+    template <class TX, class TY>
+    static int run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream) {
+        return mma_rowwin_run(p, x, w, out, stream, ROWS);
     }
 };
 
-// A configuration's entry: x and w in fp32 or fp16 (the declared in_dt), y in fp32.
+// A configuration's entry: x and w in fp32 or fp16, y (and bias) in fp32 or fp16 (the declared in_dt
+// and out_dt).
+template <class CONFIG, class TX>
+static int mma_config_run_x(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
+    const TX* x = static_cast<const TX*>(t->x);
+    const TX* w = static_cast<const TX*>(t->w);
+    if (p->y_dtype == CONV_F16) return CONFIG::run(p, x, w, mma_out_of<__half>(p, t), stream);
+    return CONFIG::run(p, x, w, mma_out_of<float>(p, t), stream);
+}
 template <class CONFIG>
 static int mma_config_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    float* y = static_cast<float*>(t->y);
-    if (p->x_dtype == CONV_F16)
-        return CONFIG::run(p, static_cast<const __half*>(t->x), static_cast<const __half*>(t->w), y,
-                           conv_stream(stream));
-    return CONFIG::run(p, static_cast<const float*>(t->x), static_cast<const float*>(t->w), y, conv_stream(stream));
+    if (p->x_dtype == CONV_F16) return mma_config_run_x<CONFIG, __half>(p, t, conv_stream(stream));
+    return mma_config_run_x<CONFIG, float>(p, t, conv_stream(stream));
 }
 template <int ROWS>
 static int mma_rowwin_supports(const conv_problem* p) {
@@ -413,7 +451,7 @@ static const char* mma_default_config(const conv_problem* p) {
     for (int i = 0; i < 3; ++i) {
         const int rows = MMA_ROWWIN_ROWS[i];
         if (mma_rowwin_fits(p, rows) != CONV_OK) continue;
-        const int64_t computed = (conv_out_h(p) + rows - 1) / rows * rows;
+        const int64_t computed = mma_rowwin_computed_rows(p, rows);
         if (best < 0 || computed < best_rows) {
             best = i;
             best_rows = computed;

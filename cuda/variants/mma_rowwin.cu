@@ -15,7 +15,15 @@
 //   The weights are ready-made A fragments in shared memory, built once per persistent block
 //   (one LDS.128 per k-step and m16 tile, reused over the R rows).
 //   Stores: see the kernel (straight from the fragments where OW % 8 == 0, else through a shared
-//   tile of the strip, written as contiguous runs).
+//   tile of the strip, written as contiguous runs), in y's type (fp32 or fp16) after the bias and
+//   ReLU where asked (mma_out, mma_rowwin.h); the shared tile holds the raw fp32 sums.
+//   ReLU + max-pool (any window, stride, ceil mode; pool_h <= R). A strip owns the pooled rows whose
+//   windows fit in its R rows ((R - pool_h) / pool_stride_h + 1 of them) and starts on its first
+//   window (the last strip moves up to end on OH, as without pooling); the conv's work and loads are
+//   those of the plain kernel, y's bytes fall by the window's area. 2x2/2 windows where OW % 8 == 0
+//   and OH is even (C1): formed in registers from the fragments (a shuffle for the rows of 4-row
+//   groups) and stored straight. Any other pool (C3's 4x4 ceil): through the shared tile, from which
+//   the block forms each pooled value once the strip is whole (mma_out::store_pooled).
 //   Edges: the last strip and the last column tile shift back to end on the last output row and
 //   column (they recompute a few outputs of their neighbours, bit for bit: the same operations in
 //   the same order), so no output needs a test; padding reads as zero through the load masks.
@@ -50,6 +58,8 @@ constexpr int ROWWIN_MAX_STRIDE_W = 3;
 // also a template parameter of the kernel, which uses that one.
 struct rowwin_shape : ConvShape32 {
     int strips, xtiles, items;  // items = B * strips: one strip of one image per block pass
+    int strip_step;             // conv rows between strips' first rows (the last one moves up to end on OH)
+    int pool_rows;              // max-pool: pooled rows per strip (their windows lie in its R rows)
     int ystride;                // floats per map in the shared output tile (>= R * OW, even)
     int pair_stores;            // 1: OW is even and y 8-byte aligned: float2 stores
     int direct_stores;          // 1: OW % 8 == 0: tiles are whole sectors, stored from the fragments
@@ -84,7 +94,7 @@ __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s,
     const int strip = item % s.strips;
     u.b = item / s.strips;
     u.ox0 = min(xt * ROWWIN_COLS, s.OW - ROWWIN_COLS);
-    u.oy0 = min(strip * R, s.OH - R);
+    u.oy0 = min(strip * s.strip_step, s.OH - R);
     u.ih0 = u.oy0 - s.pad_h;
     const int col0 = u.ox0 * s.stride_w - s.pad_w;
     u.xc = x + u.b * s.C * s.H * s.W + min(max(col0 + lane, 0), s.W - 1);
@@ -151,6 +161,33 @@ __device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const TX* __r
     return sum;
 }
 
+// The direct store under a 2x2/2 max-pool (OH even and OW % 8 == 0: strips start on even rows and
+// tiles on even columns, so each window lies in one tile). A lane's registers 2h, 2h + 1 are a
+// window's two columns; its two rows are row groups q, q + 1 (GR = 1) or row offsets dr, dr + 1 of one
+// group (GR = 4: GEMM rows g, g + 4, held by lanes 16 apart, so a shuffle, which every lane runs, maps
+// past M included). + bias and ReLU on each value, the max, one rounding to TY; the lane holding the
+// window's top row stores it.
+template <int GR, int NG, int MT, class TY>
+__device__ __forceinline__ void rowwin_pool2_store(const rowwin_shape& s, const mma_out<TY>& out,
+                                                   const float (&acc)[NG][MT][4], int mt, int h, int b, int m,
+                                                   int dr, int oy0, int col) {
+    const float bias_m = m < s.M ? out.bias_at(m) : 0.0f;
+    const bool owner = m < s.M && !(GR > 1 && (dr & 1));
+    TY* ym = out.y + ((b * s.M + (owner ? m : 0)) * out.pool.YH + (oy0 + dr) / 2) * out.pool.YW + col / 2;
+#pragma unroll
+    for (int q = 0; q < NG; q += GR > 1 ? 1 : 2) {  // the window's top row: oy0 + q*GR + dr
+        float v = conv_max_nan(conv_epilogue_value(acc[q][mt][2 * h], bias_m, true),
+                               conv_epilogue_value(acc[q][mt][2 * h + 1], bias_m, true));
+        if constexpr (GR > 1) {
+            v = conv_max_nan(v, __shfl_xor_sync(0xffffffffu, v, 16));
+        } else {
+            v = conv_max_nan(v, conv_max_nan(conv_epilogue_value(acc[q + 1][mt][2 * h], bias_m, true),
+                                             conv_epilogue_value(acc[q + 1][mt][2 * h + 1], bias_m, true)));
+        }
+        if (owner) ym[q * GR / 2 * out.pool.YW] = conv_store_as<TY>(v);
+    }
+}
+
 // CHECKED: rows of the strip's window may lie outside the image (pad_h > 0).
 // GR: output rows per MMA. 1: the 16 GEMM rows are 16 maps. 4 (M <= 4): they are 4 maps x 4
 // consecutive output rows, with the weights shifted by the row offset in the A fragments, so that
@@ -159,11 +196,10 @@ __device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const TX* __r
 // the group's other input rows, with zero weights, so a NaN or an infinity there would give NaN
 // where IEEE arithmetic gives a number. A lane whose outputs are not all finite recomputes them in
 // fp32 from x and w (rare: only where x, w or the sums are not finite).
-// TX: the element type of x and w (float or __half).
-template <class TX, int KH, int MT, int R, bool CHECKED, int GR>
+// TX: the element type of x and w (float or __half); TY: y's (float or __half).
+template <class TX, class TY, int KH, int MT, int R, bool CHECKED, int GR>
 __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
-    conv_mma_rowwin_kernel(rowwin_shape s, const TX* __restrict__ x, const TX* __restrict__ w,
-                           float* __restrict__ y) {
+    conv_mma_rowwin_kernel(rowwin_shape s, const TX* __restrict__ x, const TX* __restrict__ w, mma_out<TY> out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // mma_fp16's supports() refuses GPUs below sm_80; this image exists for fat binaries
 #else
@@ -190,7 +226,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
 
     // A block takes strips (one image's R output rows, all maps) in turn; its warps take the 8-column
     // tiles of a strip. Where OW is a multiple of 8, each tile row is one 32-byte sector per map and
-    // is stored straight from the fragments. Elsewhere the results go through shared memory, so that
+    // is stored straight from the fragments (so are 2x2/2 max-pool windows, rowwin_pool2_store). Elsewhere the results go through shared memory, so that
     // each map's R*OW outputs, contiguous in y, are written by consecutive threads: stored straight,
     // tiles straddle sectors (C3, OW = 34, ran 3x slower than at OW = 32), while staging costs C1
     // (OW = 80) a third (fewer warps per SM, and the barriers).
@@ -276,13 +312,17 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int m = mt * 16 + (g + 8 * h) % MPG, dr = (g + 8 * h) / MPG;
+                if (direct && out.pool.h) {  // before the test of m: shuffles
+                    rowwin_pool2_store<GR>(s, out, acc, mt, h, u.b, m, dr, u.oy0, col);
+                    continue;
+                }
                 if (m >= s.M) continue;
                 if (direct) {
-                    float* ym = y + (u.b * s.M + m) * OHW + (u.oy0 + dr) * s.OW + col;
+                    TY* ym = out.y + (u.b * s.M + m) * OHW + (u.oy0 + dr) * s.OW + col;
+                    const float bias_m = out.bias_at(m);
 #pragma unroll
                     for (int q = 0; q < NG; ++q)
-                        *reinterpret_cast<float2*>(ym + q * GR * s.OW) =
-                            make_float2(acc[q][mt][2 * h], acc[q][mt][2 * h + 1]);
+                        out.store_pair(ym + q * GR * s.OW, acc[q][mt][2 * h], acc[q][mt][2 * h + 1], bias_m);
                     continue;
                 }
                 float* sm = s_y + m * s.ystride + dr * s.OW + col;
@@ -295,16 +335,24 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
 
         if (!direct && next_item != item) {  // the block's last tiles of this item are done
             __syncthreads();  // the strip's tile is complete
-            // Each map's R rows are R*OW consecutive floats of y.
-            const int b = item / s.strips, oy0 = min((item - b * s.strips) * R, s.OH - R), n = R * s.OW;
-            for (int m = 0; m < s.M; ++m) {
-                float* ym = y + (b * s.M + m) * OHW + oy0 * s.OW;
-                const float* sm = s_y + m * s.ystride;
-                if (s.pair_stores) {
-                    for (int e = threadIdx.x; e < n / 2; e += blockDim.x)
-                        reinterpret_cast<float2*>(ym)[e] = reinterpret_cast<const float2*>(sm)[e];
-                } else {
-                    for (int e = threadIdx.x; e < n; e += blockDim.x) ym[e] = sm[e];
+            const int b = item / s.strips, strip = item - b * s.strips, oy0 = min(strip * s.strip_step, s.OH - R);
+            if (out.pool.h) {  // the strip's pooled rows (strip_step = their windows' stride)
+                const int pr0 = strip * s.pool_rows;
+                out.store_pooled(s_y, s.ystride, s.M, s.OH, s.OW, b, oy0, pr0, min(s.pool_rows, out.pool.YH - pr0));
+            } else {  // each map's R rows are R*OW consecutive values of y
+                const int n = R * s.OW;
+                for (int m = 0; m < s.M; ++m) {
+                    TY* ym = out.y + (b * s.M + m) * OHW + oy0 * s.OW;
+                    const float* sm = s_y + m * s.ystride;
+                    const float bias_m = out.bias_at(m);
+                    if (s.pair_stores) {
+                        for (int e = threadIdx.x; e < n / 2; e += blockDim.x) {
+                            const float2 v = reinterpret_cast<const float2*>(sm)[e];
+                            out.store_pair(ym + 2 * e, v.x, v.y, bias_m);
+                        }
+                    } else {
+                        for (int e = threadIdx.x; e < n; e += blockDim.x) ym[e] = out.value(sm[e], bias_m);
+                    }
                 }
             }
             __syncthreads();  // the tile is free for the next strip
@@ -325,12 +373,26 @@ static int rowwin_kernel_rows(const conv_problem* p, int rows) { return p->M <= 
 static int rowwin_group_rows(const conv_problem* p) { return p->M <= 4 ? 4 : 1; }
 // Floats per map in the output tile: even (float2 reads), and 8 banks apart for successive maps.
 static int64_t rowwin_ystride(const conv_problem* p, int r) { return (r * conv_out_w(p) + 31) / 32 * 32 + 8; }
-static bool rowwin_direct_stores(const conv_problem* p, const float* y) {
-    return conv_out_w(p) % ROWWIN_COLS == 0 && ((uintptr_t)y & 7) == 0;
+// Straight from the fragments: whole sectors (OW % 8 == 0, pairs 8-byte aligned), or 2x2/2 windows
+// within each tile (OW % 8 == 0, OH even; single stores). Other pools go through the shared tile.
+static bool rowwin_direct_stores(const conv_problem* p, const void* y) {
+    if (conv_out_w(p) % ROWWIN_COLS != 0) return false;
+    if (!mma_pooled(p)) return ((uintptr_t)y & 7) == 0;
+    return p->pool_h == 2 && p->pool_w == 2 && p->pool_stride_h == 2 && p->pool_stride_w == 2 && conv_out_h(p) % 2 == 0;
 }
 static int64_t rowwin_smem_bytes(const conv_problem* p, int r, bool direct_stores) {
     return p->C * ((rowwin_group_rows(p) + p->KH) / 2) * ((p->M + 15) / 16) * 32 * (int64_t)sizeof(uint4) +
            (direct_stores ? 0 : p->M * rowwin_ystride(p, r) * (int64_t)sizeof(float));
+}
+
+// Units (mma_unit_rows) per strip of r conv rows: r rows, or the most pooled rows whose windows fit in r.
+static int64_t rowwin_strip_units(const conv_problem* p, int r) {
+    return mma_pooled(p) ? (r - p->pool_h) / p->pool_stride_h + 1 : r;
+}
+
+int64_t mma_rowwin_computed_rows(const conv_problem* p, int rows) {
+    const int r = rowwin_kernel_rows(p, rows);
+    return mma_units_per_image(p, rowwin_strip_units(p, r)) * r;
 }
 
 int mma_rowwin_fits(const conv_problem* p, int rows) {
@@ -356,6 +418,10 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: an output of %lldx%lld is smaller than one %dx%d strip",
                               (long long)conv_out_h(p), (long long)conv_out_w(p), r, ROWWIN_COLS);
+    if (mma_pooled(p) && p->pool_h > r)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16 row window: a pool window of %lld rows is taller than a strip of %d rows",
+                              (long long)p->pool_h, r);
     if (rowwin_smem_bytes(p, r, false) > ROWWIN_SMEM_LIMIT)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: the weights of C=%lld channels x M=%lld maps and an output "
@@ -365,47 +431,52 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
     return conv_check_coords("mma_fp16", p, 0, 0);
 }
 
-template <class TX>
-using rowwin_kernel = void (*)(rowwin_shape, const TX*, const TX*, float*);
+template <class TX, class TY>
+using rowwin_kernel = void (*)(rowwin_shape, const TX*, const TX*, mma_out<TY>);
 
-template <class TX, int MT, int R, bool CHECKED, int GR>
-static rowwin_kernel<TX> rowwin_kernel_for(int64_t KH) {
+template <class TX, class TY, int MT, int R, bool CHECKED, int GR>
+static rowwin_kernel<TX, TY> rowwin_kernel_for(int64_t KH) {
     switch (KH) {
-        case 3: return conv_mma_rowwin_kernel<TX, 3, MT, R, CHECKED, GR>;
-        case 5: return conv_mma_rowwin_kernel<TX, 5, MT, R, CHECKED, GR>;
-        default: return conv_mma_rowwin_kernel<TX, 7, MT, R, CHECKED, GR>;
+        case 3: return conv_mma_rowwin_kernel<TX, TY, 3, MT, R, CHECKED, GR>;
+        case 5: return conv_mma_rowwin_kernel<TX, TY, 5, MT, R, CHECKED, GR>;
+        default: return conv_mma_rowwin_kernel<TX, TY, 7, MT, R, CHECKED, GR>;
     }
 }
 
 // Kernel rows are in {3, 5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
 // two (in half-height strips, for the registers); row tests only with vertical padding (the end
 // padding of 'same' included).
-template <class TX, int MT, int R, int GR>
-static rowwin_kernel<TX> rowwin_kernel_for(const conv_problem* p) {
-    return p->pad_h != 0 || p->pad_h_extra != 0 ? rowwin_kernel_for<TX, MT, R, true, GR>(p->KH)
-                                                : rowwin_kernel_for<TX, MT, R, false, GR>(p->KH);
+template <class TX, class TY, int MT, int R, int GR>
+static rowwin_kernel<TX, TY> rowwin_kernel_for(const conv_problem* p) {
+    return p->pad_h != 0 || p->pad_h_extra != 0 ? rowwin_kernel_for<TX, TY, MT, R, true, GR>(p->KH)
+                                                : rowwin_kernel_for<TX, TY, MT, R, false, GR>(p->KH);
 }
 
-template <class TX, int R>
-static rowwin_kernel<TX> rowwin_kernel_for(const conv_problem* p) {
-    if (p->M <= 4) return rowwin_kernel_for<TX, 1, R, 4>(p);
-    return p->M <= 16 ? rowwin_kernel_for<TX, 1, R, 1>(p) : rowwin_kernel_for<TX, 2, R / 2, 1>(p);
+template <class TX, class TY, int R>
+static rowwin_kernel<TX, TY> rowwin_kernel_for(const conv_problem* p) {
+    if (p->M <= 4) return rowwin_kernel_for<TX, TY, 1, R, 4>(p);
+    return p->M <= 16 ? rowwin_kernel_for<TX, TY, 1, R, 1>(p) : rowwin_kernel_for<TX, TY, 2, R / 2, 1>(p);
 }
 
-template <class TX>
-int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, float* y, cudaStream_t stream, int rows) {
+template <class TX, class TY>
+int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream,
+                   int rows) {
+    void* y = out.y;
     const int r = rowwin_kernel_rows(p, rows);
     rowwin_shape s;
     static_cast<ConvShape32&>(s) = conv_shape32(p);
-    s.strips = conv_ceil_div(s.OH, r);
+    const int64_t units = rowwin_strip_units(p, r);
+    s.strips = (int)mma_units_per_image(p, units);
+    s.strip_step = (int)mma_unit_step(p, units);
+    s.pool_rows = mma_pooled(p) ? (int)units : 0;
     s.xtiles = conv_ceil_div(s.OW, ROWWIN_COLS);
     s.items = (int)(p->B * s.strips);  // <= B*OH, which the dispatcher keeps < 2^31
     s.ystride = (int)rowwin_ystride(p, r);
     s.pair_stores = s.OW % 2 == 0 && ((uintptr_t)y & 7) == 0;
     s.direct_stores = rowwin_direct_stores(p, y);
-    rowwin_kernel<TX> kernel = rows == 8    ? rowwin_kernel_for<TX, 8>(p)
-                               : rows == 12 ? rowwin_kernel_for<TX, 12>(p)
-                                            : rowwin_kernel_for<TX, 16>(p);
+    rowwin_kernel<TX, TY> kernel = rows == 8    ? rowwin_kernel_for<TX, TY, 8>(p)
+                                   : rows == 12 ? rowwin_kernel_for<TX, TY, 12>(p)
+                                                : rowwin_kernel_for<TX, TY, 16>(p);
     const size_t smem = (size_t)rowwin_smem_bytes(p, r, s.direct_stores);
     // Staged: a warp per tile (up to 8), as the barriers make a block as slow as its slowest warp.
     // Direct: 4 warps, independent, and more blocks per SM.
@@ -416,9 +487,12 @@ int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, float* y, cu
     int64_t wave = 0;
     int status = conv_wave_blocks(kernel, threads, smem, &wave);
     if (status != CONV_OK) return status;
-    kernel<<<conv_wave_grid(s.items, wave, true), threads, smem, stream>>>(s, x, w, y);
+    kernel<<<conv_wave_grid(s.items, wave, true), threads, smem, stream>>>(s, x, w, out);
     CONV_LAUNCH_CHECK(conv_mma_rowwin_kernel);
     return CONV_OK;
 }
-template int mma_rowwin_run<float>(const conv_problem*, const float*, const float*, float*, cudaStream_t, int);
-template int mma_rowwin_run<__half>(const conv_problem*, const __half*, const __half*, float*, cudaStream_t, int);
+template int mma_rowwin_run(const conv_problem*, const float*, const float*, const mma_out<float>&, cudaStream_t, int);
+template int mma_rowwin_run(const conv_problem*, const float*, const float*, const mma_out<__half>&, cudaStream_t, int);
+template int mma_rowwin_run(const conv_problem*, const __half*, const __half*, const mma_out<float>&, cudaStream_t, int);
+template int mma_rowwin_run(const conv_problem*, const __half*, const __half*, const mma_out<__half>&, cudaStream_t,
+                            int);
