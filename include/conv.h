@@ -259,6 +259,12 @@ int conv2d_direct_regblock(const conv_params* params, const float* x, const floa
                            void* workspace, size_t workspace_bytes, void* stream);
 int conv2d_mma_fp16(const conv_params* params, const float* x, const float* w, float* y,
                     void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_implicit_gemm_tf32(const conv_params* params, const float* x, const float* w, float* y,
+                              void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_implicit_gemm_f16(const conv_params* params, const float* x, const float* w, float* y,
+                             void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_grouped_direct(const conv_params* params, const float* x, const float* w, float* y,
+                          void* workspace, size_t workspace_bytes, void* stream);
 
 /* ---- device helpers, so that callers need no other CUDA binding ---- */
 int conv_device_count(int* count);
@@ -296,6 +302,22 @@ int conv_event_record(void* event, void* stream);
 int conv_event_synchronize(void* event);
 int conv_stream_wait_event(void* stream, void* event);  /* the GPU waits; the host does not */
 int conv_event_elapsed_ms(void* start, void* stop, float* ms);
+
+/* ---- Whole-network helpers: the non-conv steps of a network on the device (cuda/ops/) ----
+ * Device pointers on the current device; each runs on `stream` (NULL: the legacy default stream) and
+ * never syncs the host. Fused conv layers need nothing here: they are a conv_problem's bias flag and
+ * CONV_EPILOGUE_RELU_MAXPOOL on the variants that declare them. */
+/* Bilinear resize of n uint8 images (n, in_h, in_w), contiguous, to (n, 1, out_h, out_w) contiguous in
+ * y_dtype (CONV_F32 or CONV_F16), value = byte / 255, align_corners=False, no antialias (PyTorch's
+ * F.interpolate(mode="bilinear") convention; source coordinate clamped at 0, upper tap at the last
+ * pixel). Computed in float64 without FMA contraction and rounded once, so that the f32 result is
+ * bit-identical to pyconv.lenet.data.resize (NumPy, float64). Device pointers on the current
+ * device; runs on `stream`; never syncs. */
+int conv_resize_bilinear_u8(const void* x, int64_t n, int in_h, int in_w, void* y, int out_h, int out_w,
+                            int y_dtype, void* stream);
+/* Row-wise softmax and argmax of fp32 logits (n, k), k <= 1024: probabilities (n, k) fp32 (NULL: not
+ * wanted) and classes (n) int32 (NULL: not wanted; ties -> lowest index, as NumPy argmax). */
+int conv_softmax_argmax(const void* logits, int64_t n, int k, void* probabilities, void* classes, void* stream);
 
 /* ---- benchmarking: what this GPU can do, and the op time of a variant (cuda/bench/ceilings.cu, timing.cu) ---- */
 /* Ceilings measured on the current device, each the best of several ~20 ms runs (a ceiling is what the

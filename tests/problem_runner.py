@@ -278,3 +278,20 @@ def supports(variant: str, case: ConvCase) -> tuple:
     status = lib().conv_variant_supports_problem(variant_id(variant), make_problem(case))
     message = ffi().string(lib().conv_last_error()).decode() if status else ""
     return status, message
+
+
+def assert_fused_matches(fused: np.ndarray, separate: np.ndarray, bound: float, what: str) -> None:
+    """A fused epilogue's output against conv + the separate ops on the same variant's unfused output:
+    NaN where NaN, every other element within bound x the largest magnitude. Not bit for bit: a fused
+    path may run another kernel of the variant (a pooled strip, a generic fallback) that sums the same
+    products in another order; a wrong window or a missed bias is off by O(1), far outside."""
+    fused, separate = np.asarray(fused, np.float64), np.asarray(separate, np.float64)
+    assert fused.shape == separate.shape, f"{what}: shape {fused.shape}, expected {separate.shape}"
+    nan = np.isnan(fused) | np.isnan(separate)
+    assert np.array_equal(np.isnan(fused), np.isnan(separate)), f"{what}: NaN where conv + separate ops has none (or not where it has)"
+    scale = float(np.abs(separate[~nan]).max()) if (~nan).any() else 0.0
+    worst = float(np.abs(fused - separate)[~nan].max()) if (~nan).any() else 0.0
+    assert worst <= bound * scale, (f"{what}: fused epilogue differs from conv + separate ops by {worst:.3e} "
+                                    f"(> {bound:.1e} x {scale:.3e}) at {int((np.abs(fused - separate)[~nan] > bound * scale).sum())} "
+                                    f"of {fused.size} outputs")
+

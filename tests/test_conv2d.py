@@ -132,9 +132,10 @@ def test_config_matches_oracle(name, config, shape_name):
 
 
 @pytest.mark.parametrize("name,config", CONFIGS)
-def test_every_config_runs_lenet(name, config):
-    """A configuration unsupported everywhere would pass the matrix above vacuously: each one must
-    run C1 or C3, in fp32 or, for a configuration of one operand type (wmma's bf16 one), in fp16 or bf16."""
+def test_every_config_runs_a_network_layer(name, config):
+    """A configuration unsupported everywhere would pass the matrix above vacuously: each one must run
+    C1 or C3 (in fp32 or, for a configuration of one operand type like wmma's bf16 one, in fp16 or bf16),
+    or, for one made for depthwise layers, a channels-last depthwise 3x3 layer."""
     info = BY_NAME[name]
     skip_unavailable(info)
     ran = []
@@ -147,7 +148,14 @@ def test_every_config_runs_lenet(name, config):
                 ran.append((shape_name, dtype))
             except pyconv.ConvUnsupportedError:
                 pass
-    assert ran, f"{name}[{config}] runs neither LeNet layer"
+    if not ran:
+        try:
+            pyconv.Conv2dPlan((2, 32, 14, 14), (32, 1, 3, 3), padding=1, groups=32, variant=name, config=config,
+                              precision=precision_of(info), layout="NHWC", w_layout="MKKC")
+            ran.append(("depthwise_nhwc", "float32"))
+        except pyconv.ConvUnsupportedError:
+            pass
+    assert ran, f"{name}[{config}] runs neither LeNet layer nor a depthwise one"
 
 
 @pytest.mark.parametrize("precision", ["exact", "fast"])
