@@ -22,6 +22,13 @@ SHAPES = [  # x shape, w shape, stride, padding, dilation
     ((1, 1, 9, 9), (1, 1, 1, 1), 1, 0, 1),
     ((2, 2, 14, 17), (32, 2, 3, 3), 1, 0, 1),
     ((2, 3, 20, 31), (6, 3, 7, 5), (1, 2), (3, 1), 1),
+    ((1, 256, 7, 7), (64, 256, 3, 3), 1, 1, 1),  # one tile of output, K = 2304: split-K
+]
+
+# The LeNet layers with their fused ReLU + max-pool (x shape, w shape, pool), unpadded as in the network.
+FUSED_LENET = [
+    ((2, 1, 86, 86), (4, 1, 7, 7), pyconv.ReluMaxPool(2)),
+    ((2, 4, 40, 40), (16, 4, 7, 7), pyconv.ReluMaxPool(4, ceil_mode=True)),
 ]
 
 
@@ -105,14 +112,17 @@ def run_network_ops(rng) -> None:
     print("network ops: resize (f32, f16), softmax + argmax ran")
 
 
-def main() -> int:
+def main(argv) -> int:
+    """argv: what to run: GPU variant names, "auto", "ops" (the network ops); default: all of them."""
     rng = np.random.default_rng(0)
     names = [v.name for v in pyconv.variant_info() if v.available and v.on_device]
     if not names:
         print("no GPU variant is available here", file=sys.stderr)
         return 1
-    runs = [(name, None) for name in names + ["auto"]]
-    runs += [(name, config) for name in names for config in pyconv.variant_configs(name)]
+    wanted = set(argv) if argv else set(names) | {"auto", "ops"}
+    names = [n for n in names if n in wanted] + (["auto"] if "auto" in wanted else [])
+    runs = [(name, None) for name in names]
+    runs += [(name, config) for name in names if name != "auto" for config in pyconv.variant_configs(name)]
     for name, config in runs:
         label = f"{name}[{config}]" if config else name
         for x_shape, w_shape, stride, padding, dilation in SHAPES:
@@ -125,13 +135,24 @@ def main() -> int:
                 print(f"{label:32s} {x_shape} unsupported: {exc}")
                 continue
             print(f"{label:32s} {x_shape} x {w_shape} -> {y.shape}")
-    for name in names + ["auto"]:
+        for x_shape, w_shape, pool in FUSED_LENET:
+            x = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, x_shape).astype(np.float32))
+            w = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, w_shape).astype(np.float32))
+            b = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, w_shape[:1]).astype(np.float32))
+            try:
+                y = pyconv.conv2d(x, w, b, epilogue=pool, variant=name, precision="fast", config=config, sync=True)
+            except pyconv.ConvUnsupportedError as exc:
+                print(f"{label:32s} {x_shape} + pool unsupported: {exc}")
+                continue
+            print(f"{label:32s} {x_shape} + bias, ReLU, pool {pool} -> {y.shape}")
+    for name in names:
         run_capabilities(rng, name)
         run_grouped(rng, name)
-    run_network_ops(rng)
+    if "ops" in wanted:
+        run_network_ops(rng)
     pyconv.synchronize()
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
