@@ -360,7 +360,9 @@ def test_measured_ceilings_are_plausible():
     c = ceilings.measure_gpu(pyconv.device_name(0))
     assert 50 < c.copy_gbytes_per_s < 20_000          # GB/s: from a laptop GPU to HBM3e
     assert 1_000 < c.rate("fp32") < 500_000           # GFLOP/s
-    assert c.rate("fp16") > 0.9 * c.rate("fp32")       # half2 is never slower than fp32
+    # Order-of-magnitude checks of the measuring code (a unit or a factor-of-two slip), not of the GPU's
+    # speed: the H100 gave half2 0.86x of fp32 in one run and 1.02x in another.
+    assert c.rate("fp16") > 0.5 * c.rate("fp32")
     if c.rate("fp16_tensor"):
         assert c.rate("fp16_tensor") > 2 * c.rate("fp32")
     assert c.cache_bytes > 0
