@@ -119,9 +119,10 @@ want lenet-e2e && cp "$out/logs/lenet-e2e.log" "$res/lenet-e2e.txt"
 step lenet-process bash -c 'for i in 1 2 3; do /usr/bin/time -f "process %e s" python3 -m pyconv lenet --batch 10000 --quiet --no-torch > /dev/null; done'
 want lenet-process && cp "$out/logs/lenet-process.log" "$res/lenet-process.txt"
 
-# 3f. pyconv.torch: torchvision networks converted, latency against the originals (TORCH_MODELS: which).
+# 3f. pyconv.torch: torchvision networks converted, latency against the originals (TORCH_MODELS: which;
+# TORCH_BENCH_ARGS: more arguments, e.g. "--modes eager,graph").
 step torch-models python3 "$repo/bench/torch_models.py" --models "${TORCH_MODELS:-lenet5,resnet18,mobilenet_v2,convnext_tiny}" \
-    --per-call --out "$res"
+    --per-call --out "$res" ${TORCH_BENCH_ARGS:-}
 want torch-models && cp "$out/logs/torch-models.log" "$res/torch-models.txt"
 
 # 4. The LeNet bench.
