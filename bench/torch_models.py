@@ -62,6 +62,7 @@ def measure(name: str, batch: int, dtype, mode: str, engine: str, reps: int) -> 
     original = build(name, "cuda", dtype)
     pct.reset_fallback_counts()
     with torch.no_grad():
+        reference = original(x).double()  # eager: a compiled original is not a reference (see below)
         converted = pct.convert(original, engine=engine, example_inputs=x)
         runs = {}
         for label, model in (("original", original), ("converted", converted)):
@@ -72,8 +73,11 @@ def measure(name: str, batch: int, dtype, mode: str, engine: str, reps: int) -> 
         for _ in range(3):  # interleaved rounds: clocks and neighbours affect both alike
             for run in runs.values():
                 run[2] += latency_ms(run[0], max(1, reps // 3))
-    orig_y, conv_y = runs["original"][1].double(), runs["converted"][1].double()
-    err = float((conv_y - orig_y).abs().max() / orig_y.abs().max())
+    # Both against the original in eager mode: PyTorch 2.11's inductor compiled LeNet-5 (ceil-mode
+    # max-pool) 0.28 away from its own eager output on the H100, which a same-mode comparison blamed on us.
+    def rel_error(label):
+        return float((runs[label][1].double() - reference).abs().max() / reference.abs().max())
+    err, original_err = rel_error("converted"), rel_error("original")
     t_orig, t_conv = statistics.median(runs["original"][2]), statistics.median(runs["converted"][2])
     layers = pct.report(converted)
     dtype_name = str(dtype).replace("torch.", "")
@@ -81,6 +85,7 @@ def measure(name: str, batch: int, dtype, mode: str, engine: str, reps: int) -> 
                  if r["input"][0] == batch and r["dtype"] == dtype_name and r["engine"] == "torch"}
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
+            "original_max_rel_error": original_err,
             "layers": len(layers), "pyconv_layers": len(layers) - len(fell_back), "fell_back": fell_back,
             "refusals": pct.fallback_counts()}
 
@@ -116,14 +121,15 @@ def _fell_back(row: dict) -> str:
 
 
 def markdown(rows: list) -> str:
-    lines = ["| model | batch | dtype | mode | original ms | converted ms | ratio | max rel err | pyconv layers | "
-             "fell back to PyTorch |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | batch | dtype | mode | original ms | converted ms | ratio | max rel err, converted "
+             "(original) vs eager original | pyconv layers | fell back to PyTorch |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | failed: {r['error']} ||||||")
             continue
         lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | {r['original_ms']:.3f} | "
-                     f"{r['converted_ms']:.3f} | {r['ratio']:.2f} | {r['max_rel_error']:.1e} | "
+                     f"{r['converted_ms']:.3f} | {r['ratio']:.2f} | {r['max_rel_error']:.1e} ({r['original_max_rel_error']:.1e}) | "
                      f"{r['pyconv_layers']}/{r['layers']} | {_fell_back(r)} |")
     return "\n".join(lines)
 
