@@ -12,29 +12,19 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
 
-from conftest import GPU_SKIP_REASON  # noqa: E402
+from torch_support import CUDA_REASON, no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
 
 import pyconv.torch as pct  # noqa: E402
 import pyconv.tuning  # noqa: E402
 from pyconv.lenet import model as lenet_model  # noqa: E402
 from pyconv.torch.models import NETWORKS, build  # noqa: E402
 
-CUDA_REASON = GPU_SKIP_REASON or ("" if torch.cuda.is_available() else "PyTorch has no CUDA device")
-requires_cuda = pytest.mark.skipif(bool(CUDA_REASON), reason=CUDA_REASON or "ok")
 try:
     import torchvision
 except ImportError:
     torchvision = None
 TV_REASON = "" if torchvision is not None else "torchvision is not installed"
 requires_torchvision = pytest.mark.skipif(bool(TV_REASON), reason=TV_REASON or "ok")
-
-
-@pytest.fixture(autouse=True)
-def no_tf32():
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -15,24 +15,13 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
 
 import torch.nn.functional as F  # noqa: E402
-from conftest import GPU_SKIP_REASON  # noqa: E402
+from torch_support import no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
 
 import pyconv  # noqa: E402
 import pyconv.torch as pct  # noqa: E402
 
-CUDA_REASON = GPU_SKIP_REASON or ("" if torch.cuda.is_available() else "PyTorch has no CUDA device")
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(bool(CUDA_REASON), reason=CUDA_REASON or "ok"))]
-requires_cuda = pytest.mark.skipif(bool(CUDA_REASON), reason=CUDA_REASON or "ok")
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 NONE = [0, 0, 0, 0, 0, 0]
-
-
-@pytest.fixture(autouse=True)
-def no_tf32():
-    """fp32 results compared exactly: PyTorch's convs without TF32 (pyconv then defaults to exact)."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 @pytest.fixture

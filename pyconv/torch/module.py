@@ -21,7 +21,21 @@ _SPEC_ATTRIBUTES = frozenset(("kernel_size", "stride", "padding", "dilation", "g
 
 
 class _PyconvOptions:
-    """What both modules add: the options, the memoised Spec, decisions() and the repr."""
+    """What both modules add: the constructor's options, the memoised Spec, the forward on pyconv,
+    decisions() and the repr. A subclass names its op (`_run`: _op.conv2d_spec or conv1d_spec)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None, *, epilogue=None, variant: str = "auto",
+                 precision: Optional[str] = None, engine: str = "pyconv", fallback: bool = True):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+        self._set_options(epilogue, variant, precision, engine, fallback)
+
+    def _conv_forward(self, input, weight, bias):
+        if self.padding_mode != "zeros":  # PyTorch's own padding modes, then our unpadded conv
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+        spec, extra = self.spec()
+        return self._run(input, weight, bias, spec, extra)
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
@@ -73,12 +87,7 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
     (None, "relu", pyconv.ReluMaxPool(...): fused after the conv and bias), variant, precision, engine
     ("pyconv", "fastest", "torch") and fallback."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", device=None, dtype=None, *, epilogue=None, variant: str = "auto",
-                 precision: Optional[str] = None, engine: str = "pyconv", fallback: bool = True):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype)
-        self._set_options(epilogue, variant, precision, engine, fallback)
+    _run = staticmethod(_op.conv2d_spec)
 
     def _kernel_shape(self):
         return self.weight.shape
@@ -89,23 +98,12 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
                                self.dilation, self.groups, self.epilogue, self.variant, self.precision, self.engine,
                                self.fallback)
 
-    def _conv_forward(self, input, weight, bias):
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-        spec, extra = self.spec()
-        return _op.conv2d_spec(input, weight, bias, spec, extra)
-
 
 class Conv1d(_PyconvOptions, nn.Conv1d):
     """torch.nn.Conv1d on pyconv's kernels (as (B, C, 1, L) convolutions); options as Conv2d's, a
     ReluMaxPool epilogue pooling along L."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", device=None, dtype=None, *, epilogue=None, variant: str = "auto",
-                 precision: Optional[str] = None, engine: str = "pyconv", fallback: bool = True):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype)
-        self._set_options(epilogue, variant, precision, engine, fallback)
+    _run = staticmethod(_op.conv1d_spec)
 
     def _kernel_shape(self):
         return (self.weight.shape[0], self.weight.shape[1], 1, self.weight.shape[2])
@@ -117,9 +115,3 @@ class Conv1d(_PyconvOptions, nn.Conv1d):
         return _op.cached_spec((1,) + tuple(self.kernel_size) if isinstance(padding, str) else None, stride, padding,
                                dilation, self.groups, epilogue, self.variant, self.precision, self.engine,
                                self.fallback)
-
-    def _conv_forward(self, input, weight, bias):
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-        spec, extra = self.spec()
-        return _op.conv1d_spec(input, weight, bias, spec, extra)
