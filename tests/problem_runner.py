@@ -272,6 +272,37 @@ def _run_on_device(vid, problem, x_host, w_host, b_host, y_shape, y_dtype, ws_by
     return d_y.get()
 
 
+def run_config(variant: str, config: str, case: ConvCase, x, w, bias=None, x_offset=0, y_offset=0) -> tuple:
+    """Runs launch configuration `config` of `variant` through a C plan on device copies of the operands
+    (given as in run_case), x and y placed x_offset / y_offset elements past an allocation's start (to
+    reach paths that need aligned operands, and their fall-backs), y poisoned with NaN, the plan's own
+    workspace. Returns (y as float64 NCHW, the plan's workspace bytes)."""
+    plan_out = ffi().new("conv_plan**")
+    check(lib().conv2d_plan_create(variant_id(variant), make_problem(case), config.encode(), -1, plan_out))
+    plan = ffi().gc(plan_out[0], lib().conv2d_plan_destroy)
+    info = ffi().new("conv_plan_info*")
+    check(lib().conv2d_plan_get_info(plan, info))
+    assert ffi().string(info.config_name).decode() == config
+    ws_bytes = info.workspace_bytes
+    x_host, w_host = _in_layout(x, w, case)
+    x_host, w_host = to_storage(x_host, case.x_dtype), to_storage(w_host, case.x_dtype)
+    shape = _stored_shape(case)
+    y_storage = STORAGE[case.y_dtype]
+    d_x = DeviceArray.from_host(np.concatenate([np.zeros(x_offset, x_host.dtype), x_host.ravel()]))
+    d_w = DeviceArray.from_host(w_host)
+    d_b = None if bias is None else DeviceArray.from_host(to_storage(bias, case.y_dtype))
+    d_y = DeviceArray((y_offset + int(np.prod(shape)),), y_storage)
+    d_y.fill_bytes(0xFF)
+    d_ws = DeviceArray((ws_bytes,), np.uint8) if ws_bytes else None
+    x_ptr = ffi().cast("char*", d_x.handle) + x_offset * x_host.itemsize
+    y_ptr = ffi().cast("char*", d_y.handle) + y_offset * np.dtype(y_storage).itemsize
+    check(lib().conv2d_plan_run(plan, x_ptr, d_w.handle, ffi().NULL if d_b is None else d_b.handle, y_ptr,
+                                ffi().NULL if d_ws is None else d_ws.handle, ws_bytes, ffi().NULL))
+    check(lib().conv_device_synchronize())
+    y = from_storage(d_y.get()[y_offset:].reshape(shape), case.y_dtype)
+    return (np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if case.y_layout == "NHWC" else y), ws_bytes
+
+
 def supports(variant: str, case: ConvCase) -> tuple:
     """(status, message) of conv_variant_supports_problem: the capability check runs before any device
     check, so refusals of undeclared capabilities can be tested without a GPU."""

@@ -1,13 +1,15 @@
 // tc_igemm.cuh — the tensor-core implicit GEMM (device side): mma.sync with fp32 accumulation, operands
 // fed by ldmatrix from swizzled shared memory, filled by a multistage cp.async pipeline.
-//   GEMM view (rows = output pixels, columns = output maps, so that a row of D is a pixel of NHWC y):
-//     D[p, m] = sum_k A[p, k] * B[m, k],  p = (b, oh, ow) < P = B*OH*OW,  m < M,  k = (kh, kw, c) < K,
-//     A[p, k] = x[b, oh*stride_h - pad_h + kh*dil_h, ow*stride_w - pad_w + kw*dil_w, c] (0 outside),
-//     B[m, k] = w[m, kh, kw, c],  K = KH*KW*Cp.
-//   x is NHWC (B, H, W, Cp) and w MKKC (M, KH, KW, Cp) in the operand dtype with Cp a whole number of
+//   GEMM view (rows = output pixels, columns = output maps, so that a row of D is a pixel of NHWC y),
+//   one GEMM per group g < G (Mg = M/G maps, Cp channels each):
+//     D[p, g*Mg + m] = sum_k A_g[p, k] * B[g*Mg + m, k],  p = (b, oh, ow) < P = B*OH*OW,  m < Mg,
+//     A_g[p, k] = x[b, oh*stride_h - pad_h + kh*dil_h, ow*stride_w - pad_w + kw*dil_w, g*Cp + c] (0 outside),
+//     B[m, k] = w[m, kh, kw, c],  k = (kh, kw, c) < K = KH*KW*Cp.
+//   x is NHWC (B, H, W, G*Cp) and w MKKC (M, KH, KW, Cp) in the operand dtype with Cp a whole number of
 //   16-byte chunks (tc_staging.cuh makes them so where the caller's tensors are not): each thread's
-//   16-byte cp.async then holds channels of one (pixel, tap), and padding, image edges, p >= P, m >= M
-//   and k >= K are zero-filled copies (src-size 0), so the math needs no guards.
+//   16-byte cp.async then holds channels of one (pixel, tap, group), and padding, image edges, p >= P,
+//   m >= Mg and k >= K are zero-filled copies (src-size 0), so the math needs no guards. A block's map
+//   tile lies inside one group (gridDim.y = G x map tiles per group).
 //
 // The layers (after CUTLASS's sm80 conv):
 //   TcTf32 / TcF16 / TcBf16  operand precision: element type, the mma (m16n8k8 tf32, m16n8k16 f16 / bf16)
@@ -22,8 +24,12 @@
 //                            tile by carries, not divisions;
 //   tc_warp_mma              one stage: per 32-byte k-step, ldmatrix.x4 A fragments (16 rows) and B
 //                            fragments (two n8 columns), then WM/16 x WN/8 mma;
-//   tc_store                 the epilogue from registers: + bias, ReLU, y's dtype and layout; or, under
-//                            split-K, raw fp32 sums into partial [split][P][M] (split_k.cuh reduces them);
+//   tc_store_staged          the epilogue through shared memory, where rows are whole 16-byte chunks
+//                            (NHWC y, split-K's partials): fragments (+ bias, ReLU, y's dtype) into a
+//                            padded tile, then 16-byte stores along the maps, coalesced;
+//   tc_store                 the epilogue from registers, for the rest (NCHW y, odd map counts);
+//                            under split-K both write raw fp32 sums into partial [split][P][M]
+//                            (split_k.cuh reduces them);
 //   tc_igemm_kernel          the mainloop: STAGES-1 tiles in flight, one barrier per k-tile.
 // Index math: pixel and map indices are int32 (the dispatcher keeps P*M and x per launch < 2^30);
 // offsets into x, w, y and partial are int64 (a padded staged x may pass 2^31 elements).
@@ -108,17 +114,19 @@ struct TcTile {
 // ---- the kernel's arguments ----
 
 struct TcParams {
-    const void* x;  // (B, H, W, Cp), operand dtype
+    const void* x;  // (B, H, W, Cx = G*Cp), operand dtype
     const void* w;  // (M, KH, KW, Cp) = (M, K), operand dtype
-    int H, W, Cp, KW;
+    int H, W, Cp, Cx, KW;
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
     int OW, OHW, P, M, K;
+    int Mg, map_tiles;             // maps per group, and block tiles of them per group
     int k_tiles, tiles_per_split;  // k-tiles in all and per split (blockIdx.z)
     void* y;                       // (B, M, OH, OW) or (B, OH, OW, M), y_dtype
     const void* bias;              // M values of y_dtype, or NULL
     int y_dtype;
     bool y_nhwc, relu;
-    float* partial;  // split-K: raw sums as fp32 [splits][P][M] instead of y; NULL otherwise
+    bool staged_store;  // rows of y (or partial) are whole aligned 16-byte chunks: tc_store_staged
+    float* partial;     // split-K: raw sums as fp32 [splits][P][M] instead of y; NULL otherwise
 };
 
 // ---- the tile iterator ----
@@ -128,14 +136,15 @@ struct TcLoader {
     using T = typename Tile::T;
     int chunk;                                     // this thread's chunk column
     int row0;                                      // its first row; then + i*ROWS_PER_PASS
-    long long a_image[Tile::A_ITERS];              // b*H*W*Cp of each A row's pixel
+    long long a_image[Tile::A_ITERS];              // b*H*W*Cx + g*Cp: each A row's image and group
     int a_ih0[Tile::A_ITERS], a_iw0[Tile::A_ITERS];  // its window's top-left corner (may be negative)
     unsigned a_valid;                              // bit i: A row i is a pixel < P
     long long b_row[Tile::B_ITERS];                // m*K of each B row, -1 for m >= M
     int k, kh, kw, c;                              // this thread's k and its digits in the current tile
     int d_kh, d_kw, d_c;                           // BK as digits (d_kw < KW, d_c < Cp)
 
-    __device__ void init(const TcParams& p, int m0, int n0, int k0) {
+    // Block tile: pixels m0.., maps n0.. of group g (0 <= n0 < Mg), k from k0.
+    __device__ void init(const TcParams& p, int m0, int g, int n0, int k0) {
         const int tid = threadIdx.x;
         chunk = tid % Tile::ROW_CHUNKS;
         row0 = tid / Tile::ROW_CHUNKS;
@@ -147,7 +156,7 @@ struct TcLoader {
             const int pixel = valid ? m0 + r : 0;
             const int b = pixel / p.OHW, rem = pixel - b * p.OHW, oh = rem / p.OW, ow = rem - oh * p.OW;
             a_valid |= (unsigned)valid << i;
-            a_image[i] = (long long)b * p.H * p.W * p.Cp;
+            a_image[i] = (long long)b * p.H * p.W * p.Cx + (long long)g * p.Cp;
             // oh*stride_h <= (OH-1)*stride_h, which conv_check_coords (the variants' supports) keeps <= 2^30.
             a_ih0[i] = oh * p.stride_h - p.pad_h;
             a_iw0[i] = ow * p.stride_w - p.pad_w;
@@ -155,7 +164,7 @@ struct TcLoader {
 #pragma unroll
         for (int i = 0; i < Tile::B_ITERS; ++i) {
             const int r = row0 + i * Tile::ROWS_PER_PASS;
-            b_row[i] = r < p.M - n0 ? (long long)(n0 + r) * p.K : -1;
+            b_row[i] = r < p.Mg - n0 ? ((long long)g * p.Mg + n0 + r) * p.K : -1;
         }
         k = k0 + chunk * Tile::VEC;
         const int taps = k / p.Cp;
@@ -180,7 +189,7 @@ struct TcLoader {
         for (int i = 0; i < Tile::A_ITERS; ++i) {
             const unsigned ih = (unsigned)a_ih0[i] + dh, iw = (unsigned)a_iw0[i] + dw;
             const bool valid = k_ok && (a_valid >> i & 1) && ih < (unsigned)p.H && iw < (unsigned)p.W;
-            const T* src = valid ? x + a_image[i] + ((long long)ih * p.W + iw) * p.Cp + c : x;
+            const T* src = valid ? x + a_image[i] + ((long long)ih * p.W + iw) * p.Cx + c : x;
             cp_async_16_zfill(stage + Tile::offset(row0 + i * Tile::ROWS_PER_PASS, chunk), src, valid);
         }
         unsigned char* b_tile = stage + Tile::A_BYTES;
@@ -241,10 +250,12 @@ __device__ __forceinline__ void tc_warp_mma(const unsigned char* stage, float (&
 
 // ---- epilogue ----
 
-// Stores the warp's accumulators: thread (g = lane / 4, t = lane % 4) holds, per m16 x n8 tile, pixels
-// row g and g + 8 at maps 2t and 2t + 1. TY: y's element type (unused under split-K).
+// Stores the warp's accumulators from registers: thread (g = lane / 4, t = lane % 4) holds, per m16 x n8
+// tile, pixels row g and g + 8 at maps 2t and 2t + 1. m0: the warp's first pixel; n0: its first map (of
+// all M); n_end: the end of its group's maps. TY: y's element type (unused under split-K).
 template <class TY, class Tile>
-__device__ void tc_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::NJ][4], int m0, int n0, int lane) {
+__device__ void tc_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::NJ][4], int m0, int n0, int n_end,
+                         int lane) {
     const int g = lane >> 2, t = lane & 3;
     const TY* bias = static_cast<const TY*>(p.bias);
     TY* y = static_cast<TY*>(p.y);
@@ -271,7 +282,7 @@ __device__ void tc_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::N
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int m = n0 + j * 8 + 2 * t + e;
-                    if (m >= p.M) continue;
+                    if (m >= n_end) continue;
                     const float v = acc[i][j][2 * h + e];
                     if (p.partial) p.partial[at + m] = v;
                     else y[at + m * map_stride] = conv_store_as<TY>(
@@ -280,22 +291,87 @@ __device__ void tc_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::N
         }
 }
 
+// The staged epilogue's tile: ROWS rows of BN values of TY, each row padded by 16 bytes (so that the
+// fragments' 8 rows x 4 columns of a store fall in distinct banks), in the pipeline's shared memory;
+// ROWS is the most whole warp rows that fit (fp32 128 x 128 tiles go in two passes).
+template <class TY, class Tile>
+struct TcStagedTile {
+    static constexpr int VEC = 16 / (int)sizeof(TY), CHUNKS = Tile::BN / VEC;  // 16-byte chunks per row
+    static constexpr int ROW_BYTES = Tile::BN * (int)sizeof(TY) + 16;
+    static constexpr int FIT = Tile::SMEM_BYTES / ROW_BYTES;
+    static constexpr int ROWS = (FIT < Tile::BM ? FIT : Tile::BM) / Tile::WM * Tile::WM;
+    static_assert(ROWS >= Tile::WM && Tile::BN % VEC == 0, "a warp's rows fit the tile, rows are whole chunks");
+};
+
+// Stores the block's accumulators through shared memory (the pipeline's, free once the mainloop is
+// done): rows y[pixel, nb ..] (or partial's) written as 16-byte chunks, a warp covering whole rows.
+// m0: the block's first pixel; nb: its first map (of all M); wm, wn: the warp's tile in the block.
+// The host sets p.staged_store only where the output is 16-byte aligned and each group's maps are a
+// whole number of chunks (so are M, every row and every group's first map).
+template <class TY, class Tile>
+__device__ void tc_store_staged(const TcParams& p, const float (&acc)[Tile::MI][Tile::NJ][4], unsigned char* smem,
+                                int m0, int nb, int n_end, int wm, int wn, int lane) {
+    using S = TcStagedTile<TY, Tile>;
+    const int g = lane >> 2, t = lane & 3;
+    const bool raw = p.partial != nullptr;  // split-K: sums as they are, the reduction applies the rest
+    const TY* bias = raw ? nullptr : static_cast<const TY*>(p.bias);
+    TY* dst = raw ? reinterpret_cast<TY*>(p.partial + (long long)blockIdx.z * p.P * p.M) : static_cast<TY*>(p.y);
+    for (int r0 = 0; r0 < Tile::BM; r0 += S::ROWS) {
+        if (wm >= r0 && wm < r0 + S::ROWS) {
+#pragma unroll
+            for (int i = 0; i < Tile::MI; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    TY* row = reinterpret_cast<TY*>(smem + (wm - r0 + i * 16 + g + 8 * h) * S::ROW_BYTES);
+#pragma unroll
+                    for (int j = 0; j < Tile::NJ; ++j)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int col = wn + j * 8 + 2 * t + e, m = nb + col;
+                            float v = acc[i][j][2 * h + e];
+                            if (!raw) v = conv_epilogue_value(v, bias && m < n_end ? conv_load(bias, m) : 0.0f, p.relu);
+                            row[col] = conv_store_as<TY>(v);
+                        }
+                }
+        }
+        __syncthreads();  // the pass's rows are in the tile
+        for (int c = threadIdx.x; c < S::ROWS * S::CHUNKS; c += Tile::THREADS) {
+            const int r = c / S::CHUNKS, chunk = c - r * S::CHUNKS;
+            const int pixel = m0 + r0 + r, m = nb + chunk * S::VEC;
+            if (pixel >= p.P || m >= n_end) continue;
+            // m < n_end is a whole chunk: the group's maps are (n_end - nb = Mg) a whole number of chunks.
+            *reinterpret_cast<uint4*>(dst + (long long)pixel * p.M + m) =
+                *reinterpret_cast<const uint4*>(smem + r * S::ROW_BYTES + chunk * 16);
+        }
+        __syncthreads();  // the tile is read before the next pass overwrites it
+    }
+}
+
+template <class TY, class Tile>
+__device__ void tc_epilogue(const TcParams& p, const float (&acc)[Tile::MI][Tile::NJ][4], unsigned char* smem,
+                            int m0, int nb, int n_end, int wm, int wn, int lane) {
+    if (p.staged_store) tc_store_staged<TY, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane);
+    else tc_store<TY, Tile>(p, acc, m0 + wm, nb + wn, n_end, lane);
+}
+
 // ---- the kernel ----
 
-// Grid: (pixel tiles, map tiles, splits). Block (x, y, z) computes D[m0 .. m0+BM, n0 .. n0+BN] over
-// k-tiles [z*tiles_per_split, min((z+1)*tiles_per_split, k_tiles)). Empty before sm_80.
+// Grid: (pixel tiles, G x map tiles per group, splits). Block (x, y, z) computes D[m0 .. m0+BM, maps
+// n0 .. n0+BN of group y / map_tiles] over k-tiles [z*tiles_per_split, min((z+1)*tiles_per_split,
+// k_tiles)). Empty before sm_80.
 template <class Tile>
 __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     __shared__ __align__(128) unsigned char smem[Tile::SMEM_BYTES];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int m0 = blockIdx.x * Tile::BM, n0 = blockIdx.y * Tile::BN;
+    const int group = blockIdx.y / p.map_tiles;
+    const int m0 = blockIdx.x * Tile::BM, n0 = (blockIdx.y - group * p.map_tiles) * Tile::BN;
     const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
     const int kt0 = blockIdx.z * p.tiles_per_split;
     const int nk = min(p.tiles_per_split, p.k_tiles - kt0);  // >= 1: the host leaves no split empty
 
     TcLoader<Tile> loader;
-    loader.init(p, m0, n0, kt0 * Tile::BK);
+    loader.init(p, m0, group, n0, kt0 * Tile::BK);
     float acc[Tile::MI][Tile::NJ][4];
     mma_zero(acc);
 
@@ -323,11 +399,13 @@ __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
         tc_warp_mma<Tile>(smem + t % Tile::STAGES * Tile::STAGE_BYTES, acc, wm, wn, lane);
     }
     cp_async_wait<0>();  // only empty groups remain; nothing may be in flight when the block exits
+    __syncthreads();     // every warp is done with the stages before the staged epilogue reuses them
 
+    const int nb = group * p.Mg + n0, n_end = (group + 1) * p.Mg;
     switch (p.partial ? CONV_F32 : p.y_dtype) {
-    case CONV_F16: tc_store<__half, Tile>(p, acc, m0 + wm, n0 + wn, lane); break;
-    case CONV_BF16: tc_store<__nv_bfloat16, Tile>(p, acc, m0 + wm, n0 + wn, lane); break;
-    default: tc_store<float, Tile>(p, acc, m0 + wm, n0 + wn, lane);
+    case CONV_F16: tc_epilogue<__half, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
+    case CONV_BF16: tc_epilogue<__nv_bfloat16, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
+    default: tc_epilogue<float, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane);
     }
 #endif
 }

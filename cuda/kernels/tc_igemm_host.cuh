@@ -2,9 +2,11 @@
 // need staging, the split-K decision, the workspace, the launch, and one variant's table of launch
 // configurations, shared by implicit_gemm_tf32 and implicit_gemm_f16 (a Family names the variant and
 // the operand precision each input dtype runs on).
+//   Groups: G GEMMs side by side (gridDim.y = G x map tiles per group), Cp = C/G rounded up to whole
+//   16-byte chunks, each group's channels padded on their own when staged.
 //   Workspace, in order (each part 256-byte aligned, absent when not needed):
-//     xs  x staged as (B, H, W, Cp) in the operand dtype: x in NCHW, in another dtype, or C not whole chunks;
-//     ws  w staged as (M, KH, KW, Cp) likewise: w in MCKK, in another dtype, or C not whole chunks;
+//     xs  x staged as (B, H, W, G*Cp) in the operand dtype: x in NCHW, in another dtype, or C/G not whole chunks;
+//     ws  w staged as (M, KH, KW, Cp) likewise: w in MCKK, in another dtype, or C/G not whole chunks;
 //     partial  split-K's fp32 [splits][P][M] (the largest any split-K configuration of the family uses).
 //   Split-K: a configuration marked SPLIT cuts the k-tiles into ranges so that the grid reaches about
 //   TC_SPLIT_TARGET_BLOCKS blocks (a fixed count, not the device's, so that the workspace a plan asked
@@ -30,7 +32,7 @@ static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) /
 
 struct TcOperands {
     int dtype;                 // the operand dtype
-    int64_t Cp;                // channels per (pixel, tap) as the mainloop reads them
+    int64_t Cg, Cp;            // channels of one group, and per (pixel, tap, group) as the mainloop reads them
     bool stage_x, stage_w;     // whether x / w go through the workspace first
     size_t xs_bytes, ws_bytes; // their workspace parts (0 when not staged)
 };
@@ -39,11 +41,12 @@ static inline TcOperands tc_operands(const conv_problem* p, int dtype) {
     TcOperands o;
     const int64_t vec = tc_chunk_elems(dtype);
     o.dtype = dtype;
-    o.Cp = (p->C + vec - 1) / vec * vec;
-    o.stage_x = p->x_dtype != dtype || p->x_layout != CONV_NHWC || o.Cp != p->C;
-    o.stage_w = p->w_dtype != dtype || p->w_layout != CONV_MKKC || o.Cp != p->C;
+    o.Cg = p->C / p->groups;
+    o.Cp = (o.Cg + vec - 1) / vec * vec;
+    o.stage_x = p->x_dtype != dtype || p->x_layout != CONV_NHWC || o.Cp != o.Cg;
+    o.stage_w = p->w_dtype != dtype || p->w_layout != CONV_MKKC || o.Cp != o.Cg;
     const size_t elem = conv_dtype_size(dtype);
-    o.xs_bytes = o.stage_x ? tc_align_up((size_t)(p->B * p->H * p->W * o.Cp) * elem) : 0;
+    o.xs_bytes = o.stage_x ? tc_align_up((size_t)(p->B * p->H * p->W * p->groups * o.Cp) * elem) : 0;
     o.ws_bytes = o.stage_w ? tc_align_up((size_t)(p->M * p->KH * p->KW * o.Cp) * elem) : 0;
     return o;
 }
@@ -52,7 +55,8 @@ static inline TcOperands tc_operands(const conv_problem* p, int dtype) {
 
 struct TcGrid {
     int k_tiles, tiles_per_split, splits;
-    int64_t m_tiles, n_tiles;  // pixel tiles (gridDim.x), map tiles (gridDim.y)
+    int64_t m_tiles, n_tiles;  // pixel tiles (gridDim.x), map tiles of all groups (gridDim.y)
+    int64_t group_tiles;       // map tiles per group
 };
 
 // The grid of launch shape Shape on operands o (BK follows from the operand dtype), split or not.
@@ -63,7 +67,8 @@ static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, bool split) {
     const int64_t bk = Shape::ROW_CHUNKS * tc_chunk_elems(o.dtype);
     g.k_tiles = (int)((K + bk - 1) / bk);
     g.m_tiles = (P + Shape::BM - 1) / Shape::BM;
-    g.n_tiles = (p->M + Shape::BN - 1) / Shape::BN;
+    g.group_tiles = (p->M / p->groups + Shape::BN - 1) / Shape::BN;
+    g.n_tiles = p->groups * g.group_tiles;
     int splits = 1;
     if (split) {
         const int64_t tiles = g.m_tiles * g.n_tiles;
@@ -115,7 +120,7 @@ static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g
     TcParams k;
     k.x = x;
     k.w = w;
-    k.H = (int)p->H; k.W = (int)p->W; k.Cp = (int)o.Cp; k.KW = (int)p->KW;
+    k.H = (int)p->H; k.W = (int)p->W; k.Cp = (int)o.Cp; k.Cx = (int)(p->groups * o.Cp); k.KW = (int)p->KW;
     k.stride_h = (int)p->stride_h; k.stride_w = (int)p->stride_w;
     k.pad_h = (int)p->pad_h; k.pad_w = (int)p->pad_w;
     k.dil_h = (int)p->dilation_h; k.dil_w = (int)p->dilation_w;
@@ -123,6 +128,8 @@ static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g
     k.OHW = (int)(conv_out_h(p) * conv_out_w(p));
     k.P = (int)(p->B * k.OHW);
     k.M = (int)p->M;
+    k.Mg = (int)(p->M / p->groups);
+    k.map_tiles = (int)g.group_tiles;
     k.K = (int)(p->KH * p->KW * o.Cp);
     k.k_tiles = g.k_tiles;
     k.tiles_per_split = g.tiles_per_split;
@@ -132,6 +139,10 @@ static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g
     k.y_nhwc = p->y_layout == CONV_NHWC;
     k.relu = p->epilogue == CONV_EPILOGUE_RELU;
     k.partial = partial;
+    // Rows of y (NHWC) or of the partials, and each group's first map, start on 16-byte boundaries.
+    const size_t out_elem = partial ? sizeof(float) : conv_dtype_size(p->y_dtype);
+    const uintptr_t out = partial ? (uintptr_t)partial : (uintptr_t)t->y;
+    k.staged_store = (partial || k.y_nhwc) && (size_t)k.Mg * out_elem % 16 == 0 && out % 16 == 0;
     const dim3 grid((unsigned)g.m_tiles, (unsigned)g.n_tiles, (unsigned)g.splits);
     tc_igemm_kernel<Tile><<<grid, Tile::THREADS, 0, stream>>>(k);
     CONV_LAUNCH_CHECK(tc_igemm_kernel);
@@ -159,7 +170,7 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         int status = CONV_OK;
         if (o.stage_x) {
             status = tc_stage_channels_last(t->x, p->x_dtype, p->x_layout == CONV_NCHW, ws, o.dtype, p->B,
-                                            p->H * p->W, p->C, o.Cp, stream);
+                                            p->H * p->W, o.Cg, o.Cp, p->groups, stream);
             x = ws;
         } else {
             status = tc_check_aligned(Family::NAME, "x", x);
@@ -167,7 +178,7 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         if (status != CONV_OK) return status;
         if (o.stage_w) {
             status = tc_stage_channels_last(t->w, p->w_dtype, p->w_layout == CONV_MCKK, ws + o.xs_bytes, o.dtype,
-                                            p->M, p->KH * p->KW, p->C, o.Cp, stream);
+                                            p->M, p->KH * p->KW, o.Cg, o.Cp, 1, stream);
             w = ws + o.xs_bytes;
         } else {
             status = tc_check_aligned(Family::NAME, "w", w);
@@ -186,8 +197,9 @@ template <class Family, class Shape, bool SPLIT>
 static int tc_config_supports(const conv_problem* p) {
     const TcGrid g = tc_grid<Shape>(p, tc_operands(p, Family::op_dtype(p)), SPLIT);
     if (g.n_tiles > 65535)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "%s: M=%lld maps make %lld tiles of %d, more than gridDim.y allows",
-                              Family::NAME, (long long)p->M, (long long)g.n_tiles, Shape::BN);
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "%s: M=%lld maps in %lld groups make %lld tiles of %d, more than gridDim.y allows",
+                              Family::NAME, (long long)p->M, (long long)p->groups, (long long)g.n_tiles, Shape::BN);
     if (SPLIT && g.splits < 2)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,

@@ -2,8 +2,8 @@
 // chunk-sized x can pass 2^31 elements.
 //   tc_stage_kernel<TS, TD>: one thread per destination element (grid-stride), reads and writes
 //   coalesced along the channels: channels-last sources, and channels-first ones with few channels
-//   (C < 32: a few sectors per warp either way);
-//   tc_stage_transpose_kernel<TS, TD>: channels-first sources with C >= 32, through a 32 x 32 shared
+//   (G*C < 32: a few sectors per warp either way);
+//   tc_stage_transpose_kernel<TS, TD>: channels-first sources with G*C >= 32, through a 32 x 32 shared
 //   tile, so that reads run along `inner` and writes along the channels, both coalesced.
 #include "tc_staging.cuh"
 
@@ -11,16 +11,28 @@
 
 namespace {
 
+// The channel geometry: C of Cp channels per group are real (the rest zero padding), groups side by side.
+struct StageChannels {
+    long long C, Cp, groups;
+    // Source channel of destination channel cc < groups*Cp, or -1 for padding.
+    __device__ long long source(long long cc) const {
+        const long long g = cc / Cp, c = cc - g * Cp;
+        return c < C ? g * C + c : -1;
+    }
+};
+
 template <class TS, class TD>
 __global__ void tc_stage_kernel(const TS* __restrict__ src, TD* __restrict__ dst, bool channels_first,
-                                long long inner, long long C, long long Cp, long long total) {
+                                long long inner, StageChannels ch, long long total) {
+    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long c = i % Cp, oi = i / Cp;  // oi = o*inner + ii
+        const long long cc = i % Cd, oi = i / Cd;  // oi = o*inner + ii
+        const long long c = ch.source(cc);
         float v = 0.0f;
-        if (c < C) {
+        if (c >= 0) {
             const long long o = oi / inner, ii = oi - o * inner;
-            v = conv_load(src, channels_first ? (o * C + c) * inner + ii : oi * C + c);
+            v = conv_load(src, channels_first ? (o * Cs + c) * inner + ii : oi * Cs + c);
         }
         dst[i] = conv_store_as<TD>(v);
     }
@@ -28,70 +40,73 @@ __global__ void tc_stage_kernel(const TS* __restrict__ src, TD* __restrict__ dst
 
 constexpr int TILE = 32, TILE_ROWS = 8;  // transpose tiles of 32 x 32, blocks of 32 x 8 threads
 
-// dst[o][i][c] = src[o][c][i]; one block per (o, 32 channels of Cp, 32 positions of inner), looping.
+// dst[o][i][cc] = src[o][source(cc)][i]; one block per (o, 32 destination channels, 32 positions of
+// inner), looping.
 template <class TS, class TD>
 __global__ void __launch_bounds__(TILE * TILE_ROWS)
-tc_stage_transpose_kernel(const TS* __restrict__ src, TD* __restrict__ dst, long long inner, long long C,
-                          long long Cp, long long i_tiles, long long c_tiles, long long tiles) {
+tc_stage_transpose_kernel(const TS* __restrict__ src, TD* __restrict__ dst, long long inner, StageChannels ch,
+                          long long i_tiles, long long c_tiles, long long tiles) {
     __shared__ float tile[TILE][TILE + 1];  // [channel][position], padded against bank conflicts
     const int tx = threadIdx.x, ty = threadIdx.y;
+    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
         const long long o = t / (i_tiles * c_tiles), rest = t - o * i_tiles * c_tiles;
         const long long c0 = rest / i_tiles * TILE, i0 = (rest % i_tiles) * TILE;
 #pragma unroll
         for (int r = 0; r < TILE / TILE_ROWS; ++r) {
-            const long long c = c0 + ty + r * TILE_ROWS, i = i0 + tx;
-            tile[ty + r * TILE_ROWS][tx] = c < C && i < inner ? conv_load(src, (o * C + c) * inner + i) : 0.0f;
+            const long long cc = c0 + ty + r * TILE_ROWS, i = i0 + tx;
+            const long long c = cc < Cd ? ch.source(cc) : -1;
+            tile[ty + r * TILE_ROWS][tx] = c >= 0 && i < inner ? conv_load(src, (o * Cs + c) * inner + i) : 0.0f;
         }
         __syncthreads();
 #pragma unroll
         for (int r = 0; r < TILE / TILE_ROWS; ++r) {
-            const long long i = i0 + ty + r * TILE_ROWS, c = c0 + tx;
-            if (i < inner && c < Cp) dst[(o * inner + i) * Cp + c] = conv_store_as<TD>(tile[tx][ty + r * TILE_ROWS]);
+            const long long i = i0 + ty + r * TILE_ROWS, cc = c0 + tx;
+            if (i < inner && cc < Cd) dst[(o * inner + i) * Cd + cc] = conv_store_as<TD>(tile[tx][ty + r * TILE_ROWS]);
         }
         __syncthreads();  // the tile is read before the next one overwrites it
     }
 }
 
 template <class TS, class TD>
-int tc_stage_launch(const void* src, bool channels_first, void* dst, int64_t outer, int64_t inner, int64_t C,
-                    int64_t Cp, cudaStream_t stream) {
-    const long long total = outer * inner * Cp;
+int tc_stage_launch(const void* src, bool channels_first, void* dst, int64_t outer, int64_t inner,
+                    StageChannels ch, cudaStream_t stream) {
+    const long long Cd = ch.groups * ch.Cp, total = outer * inner * Cd;
     if (total == 0) return CONV_OK;
-    if (channels_first && C >= TILE) {
-        const long long i_tiles = (inner + TILE - 1) / TILE, c_tiles = (Cp + TILE - 1) / TILE;
+    if (channels_first && ch.groups * ch.C >= TILE) {
+        const long long i_tiles = (inner + TILE - 1) / TILE, c_tiles = (Cd + TILE - 1) / TILE;
         const long long tiles = outer * i_tiles * c_tiles;
         const unsigned grid = (unsigned)(tiles < 65535LL * 32 ? tiles : 65535LL * 32);
         tc_stage_transpose_kernel<TS, TD><<<grid, dim3(TILE, TILE_ROWS), 0, stream>>>(
-            static_cast<const TS*>(src), static_cast<TD*>(dst), inner, C, Cp, i_tiles, c_tiles, tiles);
+            static_cast<const TS*>(src), static_cast<TD*>(dst), inner, ch, i_tiles, c_tiles, tiles);
         CONV_LAUNCH_CHECK(tc_stage_transpose_kernel);
         return CONV_OK;
     }
     constexpr int THREADS = 256;
     tc_stage_kernel<TS, TD><<<conv_grid_for(total, THREADS), THREADS, 0, stream>>>(
-        static_cast<const TS*>(src), static_cast<TD*>(dst), channels_first, inner, C, Cp, total);
+        static_cast<const TS*>(src), static_cast<TD*>(dst), channels_first, inner, ch, total);
     CONV_LAUNCH_CHECK(tc_stage_kernel);
     return CONV_OK;
 }
 
 template <class TS>
 int tc_stage_to(const void* src, bool channels_first, void* dst, int dst_dtype, int64_t outer, int64_t inner,
-                int64_t C, int64_t Cp, cudaStream_t stream) {
+                StageChannels ch, cudaStream_t stream) {
     switch (dst_dtype) {
-    case CONV_F16: return tc_stage_launch<TS, __half>(src, channels_first, dst, outer, inner, C, Cp, stream);
-    case CONV_BF16: return tc_stage_launch<TS, __nv_bfloat16>(src, channels_first, dst, outer, inner, C, Cp, stream);
-    default: return tc_stage_launch<TS, float>(src, channels_first, dst, outer, inner, C, Cp, stream);
+    case CONV_F16: return tc_stage_launch<TS, __half>(src, channels_first, dst, outer, inner, ch, stream);
+    case CONV_BF16: return tc_stage_launch<TS, __nv_bfloat16>(src, channels_first, dst, outer, inner, ch, stream);
+    default: return tc_stage_launch<TS, float>(src, channels_first, dst, outer, inner, ch, stream);
     }
 }
 
 }  // namespace
 
 int tc_stage_channels_last(const void* src, int src_dtype, bool channels_first, void* dst, int dst_dtype,
-                           int64_t outer, int64_t inner, int64_t C, int64_t Cp, cudaStream_t stream) {
+                           int64_t outer, int64_t inner, int64_t C, int64_t Cp, int64_t groups, cudaStream_t stream) {
+    const StageChannels ch{C, Cp, groups};
     switch (src_dtype) {
-    case CONV_F16: return tc_stage_to<__half>(src, channels_first, dst, dst_dtype, outer, inner, C, Cp, stream);
-    case CONV_BF16:
-        return tc_stage_to<__nv_bfloat16>(src, channels_first, dst, dst_dtype, outer, inner, C, Cp, stream);
-    default: return tc_stage_to<float>(src, channels_first, dst, dst_dtype, outer, inner, C, Cp, stream);
+    case CONV_F16: return tc_stage_to<__half>(src, channels_first, dst, dst_dtype, outer, inner, ch, stream);
+    case CONV_BF16: return tc_stage_to<__nv_bfloat16>(src, channels_first, dst, dst_dtype, outer, inner, ch, stream);
+    default: return tc_stage_to<float>(src, channels_first, dst, dst_dtype, outer, inner, ch, stream);
     }
 }

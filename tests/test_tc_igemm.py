@@ -1,0 +1,109 @@
+"""The tensor-core implicit GEMM (implicit_gemm_tf32, implicit_gemm_f16: kernels/tc_igemm.cuh), every
+launch configuration on each path it chooses per problem, against the float64 oracle.
+
+The problem matrix runs each variant's default configuration; here every configuration meets:
+  - operands read in place (x NHWC, w MKKC in the operand dtype, channels per group whole 16-byte
+    chunks) and staged (NCHW, MCKK, another dtype, channels per group padded per group: 4 fp16
+    channels of a 32-group layer become 8);
+  - groups as side-by-side GEMMs: 2, 3, 4 and 32 groups, depthwise, maps per group not a multiple of
+    the tile (7, 12) and smaller than one m16n8 tile (1, 4);
+  - the staged epilogue (NHWC y whose maps per group are whole 16-byte chunks: 16-byte stores, fp32
+    128 x 128 tiles in two passes) and the register epilogue (NCHW y, odd map counts, a y that is not
+    16-byte aligned);
+  - split-K (batch 1, long reductions) with its partial sums through either epilogue, and the reduction's
+    bias, ReLU and y dtypes;
+  - f32, f16 and bf16 inputs and outputs, bias + ReLU, stride, padding, dilation, rectangular filters.
+Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound.
+"""
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from oracle import conv2d_reference, rel_l2
+
+import problem_runner as pr
+from problem_runner import ConvCase
+
+VARIANTS = ["implicit_gemm_tf32", "implicit_gemm_f16"]
+PLAIN = ["tile128x128_s3", "tile128x64_s4", "tile64x128_s4", "tile64x64_s4"]
+SPLIT = ["tile64x64_s4_splitk", "tile128x64_s4_splitk"]
+
+NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
+CASES = {
+    "g2_nchw_staged": ConvCase(2, 16, 9, 11, 24, 3, 3, padding=(1, 1), groups=2, bias=True),
+    "g4_f16_in_place_staged_store": ConvCase(2, 32, 10, 9, 64, 3, 3, padding=(1, 1), groups=4, x_dtype="f16",
+                                             y_dtype="f16", bias=True, epilogue="relu", **NHWC),
+    "g2_odd_maps_register_store": ConvCase(2, 16, 8, 7, 14, 3, 3, padding=(1, 1), groups=2, x_dtype="bf16",
+                                           y_dtype="bf16", **NHWC),
+    "g32_c4_stride2_f32": ConvCase(2, 128, 13, 12, 128, 3, 3, stride=(2, 2), padding=(1, 1), groups=32,
+                                   bias=True, **NHWC),
+    "g32_c4_f16_padded": ConvCase(1, 128, 9, 10, 256, 3, 3, padding=(1, 1), groups=32, x_dtype="f16",
+                                  y_dtype="f16", epilogue="relu", **NHWC),
+    "g3_dilated_rect_mixed": ConvCase(2, 12, 14, 13, 36, 3, 5, padding=(2, 1), dilation=(2, 1), groups=3,
+                                      y_dtype="bf16", x_layout="NHWC", w_layout="MCKK", y_layout="NCHW"),
+    "depthwise": ConvCase(2, 8, 9, 9, 8, 3, 3, padding=(1, 1), groups=8, bias=True, **NHWC),
+    "depthwise_x2_nchw_f16": ConvCase(2, 6, 11, 9, 12, 5, 5, padding=(2, 2), groups=6, x_dtype="f16",
+                                      y_dtype="f32"),
+    "two_pass_fp32_tile": ConvCase(2, 64, 16, 16, 256, 3, 3, padding=(1, 1), groups=2, bias=True, **NHWC),
+    "ungrouped_nhwc_f16_1x1": ConvCase(3, 64, 7, 9, 96, 1, 1, x_dtype="f16", y_dtype="f16", **NHWC),
+    # split-K: one or two block tiles per group, dozens of k-tiles each
+    "split_g2_staged_partials": ConvCase(1, 256, 7, 7, 64, 3, 3, padding=(1, 1), groups=2, x_dtype="f16",
+                                         y_dtype="f16", bias=True, epilogue="relu", **NHWC),
+    "split_g2_odd_maps": ConvCase(1, 256, 6, 7, 14, 3, 3, padding=(1, 1), groups=2, bias=True),
+    "split_ungrouped_nchw_bf16": ConvCase(1, 192, 7, 7, 40, 3, 3, padding=(1, 1), x_dtype="bf16",
+                                          y_dtype="bf16", epilogue="relu"),
+}
+SPLIT_CASES = [k for k in CASES if k.startswith("split_")]
+
+
+def check(variant, config, case, rng, **offsets):
+    x, w, bias = pr.random_operands(case, rng)
+    y, ws_bytes = pr.run_config(variant, config, case, x, w, bias, **offsets)
+    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert not np.isnan(y).any(), f"{variant}[{config}]: {int(np.isnan(y).sum())} outputs not written on {case}"
+    err, bound = rel_l2(y, ref), pr.error_bound(variant, case.x_dtype, case.y_dtype)
+    assert err <= bound, f"{variant}[{config}] on {case}: relative L2 error {err:.2e} > {bound:.2e}"
+    return ws_bytes
+
+
+def available(variant):
+    facts = pr.variant_facts(variant)
+    if not facts.available:
+        pytest.skip(f"{variant} unavailable here: {facts.reason}")
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(CASES))
+@pytest.mark.parametrize("config", PLAIN)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_plain_config_matches_oracle(variant, config, case_id, rng):
+    available(variant)
+    check(variant, config, CASES[case_id], rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", SPLIT_CASES)
+@pytest.mark.parametrize("config", SPLIT)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_split_config_matches_oracle(variant, config, case_id, rng):
+    """Each split case has a grid small enough for both split configurations to split it: the plan
+    asks for the partial sums' workspace."""
+    available(variant)
+    assert check(variant, config, CASES[case_id], rng) > 0, f"{variant}[{config}] did not split {CASES[case_id]}"
+
+
+@requires_gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_unaligned_y_takes_the_register_epilogue(variant, rng):
+    """A y one element past a 16-byte boundary cannot take 16-byte stores: the register epilogue writes
+    it, every element, nothing outside."""
+    available(variant)
+    check(variant, "tile64x64_s4", CASES["two_pass_fp32_tile"], rng, y_offset=1)
+
+
+def test_swept_configs_are_the_variants():
+    """The sweeps above name every configuration of both variants (a new one must join them)."""
+    from pyconv.api import variant_configs
+    for variant in VARIANTS:
+        configs = variant_configs(variant)
+        if configs:
+            assert sorted(configs) == sorted(PLAIN + SPLIT), variant
