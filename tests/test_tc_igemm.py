@@ -6,7 +6,9 @@ The problem matrix runs each variant's default configuration; here every configu
     chunks) and staged (NCHW, MCKK, another dtype, channels per group padded per group: 4 fp16
     channels of a 32-group layer become 8);
   - groups as side-by-side GEMMs: 2, 3, 4 and 32 groups, depthwise, maps per group not a multiple of
-    the tile (7, 12) and smaller than one m16n8 tile (1, 4);
+    the tile (7, 12) and smaller than one m16n8 tile (1, 2, 4); groups of few maps packed 2, 4 or 8 to a
+    GEMM with block-diagonal staged filters (from MCKK and MKKC), packs whose channels are whole chunks
+    (read in place) or not (padded per pack);
   - the staged epilogue (NHWC y whose maps per group are whole 16-byte chunks: 16-byte stores, fp32
     128 x 128 tiles in two passes) and the register epilogue (NCHW y, odd map counts, a y that is not
     16-byte aligned);
@@ -24,7 +26,7 @@ import problem_runner as pr
 from problem_runner import ConvCase
 
 VARIANTS = ["implicit_gemm_tf32", "implicit_gemm_f16"]
-PLAIN = ["tile128x128_s3", "tile128x64_s4", "tile64x128_s4", "tile64x64_s4"]
+PLAIN = ["tile128x128_s3", "tile128x64_s4", "tile64x128_s4", "tile64x64_s4", "tile128x32_s4"]
 SPLIT = ["tile64x64_s4_splitk", "tile128x64_s4_splitk"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
@@ -34,10 +36,16 @@ CASES = {
                                              y_dtype="f16", bias=True, epilogue="relu", **NHWC),
     "g2_odd_maps_register_store": ConvCase(2, 16, 8, 7, 14, 3, 3, padding=(1, 1), groups=2, x_dtype="bf16",
                                            y_dtype="bf16", **NHWC),
-    "g32_c4_stride2_f32": ConvCase(2, 128, 13, 12, 128, 3, 3, stride=(2, 2), padding=(1, 1), groups=32,
-                                   bias=True, **NHWC),
-    "g32_c4_f16_padded": ConvCase(1, 128, 9, 10, 256, 3, 3, padding=(1, 1), groups=32, x_dtype="f16",
-                                  y_dtype="f16", epilogue="relu", **NHWC),
+    # 4 maps a group: packs of 8 (32 channels, whole chunks: in place)
+    "g32_pack8_stride2_f32": ConvCase(2, 128, 13, 12, 128, 3, 3, stride=(2, 2), padding=(1, 1), groups=32,
+                                      bias=True, **NHWC),
+    # 8 maps a group: packs of 4 (16 channels: whole fp16 chunks)
+    "g32_pack4_f16": ConvCase(1, 128, 9, 10, 256, 3, 3, padding=(1, 1), groups=32, x_dtype="f16",
+                              y_dtype="f16", epilogue="relu", **NHWC),
+    # 3 channels and 2 maps a group: packs of 8 with 24 channels, padded per pack to 32 (fp16) / 24 (fp32)
+    "g32_pack8_padded_mckk": ConvCase(2, 96, 8, 9, 64, 3, 3, padding=(1, 1), groups=32, x_dtype="f16",
+                                      y_dtype="f32", bias=True, x_layout="NHWC", w_layout="MCKK",
+                                      y_layout="NHWC"),
     "g3_dilated_rect_mixed": ConvCase(2, 12, 14, 13, 36, 3, 5, padding=(2, 1), dilation=(2, 1), groups=3,
                                       y_dtype="bf16", x_layout="NHWC", w_layout="MCKK", y_layout="NCHW"),
     "depthwise": ConvCase(2, 8, 9, 9, 8, 3, 3, padding=(1, 1), groups=8, bias=True, **NHWC),
@@ -56,6 +64,7 @@ SPLIT_CASES = [k for k in CASES if k.startswith("split_")]
 
 
 def check(variant, config, case, rng, **offsets):
+    case = case.with_(compute=pr.variant_caps(variant)["compute"])
     x, w, bias = pr.random_operands(case, rng)
     y, ws_bytes = pr.run_config(variant, config, case, x, w, bias, **offsets)
     ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())

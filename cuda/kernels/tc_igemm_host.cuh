@@ -2,8 +2,12 @@
 // need staging, the split-K decision, the workspace, the launch, and one variant's table of launch
 // configurations, shared by implicit_gemm_tf32 and implicit_gemm_f16 (a Family names the variant and
 // the operand precision each input dtype runs on).
-//   Groups: G GEMMs side by side (gridDim.y = G x map tiles per group), Cp = C/G rounded up to whole
-//   16-byte chunks, each group's channels padded on their own when staged.
+//   Groups: one GEMM per pack of `pack` neighbouring groups, side by side (gridDim.y = G/pack x map
+//   tiles per GEMM). A pack's channels are contiguous in x, so it reads them as one group of pack*C/G
+//   channels; its filters are staged block-diagonal (each map's C/G weights at its own group's place in
+//   the pack, zeros elsewhere). Packing trades tensor-core work (x pack) for tiles that are not mostly
+//   empty: ResNeXt's 4 maps per group fill a 32-map tile as 8 groups. Cp = pack*C/G rounded up to whole
+//   16-byte chunks, each GEMM's channels padded on their own when staged.
 //   Workspace, in order (each part 256-byte aligned, absent when not needed):
 //     xs  x staged as (B, H, W, G*Cp) in the operand dtype: x in NCHW, in another dtype, or C/G not whole chunks;
 //     ws  w staged as (M, KH, KW, Cp) likewise: w in MCKK, in another dtype, or C/G not whole chunks;
@@ -30,9 +34,14 @@ static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) /
 
 // ---- operands ----
 
+// Packs hold at most TC_PACK_MAX groups and TC_PACK_MAPS maps (the narrowest tile's width).
+constexpr int64_t TC_PACK_MAX = 8, TC_PACK_MAPS = 32;
+
 struct TcOperands {
     int dtype;                 // the operand dtype
-    int64_t Cg, Cp;            // channels of one group, and per (pixel, tap, group) as the mainloop reads them
+    int64_t pack, gemms;       // groups per GEMM, and GEMMs (G / pack)
+    int64_t Cg, Cp;            // channels of one GEMM, and per (pixel, tap, GEMM) as the mainloop reads them
+    int64_t Mg;                // maps of one GEMM
     bool stage_x, stage_w;     // whether x / w go through the workspace first
     size_t xs_bytes, ws_bytes; // their workspace parts (0 when not staged)
 };
@@ -41,12 +50,17 @@ static inline TcOperands tc_operands(const conv_problem* p, int dtype) {
     TcOperands o;
     const int64_t vec = tc_chunk_elems(dtype);
     o.dtype = dtype;
-    o.Cg = p->C / p->groups;
+    o.pack = 1;
+    while (p->groups % (2 * o.pack) == 0 && 2 * o.pack <= TC_PACK_MAX && 2 * o.pack * (p->M / p->groups) <= TC_PACK_MAPS)
+        o.pack *= 2;
+    o.gemms = p->groups / o.pack;
+    o.Cg = p->C / o.gemms;
+    o.Mg = p->M / o.gemms;
     o.Cp = (o.Cg + vec - 1) / vec * vec;
     o.stage_x = p->x_dtype != dtype || p->x_layout != CONV_NHWC || o.Cp != o.Cg;
-    o.stage_w = p->w_dtype != dtype || p->w_layout != CONV_MKKC || o.Cp != o.Cg;
+    o.stage_w = p->w_dtype != dtype || p->w_layout != CONV_MKKC || o.Cp != o.Cg || o.pack > 1;
     const size_t elem = conv_dtype_size(dtype);
-    o.xs_bytes = o.stage_x ? tc_align_up((size_t)(p->B * p->H * p->W * p->groups * o.Cp) * elem) : 0;
+    o.xs_bytes = o.stage_x ? tc_align_up((size_t)(p->B * p->H * p->W * o.gemms * o.Cp) * elem) : 0;
     o.ws_bytes = o.stage_w ? tc_align_up((size_t)(p->M * p->KH * p->KW * o.Cp) * elem) : 0;
     return o;
 }
@@ -55,8 +69,8 @@ static inline TcOperands tc_operands(const conv_problem* p, int dtype) {
 
 struct TcGrid {
     int k_tiles, tiles_per_split, splits;
-    int64_t m_tiles, n_tiles;  // pixel tiles (gridDim.x), map tiles of all groups (gridDim.y)
-    int64_t group_tiles;       // map tiles per group
+    int64_t m_tiles, n_tiles;  // pixel tiles (gridDim.x), map tiles of all GEMMs (gridDim.y)
+    int64_t group_tiles;       // map tiles per GEMM
 };
 
 // The grid of launch shape Shape on operands o (BK follows from the operand dtype), split or not.
@@ -67,8 +81,8 @@ static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, bool split) {
     const int64_t bk = Shape::ROW_CHUNKS * tc_chunk_elems(o.dtype);
     g.k_tiles = (int)((K + bk - 1) / bk);
     g.m_tiles = (P + Shape::BM - 1) / Shape::BM;
-    g.group_tiles = (p->M / p->groups + Shape::BN - 1) / Shape::BN;
-    g.n_tiles = p->groups * g.group_tiles;
+    g.group_tiles = (o.Mg + Shape::BN - 1) / Shape::BN;
+    g.n_tiles = o.gemms * g.group_tiles;
     int splits = 1;
     if (split) {
         const int64_t tiles = g.m_tiles * g.n_tiles;
@@ -120,7 +134,7 @@ static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g
     TcParams k;
     k.x = x;
     k.w = w;
-    k.H = (int)p->H; k.W = (int)p->W; k.Cp = (int)o.Cp; k.Cx = (int)(p->groups * o.Cp); k.KW = (int)p->KW;
+    k.H = (int)p->H; k.W = (int)p->W; k.Cp = (int)o.Cp; k.Cx = (int)(o.gemms * o.Cp); k.KW = (int)p->KW;
     k.stride_h = (int)p->stride_h; k.stride_w = (int)p->stride_w;
     k.pad_h = (int)p->pad_h; k.pad_w = (int)p->pad_w;
     k.dil_h = (int)p->dilation_h; k.dil_w = (int)p->dilation_w;
@@ -128,7 +142,7 @@ static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g
     k.OHW = (int)(conv_out_h(p) * conv_out_w(p));
     k.P = (int)(p->B * k.OHW);
     k.M = (int)p->M;
-    k.Mg = (int)(p->M / p->groups);
+    k.Mg = (int)o.Mg;
     k.map_tiles = (int)g.group_tiles;
     k.K = (int)(p->KH * p->KW * o.Cp);
     k.k_tiles = g.k_tiles;
@@ -170,15 +184,17 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         int status = CONV_OK;
         if (o.stage_x) {
             status = tc_stage_channels_last(t->x, p->x_dtype, p->x_layout == CONV_NCHW, ws, o.dtype, p->B,
-                                            p->H * p->W, o.Cg, o.Cp, p->groups, stream);
+                                            p->H * p->W, TcStageChannels{o.Cg, o.Cp, o.gemms, 1, 1}, stream);
             x = ws;
         } else {
             status = tc_check_aligned(Family::NAME, "x", x);
         }
         if (status != CONV_OK) return status;
         if (o.stage_w) {
+            // Block-diagonal within a pack: map m's weights at its group's place, (m / (M/G)) % pack.
+            const TcStageChannels wc{p->C / p->groups, o.Cp, 1, o.pack, p->M / p->groups};
             status = tc_stage_channels_last(t->w, p->w_dtype, p->w_layout == CONV_MCKK, ws + o.xs_bytes, o.dtype,
-                                            p->M, p->KH * p->KW, o.Cg, o.Cp, 1, stream);
+                                            p->M, p->KH * p->KW, wc, stream);
             w = ws + o.xs_bytes;
         } else {
             status = tc_check_aligned(Family::NAME, "w", w);
@@ -198,8 +214,9 @@ static int tc_config_supports(const conv_problem* p) {
     const TcGrid g = tc_grid<Shape>(p, tc_operands(p, Family::op_dtype(p)), SPLIT);
     if (g.n_tiles > 65535)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "%s: M=%lld maps in %lld groups make %lld tiles of %d, more than gridDim.y allows",
-                              Family::NAME, (long long)p->M, (long long)p->groups, (long long)g.n_tiles, Shape::BN);
+                              "%s: M=%lld maps in %lld GEMMs make %lld tiles of %d, more than gridDim.y allows",
+                              Family::NAME, (long long)p->M, (long long)tc_operands(p, Family::op_dtype(p)).gemms,
+                              (long long)g.n_tiles, Shape::BN);
     if (SPLIT && g.splits < 2)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
@@ -210,11 +227,13 @@ static int tc_config_supports(const conv_problem* p) {
 // ---- the variant ----
 
 // Launch shapes: 128 x 128 blocks of 8 warps (64 x 32 each), 3 stages; 128 x 64 and 64 x 128 blocks of
-// 4 warps, 4 stages; 64 x 64 blocks of 4 warps (32 x 32), 4 stages, plain and split-K.
+// 4 warps, 4 stages; 64 x 64 blocks of 4 warps (32 x 32), 4 stages, plain and split-K; 128 x 32 blocks
+// of 4 warps (32 x 32) for GEMMs of few maps (packed groups, narrow layers).
 using TcShape128x128 = TcShape<128, 128, 64, 32, 3>;
 using TcShape128x64 = TcShape<128, 64, 64, 32, 4>;
 using TcShape64x128 = TcShape<64, 128, 32, 64, 4>;
 using TcShape64x64 = TcShape<64, 64, 32, 32, 4>;
+using TcShape128x32 = TcShape<128, 32, 32, 32, 4>;
 
 template <class Family>
 struct TcVariant {
@@ -224,8 +243,9 @@ struct TcVariant {
     static constexpr const char* TILE_64x64 = "tile64x64_s4";
     static constexpr const char* SPLIT_64x64 = "tile64x64_s4_splitk";
     static constexpr const char* SPLIT_128x64 = "tile128x64_s4_splitk";
+    static constexpr const char* TILE_128x32 = "tile128x32_s4";
     static const conv_config CONFIGS[];
-    static constexpr int NUM_CONFIGS = 6;
+    static constexpr int NUM_CONFIGS = 7;
 
     // The GPU (sm_80+: mma.sync, ldmatrix, cp.async) and the code this build runs on it; the coordinates'
     // int32 range; K and the staged operands' sizes.
@@ -284,10 +304,12 @@ struct TcVariant {
         return CONV_OK;
     }
 
-    // Small grids: split-K where it applies; else the largest tile that still gives about a wave of blocks.
+    // Small grids: split-K where it applies; GEMMs of at most 32 maps: the 32-map tile; else the largest
+    // tile that still gives about a wave of blocks.
     static const char* default_config(const conv_problem* p) {
         const TcOperands o = tc_operands(p, Family::op_dtype(p));
         if (tc_grid<TcShape64x64>(p, o, true).splits > 1) return SPLIT_64x64;
+        if (o.Mg <= 32) return TILE_128x32;
         const TcGrid big = tc_grid<TcShape128x128>(p, o, false), mid = tc_grid<TcShape128x64>(p, o, false);
         if (big.m_tiles * big.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2) return TILE_128x128;
         return mid.m_tiles * mid.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2 ? TILE_128x64 : TILE_64x64;
@@ -302,6 +324,7 @@ const conv_config TcVariant<Family>::CONFIGS[] = {
     {TILE_64x64, tc_run<Family, TcShape64x64, false>, tc_config_supports<Family, TcShape64x64, false>},
     {SPLIT_64x64, tc_run<Family, TcShape64x64, true>, tc_config_supports<Family, TcShape64x64, true>},
     {SPLIT_128x64, tc_run<Family, TcShape128x64, true>, tc_config_supports<Family, TcShape128x64, true>},
+    {TILE_128x32, tc_run<Family, TcShape128x32, false>, tc_config_supports<Family, TcShape128x32, false>},
 };
 
 // The conv_impl of a family, for its variant file.

@@ -11,29 +11,23 @@
 
 namespace {
 
-// The channel geometry: C of Cp channels per group are real (the rest zero padding), groups side by side.
-struct StageChannels {
-    long long C, Cp, groups;
-    // Source channel of destination channel cc < groups*Cp, or -1 for padding.
-    __device__ long long source(long long cc) const {
-        const long long g = cc / Cp, c = cc - g * Cp;
-        return c < C ? g * C + c : -1;
-    }
-};
+// Source channel of destination channel cc < groups*Cp of row o, or -1 for padding (and, packed, for
+// the other groups' places).
+__device__ __forceinline__ long long stage_source(const TcStageChannels& ch, long long o, long long cc) {
+    const long long g = cc / ch.Cp, c = cc - g * ch.Cp - (o / ch.rows) % ch.pack * ch.C;
+    return c >= 0 && c < ch.C ? g * ch.C + c : -1;
+}
 
 template <class TS, class TD>
 __global__ void tc_stage_kernel(const TS* __restrict__ src, TD* __restrict__ dst, bool channels_first,
-                                long long inner, StageChannels ch, long long total) {
+                                long long inner, TcStageChannels ch, long long total) {
     const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const long long cc = i % Cd, oi = i / Cd;  // oi = o*inner + ii
-        const long long c = ch.source(cc);
-        float v = 0.0f;
-        if (c >= 0) {
-            const long long o = oi / inner, ii = oi - o * inner;
-            v = conv_load(src, channels_first ? (o * Cs + c) * inner + ii : oi * Cs + c);
-        }
+        const long long o = oi / inner, ii = oi - o * inner;
+        const long long c = stage_source(ch, o, cc);
+        const float v = c >= 0 ? conv_load(src, channels_first ? (o * Cs + c) * inner + ii : oi * Cs + c) : 0.0f;
         dst[i] = conv_store_as<TD>(v);
     }
 }
@@ -44,7 +38,7 @@ constexpr int TILE = 32, TILE_ROWS = 8;  // transpose tiles of 32 x 32, blocks o
 // inner), looping.
 template <class TS, class TD>
 __global__ void __launch_bounds__(TILE * TILE_ROWS)
-tc_stage_transpose_kernel(const TS* __restrict__ src, TD* __restrict__ dst, long long inner, StageChannels ch,
+tc_stage_transpose_kernel(const TS* __restrict__ src, TD* __restrict__ dst, long long inner, TcStageChannels ch,
                           long long i_tiles, long long c_tiles, long long tiles) {
     __shared__ float tile[TILE][TILE + 1];  // [channel][position], padded against bank conflicts
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -55,7 +49,7 @@ tc_stage_transpose_kernel(const TS* __restrict__ src, TD* __restrict__ dst, long
 #pragma unroll
         for (int r = 0; r < TILE / TILE_ROWS; ++r) {
             const long long cc = c0 + ty + r * TILE_ROWS, i = i0 + tx;
-            const long long c = cc < Cd ? ch.source(cc) : -1;
+            const long long c = cc < Cd ? stage_source(ch, o, cc) : -1;
             tile[ty + r * TILE_ROWS][tx] = c >= 0 && i < inner ? conv_load(src, (o * Cs + c) * inner + i) : 0.0f;
         }
         __syncthreads();
@@ -70,7 +64,7 @@ tc_stage_transpose_kernel(const TS* __restrict__ src, TD* __restrict__ dst, long
 
 template <class TS, class TD>
 int tc_stage_launch(const void* src, bool channels_first, void* dst, int64_t outer, int64_t inner,
-                    StageChannels ch, cudaStream_t stream) {
+                    TcStageChannels ch, cudaStream_t stream) {
     const long long Cd = ch.groups * ch.Cp, total = outer * inner * Cd;
     if (total == 0) return CONV_OK;
     if (channels_first && ch.groups * ch.C >= TILE) {
@@ -91,7 +85,7 @@ int tc_stage_launch(const void* src, bool channels_first, void* dst, int64_t out
 
 template <class TS>
 int tc_stage_to(const void* src, bool channels_first, void* dst, int dst_dtype, int64_t outer, int64_t inner,
-                StageChannels ch, cudaStream_t stream) {
+                TcStageChannels ch, cudaStream_t stream) {
     switch (dst_dtype) {
     case CONV_F16: return tc_stage_launch<TS, __half>(src, channels_first, dst, outer, inner, ch, stream);
     case CONV_BF16: return tc_stage_launch<TS, __nv_bfloat16>(src, channels_first, dst, outer, inner, ch, stream);
@@ -102,8 +96,7 @@ int tc_stage_to(const void* src, bool channels_first, void* dst, int dst_dtype, 
 }  // namespace
 
 int tc_stage_channels_last(const void* src, int src_dtype, bool channels_first, void* dst, int dst_dtype,
-                           int64_t outer, int64_t inner, int64_t C, int64_t Cp, int64_t groups, cudaStream_t stream) {
-    const StageChannels ch{C, Cp, groups};
+                           int64_t outer, int64_t inner, TcStageChannels ch, cudaStream_t stream) {
     switch (src_dtype) {
     case CONV_F16: return tc_stage_to<__half>(src, channels_first, dst, dst_dtype, outer, inner, ch, stream);
     case CONV_BF16: return tc_stage_to<__nv_bfloat16>(src, channels_first, dst, dst_dtype, outer, inner, ch, stream);

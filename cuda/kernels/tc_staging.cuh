@@ -2,16 +2,23 @@
 // into a workspace as the one form its mainloop reads, channels last and padded with zeros:
 //   x (B, G*C, H, W) or (B, H, W, G*C), any dtype  ->  xs (B, H, W, G*Cp) in the operand dtype;
 //   w (M, C, KH, KW) or (M, KH, KW, C)             ->  ws (M, KH, KW, Cp)   (G = 1),
-// with C the channels of one group and Cp = C rounded up to a whole 16-byte chunk of the operand, each
-// group padded on its own, so that every 16-byte cp.async of the mainloop holds channels of one
-// (pixel, tap, group) and starts 16-byte aligned. Used only where the caller's tensor is not already in
-// that form (NCHW, MCKK, another dtype, C not a multiple of the chunk).
+// with C the channels of one group (of the GEMM) and Cp = C rounded up to a whole 16-byte chunk of the
+// operand, each group padded on its own, so that every 16-byte cp.async of the mainloop holds channels
+// of one (pixel, tap, group) and starts 16-byte aligned. Used where the caller's tensor is not already
+// in that form (NCHW, MCKK, another dtype, C not a multiple of the chunk), and for packed groups' filters:
+// row m's C values then go to channels [q*C, (q+1)*C) of its Cp, q = (m / rows) % pack, zeros elsewhere.
 #pragma once
 
 #include "cuda_util.cuh"
 
-// dst[o][i][g][c] = src[o][g*C + c][i] (channels_first) or src[o][i][g*C + c], c < C, converted from
-// src_dtype to dst_dtype (conv_dtype; to nearest even); dst[o][i][g][c] = 0 for C <= c < Cp. outer:
-// images or maps; inner: pixels H*W or taps KH*KW; groups: G. Launches on `stream`; no sync.
+// The channels of one row of the copy: groups of C source channels, each to Cp destination channels;
+// pack > 1 (groups = 1): row o's channels shifted to place (o / rows) % pack of the pack, as above.
+struct TcStageChannels {
+    int64_t C, Cp, groups, pack, rows;
+};
+
+// dst[o][i][g][q*C + c] = src[o][g*C + c][i] (channels_first) or src[o][i][g*C + c], c < C, converted
+// from src_dtype to dst_dtype (conv_dtype; to nearest even), q as above (0 unpacked); zeros elsewhere.
+// outer: images or maps; inner: pixels H*W or taps KH*KW. Launches on `stream`; no sync.
 int tc_stage_channels_last(const void* src, int src_dtype, bool channels_first, void* dst, int dst_dtype,
-                           int64_t outer, int64_t inner, int64_t C, int64_t Cp, int64_t groups, cudaStream_t stream);
+                           int64_t outer, int64_t inner, TcStageChannels ch, cudaStream_t stream);
