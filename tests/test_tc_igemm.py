@@ -6,9 +6,9 @@ The problem matrix runs each variant's default configuration; here every configu
     chunks) and staged (NCHW, MCKK, another dtype, channels per group padded per group: 4 fp16
     channels of a 32-group layer become 8);
   - groups as side-by-side GEMMs: 2, 3, 4 and 32 groups, depthwise, maps per group not a multiple of
-    the tile (7, 12) and smaller than one m16n8 tile (1, 2, 4); groups of few maps packed 2, 4 or 8 to a
-    GEMM with block-diagonal staged filters (from MCKK and MKKC), packs whose channels are whole chunks
-    (read in place) or not (padded per pack);
+    the tile (7, 12) and smaller than one m16n8 tile (1, 2, 4); on the 128 x 32 tile, groups of few maps
+    packed 2, 4 or 8 to a GEMM with block-diagonal staged filters (from MCKK and MKKC), packs whose
+    channels are whole chunks (read in place) or not (padded per pack);
   - the staged epilogue (NHWC y whose maps per group are whole 16-byte chunks: 16-byte stores, fp32
     128 x 128 tiles in two passes) and the register epilogue (NCHW y, odd map counts, a y that is not
     16-byte aligned);

@@ -34,8 +34,12 @@ static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) /
 
 // ---- operands ----
 
-// Packs hold at most TC_PACK_MAX groups and TC_PACK_MAPS maps (the narrowest tile's width).
+// Packs hold at most TC_PACK_MAX groups and TC_PACK_MAPS maps. Only tiles of at most TC_PACK_MAPS maps
+// pack (tc_packs): the others keep one GEMM per group, with no filter staging (a launch that batch-1
+// layers feel) and no extra tensor-core work; the tuner picks between them.
 constexpr int64_t TC_PACK_MAX = 8, TC_PACK_MAPS = 32;
+template <class Shape>
+constexpr bool tc_packs = Shape::BN <= TC_PACK_MAPS;
 
 struct TcOperands {
     int dtype;                 // the operand dtype
@@ -46,12 +50,12 @@ struct TcOperands {
     size_t xs_bytes, ws_bytes; // their workspace parts (0 when not staged)
 };
 
-static inline TcOperands tc_operands(const conv_problem* p, int dtype) {
+static inline TcOperands tc_operands(const conv_problem* p, int dtype, bool pack_groups) {
     TcOperands o;
     const int64_t vec = tc_chunk_elems(dtype);
     o.dtype = dtype;
     o.pack = 1;
-    while (p->groups % (2 * o.pack) == 0 && 2 * o.pack <= TC_PACK_MAX && 2 * o.pack * (p->M / p->groups) <= TC_PACK_MAPS)
+    while (pack_groups && p->groups % (2 * o.pack) == 0 && 2 * o.pack <= TC_PACK_MAX && 2 * o.pack * (p->M / p->groups) <= TC_PACK_MAPS)
         o.pack *= 2;
     o.gemms = p->groups / o.pack;
     o.Cg = p->C / o.gemms;
@@ -169,7 +173,7 @@ template <class Family, class Shape, bool SPLIT>
 static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
                   void* stream_) {
     const cudaStream_t stream = conv_stream(stream_);
-    const TcOperands o = tc_operands(p, Family::op_dtype(p));
+    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>);
     return Family::with_op(p, [&](auto op) -> int {
         using Tile = TcTile<decltype(op), Shape>;
         const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
@@ -211,12 +215,12 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
 // split-K configuration takes only problems whose grid it splits.
 template <class Family, class Shape, bool SPLIT>
 static int tc_config_supports(const conv_problem* p) {
-    const TcGrid g = tc_grid<Shape>(p, tc_operands(p, Family::op_dtype(p)), SPLIT);
+    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>);
+    const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
     if (g.n_tiles > 65535)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: M=%lld maps in %lld GEMMs make %lld tiles of %d, more than gridDim.y allows",
-                              Family::NAME, (long long)p->M, (long long)tc_operands(p, Family::op_dtype(p)).gemms,
-                              (long long)g.n_tiles, Shape::BN);
+                              Family::NAME, (long long)p->M, (long long)o.gemms, (long long)g.n_tiles, Shape::BN);
     if (SPLIT && g.splits < 2)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
@@ -252,9 +256,11 @@ struct TcVariant {
     static int supports(const conv_problem* p) {
         int status = conv_check_coords(Family::NAME, p, 0, 0);
         if (status != CONV_OK) return status;
-        const TcOperands o = tc_operands(p, Family::op_dtype(p));
+        // K of the packed GEMM, the longer one (the index math's bound holds for both).
+        const TcOperands o = tc_operands(p, Family::op_dtype(p), true);
         if (p->KH * p->KW * o.Cp > CONV_INDEX_LIMIT)
-            return conv_set_error(CONV_ERR_UNSUPPORTED, "%s: K = KH*KW*C = %lld (C padded to %lld) passes 2^30",
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "%s: K = KH*KW*C' = %lld (C' = %lld channels of a GEMM, padded) passes 2^30",
                                   Family::NAME, (long long)(p->KH * p->KW * o.Cp), (long long)o.Cp);
         static std::atomic<unsigned long long> passed{0};  // devices checked, one bit per id < 64
         int device = 0;
@@ -285,12 +291,14 @@ struct TcVariant {
         return CONV_OK;
     }
 
-    // Staged operands plus the largest split-K partial of the configurations (SPLIT_64x64, SPLIT_128x64)
+    // Staged operands (packed or not, whichever needs more) plus the largest split-K partial of the
+    // configurations (SPLIT_64x64, SPLIT_128x64, which do not pack)
     // for this problem or any smaller batch: the dispatcher's last batch chunk may be smaller than the one
     // it asks about, and a smaller grid may split more. The scan ends at the first batch whose 128 x 64
     // grid (the one with fewer tiles) needs no split: < 264 tiles of 128 pixels.
     static int workspace(const conv_problem* p, size_t* bytes) {
-        const TcOperands o = tc_operands(p, Family::op_dtype(p));
+        const TcOperands o = tc_operands(p, Family::op_dtype(p), false);
+        const TcOperands packed = tc_operands(p, Family::op_dtype(p), true);
         conv_problem q = *p;
         size_t partial = 0;
         for (q.B = 1; q.B <= p->B; ++q.B) {
@@ -300,16 +308,17 @@ struct TcVariant {
             if (need > partial) partial = need;
             if (large.m_tiles * large.n_tiles >= TC_SPLIT_TARGET_BLOCKS) break;
         }
-        *bytes = o.xs_bytes + o.ws_bytes + partial;
+        const size_t staged = o.xs_bytes + o.ws_bytes, staged_packed = packed.xs_bytes + packed.ws_bytes;
+        *bytes = (staged > staged_packed ? staged : staged_packed) + partial;
         return CONV_OK;
     }
 
     // Small grids: split-K where it applies; GEMMs of at most 32 maps: the 32-map tile; else the largest
     // tile that still gives about a wave of blocks.
     static const char* default_config(const conv_problem* p) {
-        const TcOperands o = tc_operands(p, Family::op_dtype(p));
+        const TcOperands o = tc_operands(p, Family::op_dtype(p), false);
         if (tc_grid<TcShape64x64>(p, o, true).splits > 1) return SPLIT_64x64;
-        if (o.Mg <= 32) return TILE_128x32;
+        if (tc_operands(p, Family::op_dtype(p), true).Mg <= TC_PACK_MAPS) return TILE_128x32;
         const TcGrid big = tc_grid<TcShape128x128>(p, o, false), mid = tc_grid<TcShape128x64>(p, o, false);
         if (big.m_tiles * big.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2) return TILE_128x128;
         return mid.m_tiles * mid.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2 ? TILE_128x64 : TILE_64x64;
