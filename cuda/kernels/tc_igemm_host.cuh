@@ -185,24 +185,23 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         unsigned char* ws = static_cast<unsigned char*>(workspace);
         const void* x = t->x;
         const void* w = t->w;
-        int status = CONV_OK;
+        TcStageCopy copies[2];
+        int count = 0;
         if (o.stage_x) {
-            status = tc_stage_channels_last(t->x, p->x_dtype, p->x_layout == CONV_NCHW, ws, o.dtype, p->B,
-                                            p->H * p->W, TcStageChannels{o.Cg, o.Cp, o.gemms, 1, 1}, stream);
+            copies[count++] = {t->x, ws, p->x_layout == CONV_NCHW, p->B, p->H * p->W,
+                               TcStageChannels{o.Cg, o.Cp, o.gemms, 1, 1}};
             x = ws;
-        } else {
-            status = tc_check_aligned(Family::NAME, "x", x);
         }
-        if (status != CONV_OK) return status;
         if (o.stage_w) {
             // Block-diagonal within a pack: map m's weights at its group's place, (m / (M/G)) % pack.
-            const TcStageChannels wc{p->C / p->groups, o.Cp, 1, o.pack, p->M / p->groups};
-            status = tc_stage_channels_last(t->w, p->w_dtype, p->w_layout == CONV_MCKK, ws + o.xs_bytes, o.dtype,
-                                            p->M, p->KH * p->KW, wc, stream);
+            copies[count++] = {t->w, ws + o.xs_bytes, p->w_layout == CONV_MCKK, p->M, p->KH * p->KW,
+                               TcStageChannels{p->C / p->groups, o.Cp, 1, o.pack, p->M / p->groups}};
             w = ws + o.xs_bytes;
-        } else {
-            status = tc_check_aligned(Family::NAME, "w", w);
         }
+        int status = o.stage_x ? CONV_OK : tc_check_aligned(Family::NAME, "x", x);
+        if (status == CONV_OK && !o.stage_w) status = tc_check_aligned(Family::NAME, "w", w);
+        // x and w share one dtype (the problem's check), so one launch converts both.
+        if (status == CONV_OK && count) status = tc_stage_channels_last(copies, count, p->x_dtype, o.dtype, stream);
         if (status != CONV_OK) return status;
         float* partial = g.splits > 1 ? reinterpret_cast<float*>(ws + o.xs_bytes + o.ws_bytes) : nullptr;
         status = tc_launch<Tile>(p, o, g, x, w, t, partial, stream);

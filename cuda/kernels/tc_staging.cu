@@ -1,15 +1,29 @@
-// tc_staging.cu — the staging copy of tc_staging.cuh. 64-bit indices throughout: a padded copy of a
-// chunk-sized x can pass 2^31 elements.
-//   tc_stage_kernel<TS, TD>: one thread per destination element (grid-stride), reads and writes
-//   coalesced along the channels: channels-last sources, and channels-first ones with few channels
-//   (G*C < 32: a few sectors per warp either way);
-//   tc_stage_transpose_kernel<TS, TD>: channels-first sources with G*C >= 32, through a 32 x 32 shared
-//   tile, so that reads run along `inner` and writes along the channels, both coalesced.
+// tc_staging.cu — the staging copies of tc_staging.cuh, x's and w's in one launch: blocks [0, a.blocks)
+// do the first copy, the rest the second, each grid-striding over its own part. 64-bit indices
+// throughout: a padded copy of a chunk-sized x can pass 2^31 elements. Per copy, one of two bodies:
+//   stage_elementwise: one thread per destination element, reads and writes coalesced along the
+//   channels: channels-last sources, and channels-first ones with few channels (G*C < 32: a few
+//   sectors per warp either way);
+//   stage_transpose: channels-first sources with G*C >= 32, through a 32 x 32 shared tile, so that
+//   reads run along `inner` and writes along the channels, both coalesced.
 #include "tc_staging.cuh"
+
+#include <utility>
 
 #include "tensor_io.cuh"
 
 namespace {
+
+constexpr int TILE = 32, TILE_ROWS = 8;  // transpose tiles of 32 x 32
+constexpr int THREADS = TILE * TILE_ROWS;
+
+// A copy with its launch geometry.
+struct StageJob {
+    TcStageCopy copy;
+    bool transpose;
+    long long i_tiles, c_tiles, work;  // transpose: tiles of inner and of channels; work: tiles or elements
+    unsigned blocks;                   // of the launch's grid
+};
 
 // Source channel of destination channel cc < groups*Cp of row o, or -1 for padding (and, packed, for
 // the other groups' places).
@@ -19,33 +33,33 @@ __device__ __forceinline__ long long stage_source(const TcStageChannels& ch, lon
 }
 
 template <class TS, class TD>
-__global__ void tc_stage_kernel(const TS* __restrict__ src, TD* __restrict__ dst, bool channels_first,
-                                long long inner, TcStageChannels ch, long long total) {
-    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
+__device__ void stage_elementwise(const StageJob& j, unsigned block) {
+    const TS* __restrict__ src = static_cast<const TS*>(j.copy.src);
+    TD* __restrict__ dst = static_cast<TD*>(j.copy.dst);
+    const TcStageChannels& ch = j.copy.ch;
+    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp, inner = j.copy.inner;
+    for (long long i = block * (long long)THREADS + threadIdx.x; i < j.work; i += (long long)j.blocks * THREADS) {
         const long long cc = i % Cd, oi = i / Cd;  // oi = o*inner + ii
         const long long o = oi / inner, ii = oi - o * inner;
         const long long c = stage_source(ch, o, cc);
-        const float v = c >= 0 ? conv_load(src, channels_first ? (o * Cs + c) * inner + ii : oi * Cs + c) : 0.0f;
+        const float v =
+            c >= 0 ? conv_load(src, j.copy.channels_first ? (o * Cs + c) * inner + ii : oi * Cs + c) : 0.0f;
         dst[i] = conv_store_as<TD>(v);
     }
 }
 
-constexpr int TILE = 32, TILE_ROWS = 8;  // transpose tiles of 32 x 32, blocks of 32 x 8 threads
-
-// dst[o][i][cc] = src[o][source(cc)][i]; one block per (o, 32 destination channels, 32 positions of
-// inner), looping.
+// dst[o][i][cc] = src[o][source(cc)][i]; one tile per (o, 32 destination channels, 32 positions of
+// inner), looping over the copy's tiles.
 template <class TS, class TD>
-__global__ void __launch_bounds__(TILE * TILE_ROWS)
-tc_stage_transpose_kernel(const TS* __restrict__ src, TD* __restrict__ dst, long long inner, TcStageChannels ch,
-                          long long i_tiles, long long c_tiles, long long tiles) {
-    __shared__ float tile[TILE][TILE + 1];  // [channel][position], padded against bank conflicts
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp;
-    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const long long o = t / (i_tiles * c_tiles), rest = t - o * i_tiles * c_tiles;
-        const long long c0 = rest / i_tiles * TILE, i0 = (rest % i_tiles) * TILE;
+__device__ void stage_transpose(const StageJob& j, unsigned block, float (&tile)[TILE][TILE + 1]) {
+    const TS* __restrict__ src = static_cast<const TS*>(j.copy.src);
+    TD* __restrict__ dst = static_cast<TD*>(j.copy.dst);
+    const TcStageChannels& ch = j.copy.ch;
+    const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
+    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp, inner = j.copy.inner;
+    for (long long t = block; t < j.work; t += j.blocks) {
+        const long long o = t / (j.i_tiles * j.c_tiles), rest = t - o * j.i_tiles * j.c_tiles;
+        const long long c0 = rest / j.i_tiles * TILE, i0 = (rest % j.i_tiles) * TILE;
 #pragma unroll
         for (int r = 0; r < TILE / TILE_ROWS; ++r) {
             const long long cc = c0 + ty + r * TILE_ROWS, i = i0 + tx;
@@ -62,44 +76,61 @@ tc_stage_transpose_kernel(const TS* __restrict__ src, TD* __restrict__ dst, long
     }
 }
 
+// Blocks [0, a.blocks) run copy a, the next b.blocks copy b (b.blocks = 0: none). The branch is uniform
+// per block, so the transpose's barriers are too.
 template <class TS, class TD>
-int tc_stage_launch(const void* src, bool channels_first, void* dst, int64_t outer, int64_t inner,
-                    TcStageChannels ch, cudaStream_t stream) {
-    const long long Cd = ch.groups * ch.Cp, total = outer * inner * Cd;
-    if (total == 0) return CONV_OK;
-    if (channels_first && ch.groups * ch.C >= TILE) {
-        const long long i_tiles = (inner + TILE - 1) / TILE, c_tiles = (Cd + TILE - 1) / TILE;
-        const long long tiles = outer * i_tiles * c_tiles;
-        const unsigned grid = (unsigned)(tiles < 65535LL * 32 ? tiles : 65535LL * 32);
-        tc_stage_transpose_kernel<TS, TD><<<grid, dim3(TILE, TILE_ROWS), 0, stream>>>(
-            static_cast<const TS*>(src), static_cast<TD*>(dst), inner, ch, i_tiles, c_tiles, tiles);
-        CONV_LAUNCH_CHECK(tc_stage_transpose_kernel);
-        return CONV_OK;
+__global__ void __launch_bounds__(THREADS) tc_stage_kernel(StageJob a, StageJob b) {
+    __shared__ float tile[TILE][TILE + 1];  // [channel][position], padded against bank conflicts
+    const bool second = blockIdx.x >= a.blocks;
+    const StageJob& j = second ? b : a;
+    const unsigned block = second ? blockIdx.x - a.blocks : blockIdx.x;
+    if (j.transpose) stage_transpose<TS, TD>(j, block, tile);
+    else stage_elementwise<TS, TD>(j, block);
+}
+
+// The launch geometry of a copy: at most 65535 x 32 tiles' or 2^31 elements' worth of blocks, looping.
+StageJob stage_job(const TcStageCopy& c) {
+    StageJob j{};
+    j.copy = c;
+    const long long Cd = c.ch.groups * c.ch.Cp;
+    j.transpose = c.channels_first && c.ch.groups * c.ch.C >= TILE;
+    if (j.transpose) {
+        j.i_tiles = (c.inner + TILE - 1) / TILE;
+        j.c_tiles = (Cd + TILE - 1) / TILE;
+        j.work = c.outer * j.i_tiles * j.c_tiles;
+        j.blocks = (unsigned)(j.work < 65535LL * 32 ? j.work : 65535LL * 32);
+    } else {
+        j.work = c.outer * c.inner * Cd;
+        j.blocks = j.work ? conv_grid_for(j.work, THREADS) : 0;
     }
-    constexpr int THREADS = 256;
-    tc_stage_kernel<TS, TD><<<conv_grid_for(total, THREADS), THREADS, 0, stream>>>(
-        static_cast<const TS*>(src), static_cast<TD*>(dst), channels_first, inner, ch, total);
+    return j;
+}
+
+template <class TS, class TD>
+int stage_launch(const StageJob& a, const StageJob& b, cudaStream_t stream) {
+    tc_stage_kernel<TS, TD><<<a.blocks + b.blocks, THREADS, 0, stream>>>(a, b);
     CONV_LAUNCH_CHECK(tc_stage_kernel);
     return CONV_OK;
 }
 
 template <class TS>
-int tc_stage_to(const void* src, bool channels_first, void* dst, int dst_dtype, int64_t outer, int64_t inner,
-                TcStageChannels ch, cudaStream_t stream) {
+int stage_to(const StageJob& a, const StageJob& b, int dst_dtype, cudaStream_t stream) {
     switch (dst_dtype) {
-    case CONV_F16: return tc_stage_launch<TS, __half>(src, channels_first, dst, outer, inner, ch, stream);
-    case CONV_BF16: return tc_stage_launch<TS, __nv_bfloat16>(src, channels_first, dst, outer, inner, ch, stream);
-    default: return tc_stage_launch<TS, float>(src, channels_first, dst, outer, inner, ch, stream);
+    case CONV_F16: return stage_launch<TS, __half>(a, b, stream);
+    case CONV_BF16: return stage_launch<TS, __nv_bfloat16>(a, b, stream);
+    default: return stage_launch<TS, float>(a, b, stream);
     }
 }
 
 }  // namespace
 
-int tc_stage_channels_last(const void* src, int src_dtype, bool channels_first, void* dst, int dst_dtype,
-                           int64_t outer, int64_t inner, TcStageChannels ch, cudaStream_t stream) {
+int tc_stage_channels_last(const TcStageCopy* copies, int count, int src_dtype, int dst_dtype, cudaStream_t stream) {
+    StageJob a = count > 0 ? stage_job(copies[0]) : StageJob{}, b = count > 1 ? stage_job(copies[1]) : StageJob{};
+    if (!a.blocks) std::swap(a, b);  // an empty first copy: the second alone
+    if (!a.blocks) return CONV_OK;
     switch (src_dtype) {
-    case CONV_F16: return tc_stage_to<__half>(src, channels_first, dst, dst_dtype, outer, inner, ch, stream);
-    case CONV_BF16: return tc_stage_to<__nv_bfloat16>(src, channels_first, dst, dst_dtype, outer, inner, ch, stream);
-    default: return tc_stage_to<float>(src, channels_first, dst, dst_dtype, outer, inner, ch, stream);
+    case CONV_F16: return stage_to<__half>(a, b, dst_dtype, stream);
+    case CONV_BF16: return stage_to<__nv_bfloat16>(a, b, dst_dtype, stream);
+    default: return stage_to<float>(a, b, dst_dtype, stream);
     }
 }

@@ -17,8 +17,17 @@ struct TcStageChannels {
     int64_t C, Cp, groups, pack, rows;
 };
 
-// dst[o][i][g][q*C + c] = src[o][g*C + c][i] (channels_first) or src[o][i][g*C + c], c < C, converted
-// from src_dtype to dst_dtype (conv_dtype; to nearest even), q as above (0 unpacked); zeros elsewhere.
-// outer: images or maps; inner: pixels H*W or taps KH*KW. Launches on `stream`; no sync.
-int tc_stage_channels_last(const void* src, int src_dtype, bool channels_first, void* dst, int dst_dtype,
-                           int64_t outer, int64_t inner, TcStageChannels ch, cudaStream_t stream);
+// One operand's copy: dst[o][i][g][q*C + c] = src[o][g*C + c][i] (channels_first) or src[o][i][g*C + c],
+// c < C, q as above (0 unpacked), zeros elsewhere. outer: images or maps; inner: pixels H*W or taps KH*KW.
+struct TcStageCopy {
+    const void* src;
+    void* dst;
+    bool channels_first;
+    int64_t outer, inner;
+    TcStageChannels ch;
+};
+
+// Runs `count` (1 or 2: x and w) copies in one launch on `stream`, converting from src_dtype to dst_dtype
+// (conv_dtype; to nearest even); no sync. One launch, not one per operand: batch-1 layers are
+// launch-bound.
+int tc_stage_channels_last(const TcStageCopy* copies, int count, int src_dtype, int dst_dtype, cudaStream_t stream);
