@@ -3,9 +3,10 @@
 
 Small shapes keep the sanitizer's slowdown bearable while still covering edges: padding, stride,
 dilation, rectangular kernels, sizes that divide no tile, C=1, M=1, B=1, 32 maps with an odd output
-width, stride along the width only. Each variant also runs the problem descriptor's other capabilities
-(fp16 and bf16-free dtypes NumPy has, NHWC, MKKC, groups, bias, the epilogues, 'same' padding) where it
-declares them; a refusal (ConvUnsupportedError) is printed and skipped.
+width, stride along the width only; depthwise and grouped layers in every configuration. Each variant
+also runs the problem descriptor's other capabilities (fp16 and bf16-free dtypes NumPy has, NHWC, MKKC,
+groups, bias, the epilogues, 'same' padding) where it declares them; a refusal (ConvUnsupportedError) is
+printed and skipped.
 """
 import sys
 
@@ -73,26 +74,33 @@ def run_capabilities(rng, name: str) -> None:
         print(f"{name:32s} {label} -> {y.shape}")
 
 
-# Depthwise and grouped layers as the networks have them (x shape, w shape, stride, padding, groups).
+# Depthwise and grouped layers as the networks have them (x shape, w shape, stride, padding, groups,
+# dtype, NHWC x / MKKC w / NHWC y): ResNeXt-like 32-group ones in fp16 and fp32 channels-last too.
 GROUPED_SHAPES = [
-    ((2, 8, 15, 13), (8, 1, 3, 3), 1, 1, 8),
-    ((1, 6, 17, 19), (6, 1, 3, 3), 2, 1, 6),
-    ((2, 5, 11, 12), (5, 1, 5, 5), 2, 2, 5),
-    ((1, 4, 14, 14), (4, 1, 7, 7), 1, 3, 4),
-    ((2, 8, 9, 10), (16, 2, 3, 3), 1, 1, 4),
+    ((2, 8, 15, 13), (8, 1, 3, 3), 1, 1, 8, np.float32, False),
+    ((1, 6, 17, 19), (6, 1, 3, 3), 2, 1, 6, np.float32, False),
+    ((2, 5, 11, 12), (5, 1, 5, 5), 2, 2, 5, np.float32, False),
+    ((1, 4, 14, 14), (4, 1, 7, 7), 1, 3, 4, np.float32, False),
+    ((2, 8, 9, 10), (16, 2, 3, 3), 1, 1, 4, np.float32, False),
+    ((2, 64, 9, 11), (64, 2, 3, 3), 1, 1, 32, np.float16, True),
+    ((2, 128, 10, 9), (128, 4, 3, 3), 2, 1, 32, np.float32, True),
 ]
 
 
-def run_grouped(rng, name: str) -> None:
-    for x_shape, w_shape, stride, padding, groups in GROUPED_SHAPES:
-        x = rng.uniform(-1, 1, x_shape).astype(np.float32)
-        w = rng.uniform(-1, 1, w_shape).astype(np.float32)
+def run_grouped(rng, name: str, config=None) -> None:
+    label = f"{name}[{config}]" if config else name
+    for x_shape, w_shape, stride, padding, groups, dtype, nhwc in GROUPED_SHAPES:
+        x = rng.uniform(-1, 1, x_shape).astype(dtype)
+        w = rng.uniform(-1, 1, w_shape).astype(dtype)
+        if nhwc:
+            x, w = channels_last(x), channels_last(w)
         try:
-            y = pyconv.conv2d(x, w, stride=stride, padding=padding, groups=groups, variant=name, precision="fast")
+            y = pyconv.conv2d(x, w, stride=stride, padding=padding, groups=groups, variant=name, precision="fast",
+                              config=config)
         except pyconv.ConvUnsupportedError as exc:
-            print(f"{name:32s} groups {groups} {x_shape} unsupported: {exc}")
+            print(f"{label:32s} groups {groups} {x_shape} unsupported: {exc}")
             continue
-        print(f"{name:32s} groups {groups} {x_shape} -> {y.shape}")
+        print(f"{label:32s} groups {groups} {x_shape} -> {y.shape}")
 
 
 def run_network_ops(rng) -> None:
@@ -145,9 +153,9 @@ def main(argv) -> int:
                 print(f"{label:32s} {x_shape} + pool unsupported: {exc}")
                 continue
             print(f"{label:32s} {x_shape} + bias, ReLU, pool {pool} -> {y.shape}")
+        run_grouped(rng, name, config)
     for name in names:
         run_capabilities(rng, name)
-        run_grouped(rng, name)
     if "ops" in wanted:
         run_network_ops(rng)
     pyconv.synchronize()
