@@ -5,9 +5,12 @@ generic cases; those never reach the NHWC depthwise kernel (groups == C == M, C 
 nor most of the unrolled 3x3 / 5x5 / 7x7 paths at stride 2. Here: scaled-down shapes of the depthwise
 and grouped suite (MobileNetV2 3x3, EfficientNet-B0 5x5, ConvNeXt-T 7x7 pad 3, a channel multiplier,
 ResNeXt-50 32x4d-style groups of 4..32 channels that need several shared-memory fills), each in every
-configuration that takes it, NCHW and NHWC, f32 / f16 / bf16, bias + ReLU; plus the NHWC kernel's
-fallback for operands its vectors cannot load, and its refusals. float64 oracle, fresh random data,
-outputs poisoned with NaN.
+configuration that takes it, NCHW and NHWC, f32 / f16 / bf16, bias + ReLU; then every depthwise
+configuration (depthwise_nhwc.cu, depthwise_nchw.cu) in every dtype on shapes that reach each of their
+paths (3x3 / 5x5 at strides 1 and 2 and 7x7 unrolled, the generic kernel, 8-channel f16 / bf16 vectors
+and the 4-channel ones where C % 8 != 0, channel blocks split evenly, tiles and row bands that do not
+divide the output, a channel multiplier, mixed dtypes); plus the NHWC kernel's fallbacks for operands
+its vectors cannot load, and the refusals. float64 oracle, fresh random data, outputs poisoned with NaN.
 """
 import numpy as np
 import pytest
@@ -101,7 +104,9 @@ def variant_of(k, case, layout):
 ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
         for shape in SHAPES for layout in ("NCHW", "NHWC") for config in
         ["m1_t32x32", "m1_t32x32_p8", "m1_t16x16", "m1_t8x8", "m4_t32x16", "m4_t16x16", "m4_t8x8",
-         "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64"]]
+         "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nchw_r2", "nchw_r4", "nchw_r7"]]
+NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128"]
+NCHW_CONFIGS = ["nchw_r2", "nchw_r4", "nchw_r7"]
 
 
 def test_config_list_is_the_swept_one():
@@ -120,18 +125,67 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
         check_case(case, config, rng)
     except ConvUnsupportedError as exc:
         # Refusals are the configuration's own limits: map quads need 2+ maps per group, the NHWC
-        # kernel depthwise NHWC with C % 4 == 0.
-        assert "maps per group" in str(exc) or "NHWC depthwise" in str(exc), str(exc)
+        # kernel depthwise NHWC with C % 4 == 0, the NCHW one a channel per group in NCHW.
+        assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise")), str(exc)
         pytest.skip(f"{config} does not take {shape}: {exc}")
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("config", ["nhwc_p4_t128", "nhwc_p1_t64"])
-def test_nhwc_misaligned_operands_fall_back(config, dtype, rng):
-    """x and y one element past an aligned start: the configuration runs the tiled kernel instead."""
+# Depthwise shapes for the depthwise kernels' paths (C % 8 == 0 takes 8-channel vectors in f16 / bf16).
+DW_SHAPES = {
+    "3x3_s1_c40": ConvCase(2, 40, 13, 11, 40, 3, 3, padding=(1, 1), groups=40),
+    "3x3_s2_c24": ConvCase(1, 24, 15, 17, 24, 3, 3, stride=(2, 2), padding=(1, 1), groups=24),
+    "3x3_valid_c8": ConvCase(1, 8, 9, 10, 8, 3, 3, groups=8),
+    "5x5_s1_c16": ConvCase(1, 16, 11, 9, 16, 5, 5, padding=(2, 2), groups=16),
+    "5x5_s2_c48": ConvCase(1, 48, 14, 13, 48, 5, 5, stride=(2, 2), padding=(2, 2), groups=48),
+    "7x7_s1_c8": ConvCase(2, 8, 9, 10, 8, 7, 7, padding=(3, 3), groups=8),
+    # 264 channels: blocks of 11 vectors of 8 (or 22 of 4) channels, 3 along y.
+    "7x7_plane7_c264": ConvCase(1, 264, 7, 7, 264, 7, 7, padding=(3, 3), groups=264),
+    # 144 channels: 2 blocks of 9 vectors of 8 (or 18 of 4).
+    "3x3_plane6x5_c144": ConvCase(1, 144, 6, 5, 144, 3, 3, padding=(1, 1), groups=144),
+    "3x3_c12_4wide": ConvCase(1, 12, 9, 8, 12, 3, 3, padding=(1, 1), groups=12),
+    "7x7_s2_generic": ConvCase(1, 16, 12, 11, 16, 7, 7, stride=(2, 2), padding=(3, 3), groups=16),
+    "3x5_dil2_generic": ConvCase(1, 8, 10, 12, 8, 3, 5, padding=(2, 4), dilation=(2, 2), groups=8),
+    "3x3_s2_multiplier2": ConvCase(1, 6, 11, 13, 12, 3, 3, stride=(2, 2), padding=(1, 1), groups=6),
+}
+DW_ROWS = [pytest.param(shape, dtype, config, id=f"{shape}-{dtype}-{config}")
+           for shape in DW_SHAPES for dtype in DTYPES for config in NHWC_CONFIGS + NCHW_CONFIGS]
+
+
+@pytest.mark.parametrize("shape,dtype,config", DW_ROWS)
+def test_depthwise_kernels_every_dtype(shape, dtype, config, rng):
+    """Each depthwise configuration on its layout, every dtype, bias + ReLU on every other shape."""
     gpu_ready()
-    case = SHAPES["mbv2_3x3_s1"].with_(x_layout="NHWC", y_layout="NHWC", x_dtype=dtype, y_dtype=dtype)
-    check_case(case, config, rng, x_offset=1, y_offset=1)
+    k = list(DW_SHAPES).index(shape)
+    layout = "NHWC" if config.startswith("nhwc") else "NCHW"
+    case = DW_SHAPES[shape].with_(x_layout=layout, y_layout=layout, w_layout="MKKC" if k % 2 else "MCKK",
+                                  x_dtype=dtype, y_dtype=dtype, bias=bool(k % 2),
+                                  epilogue="relu" if k % 2 else "none")
+    if layout == "NHWC" and case.M != case.C:
+        status, message = supports(case, config)
+        assert status == UNSUPPORTED and "groups == C == M" in message, message
+        return
+    check_case(case, config, rng)
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype", [("f16", "f32"), ("f32", "bf16")])
+@pytest.mark.parametrize("config", NCHW_CONFIGS)
+def test_nchw_depthwise_mixed_dtypes(config, x_dtype, y_dtype, rng):
+    """x and y of different dtypes: the generic kernel, with bias + ReLU."""
+    gpu_ready()
+    case = DW_SHAPES["3x3_s1_c40"].with_(x_dtype=x_dtype, y_dtype=y_dtype, bias=True, epilogue="relu")
+    check_case(case, config, rng)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("config", NHWC_CONFIGS)
+@pytest.mark.parametrize("offset", [1, 4])
+def test_nhwc_misaligned_operands_fall_back(offset, config, dtype, rng):
+    """x and y one element past an aligned start: the configuration runs the tiled kernel instead; four
+    elements past it (8 bytes in f16 / bf16): the 4-channel vectors instead of the 8-channel ones."""
+    gpu_ready()
+    case = DW_SHAPES["3x3_s1_c40"].with_(x_layout="NHWC", y_layout="NHWC", x_dtype=dtype, y_dtype=dtype,
+                                         bias=True, epilogue="relu")
+    check_case(case, config, rng, x_offset=offset, y_offset=offset)
 
 
 def test_default_config_per_shape():
@@ -148,8 +202,10 @@ def test_default_config_per_shape():
 
     nhwc = dict(x_layout="NHWC", y_layout="NHWC")
     assert default_of(SHAPES["mbv2_3x3_s1"].with_(**nhwc)) == "nhwc_p2_t128"
-    assert default_of(SHAPES["convnext_7x7_tiny"].with_(**nhwc)) == "nhwc_p1_t64"
+    assert default_of(SHAPES["convnext_7x7_tiny"].with_(**nhwc)) == "nhwc_r2p2_t128"
     assert default_of(SHAPES["convnext_7x7"]) == "m1_t32x32_p8"
+    assert default_of(SHAPES["convnext_7x7_tiny"]) == "nchw_r7"  # 7x7 plane: one band of 7 rows
+    assert default_of(SHAPES["mbv2_3x3_s2"]) == "nchw_r4"  # stride 2, 12 output rows
     assert default_of(SHAPES["resnext_g8_cg4"]) == "m4_t16x16"
     assert default_of(SHAPES["mbv2_3x3_s1"].with_(x_layout="NHWC")) == "m1_t16x16"  # y NCHW: tiled
 
@@ -168,6 +224,8 @@ def supports(case, config=None):
     (SHAPES["mbv2_3x3_s1"], "m4_t16x16", ["maps per group"]),
     (SHAPES["mbv2_3x3_s1"], "nhwc_p4_t128", ["x_layout", "NHWC"]),
     (SHAPES["resnext_g8_cg4"].with_(x_layout="NHWC", y_layout="NHWC"), "nhwc_p4_t128", ["groups == C == M"]),
+    (SHAPES["resnext_g8_cg4"], "nchw_r4", ["one input channel per group"]),
+    (SHAPES["mbv2_3x3_s1"].with_(y_layout="NHWC"), "nchw_r7", ["NCHW"]),
     (ConvCase(1, 6, 9, 9, 6, 3, 3, groups=6, x_layout="NHWC", y_layout="NHWC"), "nhwc_p2_t128", ["multiple of 4"]),
     (ConvCase(1, 4, 60, 60, 4, 11, 11, groups=4, x_layout="NHWC", y_layout="NHWC"), "nhwc_p2_t128", ["KH*KW"]),
     (ConvCase(1, 4, 400, 400, 4, 3, 3, dilation=(60, 60), groups=4), "m1_t32x32", ["shared memory"]),

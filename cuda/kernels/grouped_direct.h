@@ -1,9 +1,12 @@
-// grouped_direct.h — what grouped_direct.cu (the variant: tiled kernels for any grouped layer) and
-// depthwise_nhwc.cu (its kernel for depthwise layers in NHWC) share: the NHWC kernel's eligibility
-// test and its launch configurations, which the variant's configuration table lists beside its own.
+// grouped_direct.h — what grouped_direct.cu (the variant: tiled kernels for any grouped layer) shares
+// with its two depthwise kernels, depthwise_nhwc.cu (channels contiguous) and depthwise_nchw.cu
+// (planes contiguous): their eligibility tests and launch configurations, which the variant's
+// configuration table lists beside its own.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "conv_internal.h"
 
@@ -17,11 +20,36 @@
 // Operand alignment is checked at run time.
 int dw_nhwc_fits(const conv_problem* p, int report);
 
-// 1 if the operands are aligned for its vector loads and stores (4 elements: 16 bytes in fp32, 8 in
-// fp16 and bf16); a configuration falls back to the tiled kernel where they are not.
+// 1 if the operands are aligned for its narrowest vector loads and stores (4 elements: 16 bytes in
+// fp32, 8 in fp16 and bf16); a configuration falls back to the tiled kernel where they are not.
 int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t);
 
-// Runs it on a problem it fits (dw_nhwc_fits and dw_nhwc_aligned): a thread computes PT neighbouring
-// output pixels of one row for 4 neighbouring channels; THREADS per block.
-template <int PT, int THREADS>
+// Runs it on a problem it fits (dw_nhwc_fits and dw_nhwc_aligned): a thread computes PR x PT output
+// pixels (rows x neighbouring columns) for 4 neighbouring channels, or 8 in fp16 / bf16 where C % 8 == 0
+// and x, y are 16-byte aligned; THREADS per block.
+template <int PR, int PT, int THREADS>
 int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+
+// CONV_OK if the NCHW depthwise kernel takes the problem: x and y NCHW, one input channel per group
+// (C == groups, any number of maps per group), any dtypes; else CONV_ERR_UNSUPPORTED, naming the
+// reason where `report`.
+int dw_nchw_fits(const conv_problem* p, int report);
+
+// Runs it on a problem it fits: a thread computes PR output rows of one column of one plane.
+template <int PR>
+int dw_nchw_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+
+// The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
+// square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
+// generic kernel, run-time filter loops) for every other shape.
+template <template <int, int> class At>
+static inline std::remove_const_t<decltype(At<0, 0>::kernel)> gd_kernel_for_filter(const conv_problem* p) {
+    const bool square = p->KH == p->KW && p->stride_h == p->stride_w && p->dilation_h == 1 && p->dilation_w == 1;
+    const int64_t k = p->KH, st = p->stride_h;
+    if (square && st == 1 && k == 3) return At<3, 1>::kernel;
+    if (square && st == 2 && k == 3) return At<3, 2>::kernel;
+    if (square && st == 1 && k == 5) return At<5, 1>::kernel;
+    if (square && st == 2 && k == 5) return At<5, 2>::kernel;
+    if (square && st == 1 && k == 7) return At<7, 1>::kernel;
+    return At<0, 0>::kernel;
+}

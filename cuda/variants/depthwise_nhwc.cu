@@ -1,21 +1,23 @@
 // depthwise_nhwc.cu — grouped_direct's kernel for depthwise layers stored NHWC (groups == C == M:
 // y[b, oh, ow, c] = sum over kh, kw of x[b, ih, iw, c] * w[c, kh, kw]), exact fp32 FFMA on f32, f16
 // or bf16 data (x, w, y and bias of one dtype).
-//   dw_nhwc_kernel<K, S, PT, THREADS, T>: channels are contiguous in NHWC, so a thread takes a quad
-//     of neighbouring channels (one 16-byte load in fp32, 8 bytes in fp16/bf16) for a strip of PT
-//     neighbouring output pixels of one row, and a warp's lanes take neighbouring quads: every load
-//     and store of a warp is one contiguous run, and no input is staged (neighbouring strips share
-//     their input columns through L1). The block's weights (its channels x KH*KW taps, widened to
-//     fp32) sit in shared memory as [tap][quad], one LDS.128 per tap and quad; blocks loop over
-//     strips so that a grid of a few waves stages them once per block.
-//     K, S > 0: K x K filter, stride S, dilation 1, all unrolled: for each filter row, the strip's
-//     (PT-1)*S + K input quads are loaded once each and feed every tap of the strip that reads them
-//     (K*PT FMA quads per row from that many loads, instead of one load per FMA quad).
-//     K = S = 0: any KH x KW, stride, dilation; one load per tap and pixel (the fallback).
-// A tap on padding loads zeros and still meets its weight, so an Inf or NaN weight there gives NaN,
-// as in PyTorch.
-#include <type_traits>
-
+//   dw_nhwc_kernel<K, S, PR, PT, V, THREADS, T>: channels are contiguous in NHWC, so a thread takes a
+//     vector of V neighbouring channels (one 16-byte load: 4 channels in fp32, 8 in fp16 / bf16 where
+//     C % 8 == 0 and x, y are 16-byte aligned, else 4 channels in 8 bytes) for a tile of PR output rows
+//     x PT neighbouring output columns, and a warp's lanes take neighbouring vectors: every load and
+//     store of a warp is one contiguous run, and no input is staged (neighbouring tiles share their
+//     input columns through L1). The block's weights (its channels x KH*KW taps, widened to fp32) sit
+//     in shared memory, channels fastest; blocks loop over tiles so that a grid of a few waves stages
+//     them once per block, and with a 3x3 filter on 4-channel vectors each thread keeps its 9 taps in
+//     registers for all its tiles (no shared-memory traffic in the loop).
+//     K, S > 0: K x K filter, stride S, dilation 1, all unrolled: the tile reads its (PR-1)*S + K input
+//     rows once each; of each row, its (PT-1)*S + K vectors are loaded together (addresses clamped
+//     into the image and the value zeroed on padding, so that no load waits behind a branch) and feed
+//     every (output row, tap) of the tile that reads them.
+//     K = S = 0: any KH x KW, stride, dilation; one load per tap and pixel (the fallback, also the
+//     only kernel of the 4-channel f16 / bf16 path, which real networks with C % 8 == 0 do not take).
+// A tap on padding meets a zero and still its weight, so an Inf or NaN weight there gives NaN, as in
+// PyTorch.
 #include "conv_shape.cuh"
 #include "grouped_direct.h"
 #include "launch_util.cuh"
@@ -23,185 +25,300 @@
 
 namespace {
 
-// Quads (4 channels) per block at most: 128 channels, whose weights fit 48 KB up to DW_NHWC_MAX_TAPS.
-constexpr int DW_BLOCK_QUADS = 32;
+// Channels per block at most: their weights (fp32) fit 48 KB up to DW_NHWC_MAX_TAPS taps.
+constexpr int DW_BLOCK_CHANNELS = 128;
 
 // x is (B, H, W, C), w is (C, KH, KW) (MCKK and MKKC coincide with one channel per group), y is
 // (B, OH, OW, C); every count < 2^31 (the dispatcher's batch chunks).
 struct dw_nhwc_shape : ConvShape32 {
-    int quads;             // C / 4
-    int block_quads;       // quads per block (blockIdx.y: groups of them)
-    int strips_per_block;  // THREADS / block_quads
-    int ows;               // strips per output row: ceil(OW / PT)
-    int strips;            // B * OH * ows
+    int vecs;              // C / V
+    int block_vecs;        // vectors per block (blockIdx.y: groups of them)
+    int tiles_per_block;   // THREADS / block_vecs
+    int tiles_w;           // tiles across an output row: ceil(OW / PT)
+    int tiles_h;           // tiles down an output column: ceil(OH / PR)
+    int tiles;             // B * tiles_h * tiles_w
     int relu;
 };
 
-// Four neighbouring elements widened to fp32 / narrowed from it (round to nearest even).
-__device__ __forceinline__ float4 dw_load4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
-__device__ __forceinline__ float4 dw_load4(const __half* p) {
-    const uint2 q = __ldg(reinterpret_cast<const uint2*>(p));  // asm volatile: stays behind its guard
-    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&q.x));
-    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&q.y));
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
+// ---- V neighbouring channels widened to fp32 / narrowed from it (round to nearest even) ----
+__device__ __forceinline__ float2 dw_widen2(unsigned u, const __half*) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&u));
 }
-__device__ __forceinline__ float4 dw_load4(const __nv_bfloat16* p) {
-    const uint2 q = __ldg(reinterpret_cast<const uint2*>(p));
-    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q.x));
-    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q.y));
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
+__device__ __forceinline__ float2 dw_widen2(unsigned u, const __nv_bfloat16*) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
 }
-
-__device__ __forceinline__ void dw_store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-__device__ __forceinline__ void dw_store4(__half* p, float4 v) {
-    const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
-    *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
-                                              *reinterpret_cast<const unsigned*>(&hi));
+__device__ __forceinline__ unsigned dw_narrow2(float a, float b, const __half*) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&h);
 }
-__device__ __forceinline__ void dw_store4(__nv_bfloat16* p, float4 v) {
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-    *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
-                                              *reinterpret_cast<const unsigned*>(&hi));
+__device__ __forceinline__ unsigned dw_narrow2(float a, float b, const __nv_bfloat16*) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&h);
 }
 
-// The quad at column iw of an input row (xr: the row's start at the thread's channel), or zeros
-// where the tap lies on padding (the address is then never formed into a load).
-template <class T>
-__device__ __forceinline__ float4 dw_input(const T* xr, int iw, bool row_ok, const dw_nhwc_shape& s) {
-    return row_ok && (unsigned)iw < (unsigned)s.W ? dw_load4(xr + iw * s.C) : make_float4(0.f, 0.f, 0.f, 0.f);
+// Loads V channels at p (aligned to V elements) into v, or zeros where not `ok` (p must still be
+// readable: the zeros replace the loaded bits, one select per 32-bit word, before widening).
+template <int V>
+__device__ __forceinline__ void dw_load(const float* p, bool ok, float (&v)[V]) {
+#pragma unroll
+    for (int q = 0; q < V / 4; ++q) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(p) + q);
+        v[4 * q] = ok ? f.x : 0.0f; v[4 * q + 1] = ok ? f.y : 0.0f;
+        v[4 * q + 2] = ok ? f.z : 0.0f; v[4 * q + 3] = ok ? f.w : 0.0f;
+    }
+}
+template <int V, class T>
+__device__ __forceinline__ void dw_load(const T* p, bool ok, float (&v)[V]) {
+    static_assert(V == 4 || V == 8, "8 or 16 bytes of f16 / bf16");
+    unsigned u[V / 2];
+    if constexpr (V == 8) {
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
+        u[0] = q.x; u[1] = q.y; u[2] = q.z; u[3] = q.w;
+    } else {
+        const uint2 q = __ldg(reinterpret_cast<const uint2*>(p));
+        u[0] = q.x; u[1] = q.y;
+    }
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) {
+        const float2 f = dw_widen2(ok ? u[i] : 0u, p);
+        v[2 * i] = f.x; v[2 * i + 1] = f.y;
+    }
 }
 
-__device__ __forceinline__ void dw_fma4(float4& acc, float4 w, float4 v) {
-    acc.x = fmaf(w.x, v.x, acc.x);
-    acc.y = fmaf(w.y, v.y, acc.y);
-    acc.z = fmaf(w.z, v.z, acc.z);
-    acc.w = fmaf(w.w, v.w, acc.w);
+template <int V>
+__device__ __forceinline__ void dw_store(float* p, const float (&v)[V]) {
+#pragma unroll
+    for (int q = 0; q < V / 4; ++q)
+        reinterpret_cast<float4*>(p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+}
+template <int V, class T>
+__device__ __forceinline__ void dw_store(T* p, const float (&v)[V]) {
+    unsigned u[V / 2];
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) u[i] = dw_narrow2(v[2 * i], v[2 * i + 1], p);
+    if constexpr (V == 8)
+        *reinterpret_cast<uint4*>(p) = make_uint4(u[0], u[1], u[2], u[3]);
+    else
+        *reinterpret_cast<uint2*>(p) = make_uint2(u[0], u[1]);
 }
 
-// One thread = PT output pixels of one row x one channel quad; blockIdx.y picks the block's quads.
-template <int K, int S, int PT, int THREADS, class T>
+// The vector at column iw of an input row (xr: the row's start at the thread's channels; a row on
+// padding passes row_ok false and any row of the image), zeros on padding. The load always happens,
+// at a column clamped into the row, so that a row's loads issue together with no branch between them.
+template <int V, class T>
+__device__ __forceinline__ void dw_input(const T* xr, int iw, bool row_ok, const dw_nhwc_shape& s, float (&v)[V]) {
+    const bool ok = row_ok && (unsigned)iw < (unsigned)s.W;
+    dw_load<V>(xr + (ok ? iw : 0) * s.C, ok, v);
+}
+
+template <int V>
+__device__ __forceinline__ void dw_fma(float (&acc)[V], const float (&wv)[V], const float (&v)[V]) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = fmaf(wv[e], v[e], acc[e]);
+}
+
+// The thread's weights: quarter q (4 channels) of tap t of its V channels is the float4 at
+// s_w[t * row + q * quarter] in shared memory, or with IN_REGS (a 3x3 filter on 4 channels: 36
+// registers; 8 channels would take 72 and halve the warps an SM holds) copies of all K*K taps in
+// registers, loaded once.
+template <int K, int V>
+struct DwTaps {
+    static constexpr bool IN_REGS = K == 3 && V == 4;
+    const float* s_w;
+    int row, quarter;
+    float r[IN_REGS ? K * K : 1][V];
+
+    __device__ __forceinline__ DwTaps(const float* s_w_, int row_, int quarter_)
+        : s_w(s_w_), row(row_), quarter(quarter_) {
+        if constexpr (IN_REGS) {
+#pragma unroll
+            for (int t = 0; t < K * K; ++t) get_shared(t, r[t]);
+        }
+    }
+    __device__ __forceinline__ void get_shared(int t, float (&wv)[V]) const {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+            const float4 f = *reinterpret_cast<const float4*>(s_w + t * row + q * quarter);
+            wv[4 * q] = f.x; wv[4 * q + 1] = f.y; wv[4 * q + 2] = f.z; wv[4 * q + 3] = f.w;
+        }
+    }
+    __device__ __forceinline__ void get(int t, float (&wv)[V]) const {
+        if constexpr (IN_REGS) {
+#pragma unroll
+            for (int e = 0; e < V; ++e) wv[e] = r[t][e];
+        } else {
+            get_shared(t, wv);
+        }
+    }
+};
+
+// One thread = PR output rows x PT output columns x V channels; blockIdx.y picks the block's channels.
+template <int K, int S, int PR, int PT, int V, int THREADS, class T>
 __global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const T* __restrict__ x,
                                                           const T* __restrict__ w, const T* __restrict__ bias,
                                                           T* __restrict__ y) {
     static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
     const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
-    const int sh = S ? S : s.stride_h, sw = S ? S : s.stride_w;
-    const int dh = K ? 1 : s.dil_h, dwid = K ? 1 : s.dil_w;
-    extern __shared__ float4 s_w4[];  // [tap][block quad]
-    const int q0 = blockIdx.y * s.block_quads, nq = min(s.block_quads, s.quads - q0);
+    extern __shared__ float4 s_w4[];  // [tap][quarter of a vector][block vector][4 channels]
+    const int v0 = blockIdx.y * s.block_vecs, nv = min(s.block_vecs, s.vecs - v0);
 
-    // Weights of channels [4*q0, 4*(q0 + nq)): channel fastest, so that the shared-memory writes do
+    // Weights of channels [V*v0, V*(v0 + nv)): channels fastest, so that the shared-memory writes do
     // not conflict; the strided global reads of a warp hit lines the block's other taps read too (L1).
+    // A vector's quarters lie 4*block_vecs floats apart, so that a warp's LDS.128 of one quarter reads
+    // consecutive float4s (no bank conflict at V = 8).
     float* s_w = reinterpret_cast<float*>(s_w4);
-    const int nc = 4 * nq, row = 4 * s.block_quads;
+    const int nc = V * nv, row = V * s.block_vecs, quarter = 4 * s.block_vecs;
     for (int e = threadIdx.x; e < KK * nc; e += THREADS) {
-        const int t = e / nc, cl = e - t * nc;
-        s_w[t * row + cl] = conv_load(w, (long long)(4 * q0 + cl) * KK + t);
+        const int t = e / nc, cl = e - t * nc, vec = cl / V, in_vec = cl - vec * V;
+        s_w[t * row + in_vec / 4 * quarter + 4 * vec + in_vec % 4] = conv_load(w, (long long)(V * v0 + cl) * KK + t);
     }
     __syncthreads();  // the only barrier: threads without work may leave after it
 
-    const int ql = threadIdx.x % s.block_quads, sl = threadIdx.x / s.block_quads;
-    if (sl >= s.strips_per_block || ql >= nq) return;
-    const int c = 4 * (q0 + ql);
-    const float4* wq = s_w4 + ql;  // tap t of this quad: wq[t * block_quads]
-    float4 bq = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (bias) bq = make_float4(conv_load(bias, c), conv_load(bias, c + 1), conv_load(bias, c + 2), conv_load(bias, c + 3));
+    const int vl = threadIdx.x % s.block_vecs, tl = threadIdx.x / s.block_vecs;
+    if (tl >= s.tiles_per_block || vl >= nv) return;
+    const int c = V * (v0 + vl);
+    const DwTaps<K, V> taps(s_w + 4 * vl, row, quarter);
+    float bv[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) bv[e] = bias ? conv_load(bias, c + e) : 0.0f;
 
-    for (int st = blockIdx.x * s.strips_per_block + sl; st < s.strips; st += gridDim.x * s.strips_per_block) {
-        const int owq = st % s.ows, rest = st / s.ows;
-        const int oh = rest % s.OH, b = rest / s.OH;
-        const int ow0 = owq * PT;
-        float4 acc[PT];
+    for (int tile = blockIdx.x * s.tiles_per_block + tl; tile < s.tiles; tile += gridDim.x * s.tiles_per_block) {
+        const int twi = tile % s.tiles_w, rest = tile / s.tiles_w;
+        const int thi = rest % s.tiles_h, b = rest / s.tiles_h;
+        const int oh0 = thi * PR, ow0 = twi * PT;
+        float acc[PR][PT][V];
 #pragma unroll
-        for (int r = 0; r < PT; ++r) acc[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int r = 0; r < PR; ++r)
+#pragma unroll
+            for (int p = 0; p < PT; ++p)
+#pragma unroll
+                for (int e = 0; e < V; ++e) acc[r][p][e] = 0.0f;
 
+        if constexpr (K > 0) {
+            constexpr int ROWS = (PR - 1) * S + K, COLS = (PT - 1) * S + K;
+            const int ih0 = oh0 * S - s.pad_h, iw0 = ow0 * S - s.pad_w;
+            // Input row i of the tile's window feeds output row r at filter row kh = i - r*S, and its
+            // column j output column p at filter column kw = j - p*S. The rows stay a loop (unrolled
+            // only where the taps sit in registers and need constant indices): unrolled, the compiler
+            // hoists every row's loads and takes 255 registers or spills; one row's loads in flight per
+            // thread suffice with the warps an SM then holds.
+#pragma unroll(DwTaps<K, V>::IN_REGS ? ROWS : 1)
+            for (int i = 0; i < ROWS; ++i) {
+                const int ih = ih0 + i;
+                const bool row_ok = (unsigned)ih < (unsigned)s.H;
+                const T* xr = x + ((b * s.H + (row_ok ? ih : 0)) * s.W) * s.C + c;  // never outside x
+                float win[COLS][V];
 #pragma unroll
-        for (int kh = 0; kh < KH; ++kh) {
-            const int ih = oh * sh - s.pad_h + kh * dh;
-            const bool row_ok = (unsigned)ih < (unsigned)s.H;
-            const T* xr = x + ((b * s.H + (row_ok ? ih : 0)) * s.W) * s.C + c;  // never outside x
-            if constexpr (K > 0) {
-                float4 wr[K];
+                for (int j = 0; j < COLS; ++j) dw_input<V>(xr, iw0 + j, row_ok, s, win[j]);
 #pragma unroll
-                for (int kw = 0; kw < K; ++kw) wr[kw] = wq[(kh * K + kw) * s.block_quads];
-                const int iw0 = ow0 * S - s.pad_w;
-                // Input column j of the strip's window feeds output r at tap kw = j - r*S.
+                for (int r = 0; r < PR; ++r) {
+                    const int kh = i - r * S;
+                    if ((unsigned)kh >= (unsigned)K) continue;
 #pragma unroll
-                for (int j = 0; j < (PT - 1) * S + K; ++j) {
-                    const float4 v = dw_input(xr, iw0 + j, row_ok, s);
+                    for (int kw = 0; kw < K; ++kw) {
+                        float wv[V];
+                        taps.get(kh * K + kw, wv);
 #pragma unroll
-                    for (int r = 0; r < PT; ++r)
-                        if (j - r * S >= 0 && j - r * S < K) dw_fma4(acc[r], wr[j - r * S], v);
+                        for (int p = 0; p < PT; ++p) dw_fma<V>(acc[r][p], wv, win[p * S + kw]);
+                    }
                 }
-            } else {
-                for (int kw = 0; kw < KW; ++kw) {
-                    const float4 wv = wq[(kh * KW + kw) * s.block_quads];
+            }
+        } else {
+            // Rows past OH (the last tile) read clamped addresses too and are not stored.
 #pragma unroll
-                    for (int r = 0; r < PT; ++r)
-                        dw_fma4(acc[r], wv, dw_input(xr, (ow0 + r) * sw - s.pad_w + kw * dwid, row_ok, s));
+            for (int r = 0; r < PR; ++r) {
+                for (int kh = 0; kh < KH; ++kh) {
+                    const int ih = (oh0 + r) * s.stride_h - s.pad_h + kh * s.dil_h;
+                    const bool row_ok = (unsigned)ih < (unsigned)s.H;
+                    const T* xr = x + ((b * s.H + (row_ok ? ih : 0)) * s.W) * s.C + c;
+                    for (int kw = 0; kw < KW; ++kw) {
+                        float wv[V];
+                        taps.get(kh * KW + kw, wv);
+#pragma unroll
+                        for (int p = 0; p < PT; ++p) {
+                            float v[V];
+                            dw_input<V>(xr, (ow0 + p) * s.stride_w - s.pad_w + kw * s.dil_w, row_ok, s, v);
+                            dw_fma<V>(acc[r][p], wv, v);
+                        }
+                    }
                 }
             }
         }
 
-        T* yp = y + ((b * s.OH + oh) * s.OW + ow0) * s.C + c;
 #pragma unroll
-        for (int r = 0; r < PT; ++r) {
-            if (ow0 + r >= s.OW) break;
-            const float4 v = make_float4(conv_epilogue_value(acc[r].x, bq.x, s.relu),
-                                         conv_epilogue_value(acc[r].y, bq.y, s.relu),
-                                         conv_epilogue_value(acc[r].z, bq.z, s.relu),
-                                         conv_epilogue_value(acc[r].w, bq.w, s.relu));
-            dw_store4(yp + r * s.C, v);
+        for (int r = 0; r < PR; ++r) {
+            if (oh0 + r >= s.OH) break;
+            T* yp = y + ((b * s.OH + oh0 + r) * s.OW + ow0) * s.C + c;
+#pragma unroll
+            for (int p = 0; p < PT; ++p) {
+                if (ow0 + p >= s.OW) break;
+                float o[V];
+#pragma unroll
+                for (int e = 0; e < V; ++e) o[e] = conv_epilogue_value(acc[r][p][e], bv[e], s.relu);
+                dw_store<V>(yp + p * s.C, o);
+            }
         }
     }
 }
 
-// The kernel for the problem's filter and stride: unrolled for 3x3, 5x5 (strides 1, 2) and 7x7
-// (stride 1) at dilation 1, the generic one elsewhere.
-template <int PT, int THREADS, class T>
-static void (*dw_kernel_for(const conv_problem* p))(dw_nhwc_shape, const T*, const T*, const T*, T*) {
-    const bool square = p->KH == p->KW && p->stride_h == p->stride_w && p->dilation_h == 1 && p->dilation_w == 1;
-    const int64_t k = p->KH, st = p->stride_h;
-    if (square && st == 1 && k == 3) return dw_nhwc_kernel<3, 1, PT, THREADS, T>;
-    if (square && st == 2 && k == 3) return dw_nhwc_kernel<3, 2, PT, THREADS, T>;
-    if (square && st == 1 && k == 5) return dw_nhwc_kernel<5, 1, PT, THREADS, T>;
-    if (square && st == 2 && k == 5) return dw_nhwc_kernel<5, 2, PT, THREADS, T>;
-    if (square && st == 1 && k == 7) return dw_nhwc_kernel<7, 1, PT, THREADS, T>;
-    return dw_nhwc_kernel<0, 0, PT, THREADS, T>;
+template <int PR, int PT, int V, int THREADS, class T>
+struct DwNhwcKernels {
+    template <int K, int S>
+    struct At {
+        static constexpr auto kernel = dw_nhwc_kernel<K, S, PR, PT, V, THREADS, T>;
+    };
+};
+
+// The kernel for the problem's filter: the unrolled ones with 16-byte vectors, the generic one
+// elsewhere and for the 4-channel f16 / bf16 path.
+template <int PR, int PT, int V, int THREADS, class T>
+static auto dw_kernel_for(const conv_problem* p) {
+    using Kernels = DwNhwcKernels<PR, PT, V, THREADS, T>;
+    if constexpr (V * sizeof(T) == 16) return gd_kernel_for_filter<Kernels::template At>(p);
+    return Kernels::template At<0, 0>::kernel;
 }
 
-// Blocks of one launch along x: at most a few waves (the blocks loop over the rest of the strips),
-// so that each block's weight staging is paid for by several strips.
+// Blocks of one launch along x: at most a few waves (the blocks loop over the rest of the tiles),
+// so that each block's weight staging is paid for by several tiles.
 constexpr int DW_WAVES = 4;
 
-template <int PT, int THREADS>
+template <int PR, int PT, int THREADS>
 struct DwNhwcLaunch {
-    template <class T>
+    template <class T, int V>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
         dw_nhwc_shape s;
         static_cast<ConvShape32&>(s) = conv_shape32(p);
-        s.quads = s.C / 4;
-        s.block_quads = s.quads < DW_BLOCK_QUADS ? s.quads : DW_BLOCK_QUADS;
-        if (s.block_quads > THREADS) s.block_quads = THREADS;
-        s.strips_per_block = THREADS / s.block_quads;
-        s.ows = conv_ceil_div(s.OW, PT);
-        s.strips = (int)(p->B * s.OH * s.ows);  // <= B*OH*OW < 2^31
+        s.vecs = s.C / V;
+        // As few blocks along y as the channel limit allows, sharing the vectors evenly: C = 144 in
+        // blocks of 128 + 16 channels would leave most lanes of the second block's warps idle.
+        const int per_block = (DW_BLOCK_CHANNELS / V < THREADS ? DW_BLOCK_CHANNELS / V : THREADS);
+        const int gy = conv_ceil_div(s.vecs, per_block);
+        s.block_vecs = conv_ceil_div(s.vecs, gy);
+        s.tiles_per_block = THREADS / s.block_vecs;
+        s.tiles_w = conv_ceil_div(s.OW, PT);
+        s.tiles_h = conv_ceil_div(s.OH, PR);
+        s.tiles = (int)(p->B * s.tiles_h * s.tiles_w);  // <= B*OH*OW < 2^31
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
-        const auto kernel = dw_kernel_for<PT, THREADS, T>(p);
-        const size_t smem = (size_t)s.KH * s.KW * s.block_quads * sizeof(float4);
+        const auto kernel = dw_kernel_for<PR, PT, V, THREADS, T>(p);
+        const size_t smem = (size_t)s.KH * s.KW * s.block_vecs * V * sizeof(float);
         int64_t wave = 0;
         int status = conv_wave_blocks(kernel, THREADS, smem, &wave);
         if (status != CONV_OK) return status;
-        const unsigned gy = (unsigned)conv_ceil_div(s.quads, s.block_quads);
-        const int64_t need = ((int64_t)s.strips + s.strips_per_block - 1) / s.strips_per_block;
+        const int64_t need = ((int64_t)s.tiles + s.tiles_per_block - 1) / s.tiles_per_block;
         const int64_t cap = (DW_WAVES * wave + gy - 1) / gy;
         const unsigned gx = conv_wave_grid(need, cap, true);
-        kernel<<<dim3(gx, gy), THREADS, smem, stream>>>(s, static_cast<const T*>(t->x), static_cast<const T*>(t->w),
-                                                        static_cast<const T*>(t->bias), static_cast<T*>(t->y));
+        kernel<<<dim3(gx, (unsigned)gy), THREADS, smem, stream>>>(
+            s, static_cast<const T*>(t->x), static_cast<const T*>(t->w), static_cast<const T*>(t->bias),
+            static_cast<T*>(t->y));
         CONV_LAUNCH_CHECK(dw_nhwc_kernel);
         return CONV_OK;
     }
 };
+
+// 1 if x and y are aligned to `bytes`.
+static bool dw_aligned_to(const conv_tensors* t, size_t bytes) {
+    return (uintptr_t)t->x % bytes == 0 && (uintptr_t)t->y % bytes == 0;
+}
 
 }  // namespace
 
@@ -231,21 +348,26 @@ int dw_nhwc_fits(const conv_problem* p, int report) {
 }
 
 int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t) {
-    const size_t x_bytes = 4 * conv_dtype_size(p->x_dtype), y_bytes = 4 * conv_dtype_size(p->y_dtype);
-    return (uintptr_t)t->x % x_bytes == 0 && (uintptr_t)t->y % y_bytes == 0;
+    return dw_aligned_to(t, 4 * conv_dtype_size(p->x_dtype));
 }
 
-template <int PT, int THREADS>
+// f16 / bf16: 8 channels (16 bytes) per vector where C and the operands allow it, else 4 (8 bytes).
+template <int PR, int PT, int THREADS>
 int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
-    using L = DwNhwcLaunch<PT, THREADS>;
+    using L = DwNhwcLaunch<PR, PT, THREADS>;
+    const bool wide = p->C % 8 == 0 && dw_aligned_to(t, 16);
     switch (p->x_dtype) {
-        case CONV_F16: return L::template run<__half>(p, t, stream);
-        case CONV_BF16: return L::template run<__nv_bfloat16>(p, t, stream);
-        default: return L::template run<float>(p, t, stream);
+        case CONV_F16:
+            return wide ? L::template run<__half, 8>(p, t, stream) : L::template run<__half, 4>(p, t, stream);
+        case CONV_BF16:
+            return wide ? L::template run<__nv_bfloat16, 8>(p, t, stream)
+                        : L::template run<__nv_bfloat16, 4>(p, t, stream);
+        default: return L::template run<float, 4>(p, t, stream);
     }
 }
 
 // grouped_direct's configurations (grouped_direct.cu).
-template int dw_nhwc_run<4, 128>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<2, 128>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<1, 64>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 4, 128>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 2, 128>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 1, 64>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<2, 2, 128>(const conv_problem*, const conv_tensors*, cudaStream_t);

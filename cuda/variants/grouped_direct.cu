@@ -16,6 +16,8 @@
 //     mixed-dtype pairs).
 //   depthwise_nhwc.cu: the kernel of the "nhwc_*" configurations, depthwise layers with channels
 //     contiguous (vector loads over channels, no staging).
+//   depthwise_nchw.cu: the kernel of the "nchw_*" configurations, depthwise layers with planes
+//     contiguous (threads over many planes' columns, no staging: small planes, stride 2).
 // A tap on padding multiplies a staged zero by its weight: an Inf or NaN weight there gives NaN, as
 // in PyTorch. The layers are memory bound: the input is read from DRAM about once (halo re-reads of
 // neighbouring tiles hit L2), the output written once.
@@ -219,21 +221,19 @@ struct GdTileLaunch {
     static constexpr int TH = TR * PT, THREADS = TW * TR;
     static_assert(TH <= GD_MAX_TILE && TW <= GD_MAX_TILE && THREADS % 32 == 0, "gd_supports' slack; whole warps");
 
-    // The kernel for the problem: unrolled for square 3x3, 5x5 (strides 1, 2) and 7x7 (stride 1) at
-    // dilation 1 where x and y share a dtype, the generic one elsewhere.
     template <class TX, class TY>
-    static void (*kernel_for(const conv_problem* p))(gd_shape, const TX*, const TX*, const TY*, TY*) {
-        if constexpr (std::is_same<TX, TY>::value) {
-            const bool square =
-                p->KH == p->KW && p->stride_h == p->stride_w && p->dilation_h == 1 && p->dilation_w == 1;
-            const int64_t k = p->KH, st = p->stride_h;
-            if (square && st == 1 && k == 3) return gd_tile_kernel<3, 1, MT, PT, TW, TR, TX, TY>;
-            if (square && st == 2 && k == 3) return gd_tile_kernel<3, 2, MT, PT, TW, TR, TX, TY>;
-            if (square && st == 1 && k == 5) return gd_tile_kernel<5, 1, MT, PT, TW, TR, TX, TY>;
-            if (square && st == 2 && k == 5) return gd_tile_kernel<5, 2, MT, PT, TW, TR, TX, TY>;
-            if (square && st == 1 && k == 7) return gd_tile_kernel<7, 1, MT, PT, TW, TR, TX, TY>;
-        }
-        return gd_tile_kernel<0, 0, MT, PT, TW, TR, TX, TY>;
+    struct Kernels {
+        template <int K, int S>
+        struct At {
+            static constexpr auto kernel = gd_tile_kernel<K, S, MT, PT, TW, TR, TX, TY>;
+        };
+    };
+
+    // The kernel for the problem: the unrolled filters where x and y share a dtype, else the generic one.
+    template <class TX, class TY>
+    static auto kernel_for(const conv_problem* p) {
+        if constexpr (std::is_same<TX, TY>::value) return gd_kernel_for_filter<Kernels<TX, TY>::template At>(p);
+        return Kernels<TX, TY>::template At<0, 0>::kernel;
     }
 
     template <class TX, class TY>
@@ -296,9 +296,9 @@ int gd_tile_run(const conv_problem* p, const conv_tensors* t, void*, size_t, voi
 
 // An NHWC depthwise configuration: its kernel where the operands are aligned for its vectors, else
 // the tiled kernel that suits depthwise planes of this width (same results within the bound).
-template <int PT, int THREADS>
+template <int PR, int PT, int THREADS>
 int gd_nhwc_run(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
-    if (dw_nhwc_aligned(p, t)) return dw_nhwc_run<PT, THREADS>(p, t, conv_stream(stream));
+    if (dw_nhwc_aligned(p, t)) return dw_nhwc_run<PR, PT, THREADS>(p, t, conv_stream(stream));
     return gd_tile_run<1, 2, 16, 8>(p, t, ws, ws_bytes, stream);
 }
 
@@ -307,9 +307,18 @@ int gd_nhwc_supports(const conv_problem* p) {
     return status != CONV_OK ? status : GdTileLaunch<1, 2, 16, 8>::supports(p);
 }
 
+// An NCHW depthwise configuration (no staging, no alignment needs).
+template <int PR>
+int gd_nchw_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return dw_nchw_run<PR>(p, t, conv_stream(stream));
+}
+
+int gd_nchw_supports(const conv_problem* p) { return dw_nchw_fits(p, 1); }
+
 // Names: maps per thread (m1: depthwise, one map per group; m4: grouped, LDS.128 of 4 maps), the
-// output tile (columns x rows), rows per thread where not the tile's default. The nhwc_* ones: pixels
-// per thread x threads per block of depthwise_nhwc.cu.
+// output tile (columns x rows), rows per thread where not the tile's default. The nhwc_* ones: output
+// rows (r, where more than 1) x pixels per thread, threads per block of depthwise_nhwc.cu. The nchw_*
+// ones: output rows per thread of depthwise_nchw.cu.
 const conv_config GD_CONFIGS[] = {
     {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
     {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
@@ -318,19 +327,28 @@ const conv_config GD_CONFIGS[] = {
     {"m4_t32x16", gd_tile_run<4, 2, 32, 8>, GdTileLaunch<4, 2, 32, 8>::supports},
     {"m4_t16x16", gd_tile_run<4, 4, 16, 4>, GdTileLaunch<4, 4, 16, 4>::supports},
     {"m4_t8x8", gd_tile_run<4, 1, 8, 8>, GdTileLaunch<4, 1, 8, 8>::supports},
-    {"nhwc_p4_t128", gd_nhwc_run<4, 128>, gd_nhwc_supports},
-    {"nhwc_p2_t128", gd_nhwc_run<2, 128>, gd_nhwc_supports},
-    {"nhwc_p1_t64", gd_nhwc_run<1, 64>, gd_nhwc_supports},
+    {"nhwc_p4_t128", gd_nhwc_run<1, 4, 128>, gd_nhwc_supports},
+    {"nhwc_p2_t128", gd_nhwc_run<1, 2, 128>, gd_nhwc_supports},
+    {"nhwc_p1_t64", gd_nhwc_run<1, 1, 64>, gd_nhwc_supports},
+    {"nhwc_r2p2_t128", gd_nhwc_run<2, 2, 128>, gd_nhwc_supports},
+    {"nchw_r2", gd_nchw_run<2>, gd_nchw_supports},
+    {"nchw_r4", gd_nchw_run<4>, gd_nchw_supports},
+    {"nchw_r7", gd_nchw_run<7>, gd_nchw_supports},
 };
 
-// Untuned choice: the NHWC kernel for depthwise NHWC, with strips that waste the fewest pixels;
-// else map quads where a group has several maps, and the tile that fits the output plane (wide
-// planes: 32 columns; 5x5 and 7x7 filters: 8 rows per thread, so each loaded value feeds more taps).
-// A tile whose window does not fit shared memory falls back to the smallest, which gd_supports checked.
+// Untuned choice: the NHWC kernel for depthwise NHWC, with strips that waste the fewest pixels (small
+// planes: 2 x 2 tiles, which read each input vector for 4 outputs instead of 1); the NCHW depthwise
+// kernel for depthwise NCHW planes that a tile leaves mostly empty or reads at stride 2, with bands
+// of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); else map quads where a group has
+// several maps, and the tile that fits the output plane (wide planes: 32 columns; 5x5 and 7x7
+// filters: 8 rows per thread, so each loaded value feeds more taps). A tile whose window does not fit
+// shared memory falls back to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
     if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p))
-        return OW >= 28 ? "nhwc_p4_t128" : OW >= 12 ? "nhwc_p2_t128" : "nhwc_p1_t64";
+        return OW >= 28 ? "nhwc_p4_t128" : OW >= 12 ? "nhwc_p2_t128" : "nhwc_r2p2_t128";
+    if (dw_nchw_fits(p, 0) == CONV_OK && (OW < 24 || p->stride_w > 1))
+        return conv_out_h(p) % 7 == 0 ? "nchw_r7" : "nchw_r4";
     if (p->M / p->groups >= 2) {
         if (OW >= 24 && GdTileLaunch<4, 2, 32, 8>::fits(p)) return "m4_t32x16";
         if (OW >= 12 && GdTileLaunch<4, 4, 16, 4>::fits(p)) return "m4_t16x16";
