@@ -11,6 +11,11 @@ size, and each path is reached here by every configuration:
   - split-K (batch-1 grids with a long reduction) with its reduction kernel's bias, ReLU, y dtypes and
     both y layouts (NCHW through the transposing tile, M and pixel counts not multiples of 32);
   - f16 and bf16 inputs (8-byte quads) and outputs.
+Grouped convolutions (GROUPED_CASES) run only on the tuned configurations, again through every path:
+the scalar gathers, the quad gather (C/groups % 4 == 0), the 1x1 GEMM, split-K, with map tiles that
+end inside a group (M/groups not a multiple of the tile: the next group's filters must stay out) and
+16-byte NHWC stores where M/groups % 4 == 0 (else per map, since a group's first map may then sit
+mid-quad), up to more groups' map tiles than gridDim.y holds; simple64x64 refuses groups.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound (1e-5 for fp32).
 """
 import numpy as np
@@ -20,6 +25,7 @@ from oracle import conv2d_reference, rel_l2
 
 import problem_runner as pr
 from problem_runner import ConvCase
+from pyconv import ConvUnsupportedError
 from pyconv._lib import check, ffi, lib
 from pyconv.device import DeviceArray
 
@@ -57,16 +63,57 @@ CASES = {
                                          x_layout="NHWC", w_layout="MKKC", bias=True, epilogue="relu"),
 }
 
+# groups: C/groups channels and M/groups maps per group (Cg, Mg in the comments)
+GROUPED_CASES = {
+    # scalar gather: NCHW x (MCKK, MKKC), NHWC x with MCKK filters or Cg % 4 != 0
+    "g2_nchw_mg150": ConvCase(2, 12, 11, 13, 300, 3, 3, padding=(1, 1), groups=2),  # 2-3 map tiles a group
+    "g3_nchw_mkkc_stride2_dil2": ConvCase(2, 9, 17, 15, 21, 3, 3, stride=(2, 2), padding=(2, 2), dilation=(2, 2),
+                                         groups=3, w_layout="MKKC", bias=True, epilogue="relu"),
+    "g32_nhwc_cg2": ConvCase(2, 64, 9, 8, 64, 3, 3, padding=(1, 1), groups=32, **NHWC_KKC),  # Mg = 2, M % 4 == 0
+    "g4_nhwc_mckk": ConvCase(2, 16, 9, 10, 12, 3, 3, padding=(1, 1), groups=4, x_layout="NHWC"),
+    "depthwise_x2_nhwc_nchw_y": ConvCase(2, 8, 9, 9, 16, 3, 3, padding=(1, 1), groups=8, x_layout="NHWC",
+                                         w_layout="MKKC"),
+    "g3_f16_nchw_rect": ConvCase(2, 9, 10, 11, 15, 3, 2, padding=(1, 0), groups=3, x_dtype="f16", bias=True),
+    # quad gather (NHWC, MKKC, Cg % 4 == 0): ResNeXt-like 32 groups of 4, 16-byte stores or not
+    "g32_quad_cg4_stride2": ConvCase(2, 128, 8, 7, 128, 3, 3, stride=(2, 2), padding=(1, 1), groups=32,
+                                     bias=True, epilogue="relu", **NHWC_KKC),
+    "g2_quad_mg20": ConvCase(2, 24, 11, 13, 40, 3, 3, padding=(1, 1), groups=2, **NHWC_KKC),
+    "g2_quad_mg21_dil2": ConvCase(1, 24, 12, 13, 42, 3, 3, padding=(2, 2), dilation=(2, 2), groups=2, **NHWC_KKC),
+    # 1x1 as one GEMM per group, and its fall-back when Cg % 4 != 0
+    "g4_gemm_1x1": ConvCase(3, 32, 7, 9, 24, 1, 1, groups=4, **NHWC_KKC),
+    "g2_gemm_1x1_mckk_nchw_y": ConvCase(2, 40, 5, 11, 130, 1, 1, groups=2, x_layout="NHWC"),
+    "g4_bf16_gemm_f32_y": ConvCase(2, 48, 5, 6, 40, 1, 1, groups=4, x_dtype="bf16", **NHWC_KKC),
+    "g3_1x1_cg6": ConvCase(2, 18, 6, 7, 9, 1, 1, groups=3, **NHWC_KKC),
+    # split-K at batch 1, a long reduction per group (AlexNet conv5: 2 groups of 192 channels)
+    "g2_split_nchw_bias_relu": ConvCase(1, 384, 13, 13, 256, 3, 3, padding=(1, 1), groups=2, bias=True,
+                                        epilogue="relu"),
+    "g32_split_quad": ConvCase(1, 512, 7, 7, 512, 3, 3, padding=(1, 1), groups=32, bias=True, **NHWC_KKC),
+    "g2_f16_split_mg25": ConvCase(1, 128, 7, 7, 50, 3, 3, padding=(1, 1), groups=2, x_dtype="f16", y_dtype="f16",
+                                  bias=True, **NHWC_KKC),
+    "g2_f32_in_bf16_nchw_y_split": ConvCase(1, 128, 6, 9, 46, 3, 3, padding=(1, 1), groups=2, y_dtype="bf16",
+                                            x_layout="NHWC", w_layout="MKKC", bias=True, epilogue="relu"),
+    # more map tiles (one per group) than gridDim.y's 65535: the kernel loops over them
+    "g66000_1x1_tile_loop": ConvCase(1, 66000, 2, 3, 66000, 1, 1, groups=66000, bias=True),
+}
+# Cases whose batch-1 grid is small enough for every tuned configuration to split k.
+GROUPED_SPLIT = ["g2_split_nchw_bias_relu", "g32_split_quad", "g2_f16_split_mg25", "g2_f32_in_bf16_nchw_y_split"]
+
+
+def make_plan(config, case: ConvCase):
+    """A C plan of implicit_gemm[config] for the case (config None: the default one); (plan, its info)."""
+    plan_out = ffi().new("conv_plan**")
+    check(lib().conv2d_plan_create(pr.variant_id(VARIANT), pr.make_problem(case),
+                                   ffi().NULL if config is None else config.encode(), -1, plan_out))
+    plan = ffi().gc(plan_out[0], lib().conv2d_plan_destroy)
+    info = ffi().new("conv_plan_info*")
+    check(lib().conv2d_plan_get_info(plan, info))
+    return plan, info
+
 
 def run_config(config: str, case: ConvCase, x, w, bias=None):
     """Runs implicit_gemm[config] through a C plan on device copies (poisoned y); returns (y as float64
     NCHW, the plan's workspace bytes)."""
-    problem = pr.make_problem(case)
-    plan_out = ffi().new("conv_plan**")
-    check(lib().conv2d_plan_create(pr.variant_id(VARIANT), problem, config.encode(), -1, plan_out))
-    plan = ffi().gc(plan_out[0], lib().conv2d_plan_destroy)
-    info = ffi().new("conv_plan_info*")
-    check(lib().conv2d_plan_get_info(plan, info))
+    plan, info = make_plan(config, case)
     assert ffi().string(info.config_name).decode() == config
     ws_bytes = info.workspace_bytes
     x = x.transpose(0, 2, 3, 1) if case.x_layout == "NHWC" else x
@@ -85,17 +132,44 @@ def run_config(config: str, case: ConvCase, x, w, bias=None):
     return (np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if case.y_layout == "NHWC" else y), ws_bytes
 
 
-@requires_gpu
-@pytest.mark.parametrize("case_id", list(CASES))
-@pytest.mark.parametrize("config", CONFIGS)
-def test_config_path_matches_oracle(config, case_id, rng):
-    case = CASES[case_id]
+def check_config(config: str, case: ConvCase, rng) -> int:
+    """Runs the case on fresh data through `config`, holds it to the variant's bound; returns the workspace bytes."""
     x, w, bias = pr.random_operands(case, rng)
-    y, _ = run_config(config, case, x, w, bias)
+    y, ws_bytes = run_config(config, case, x, w, bias)
     ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
     assert not np.isnan(y).any(), f"{config}: {int(np.isnan(y).sum())} outputs not written on {case}"
     err, bound = rel_l2(y, ref), pr.error_bound(VARIANT, case.x_dtype, case.y_dtype)
     assert err <= bound, f"{config} on {case}: relative L2 error {err:.2e} > {bound:.2e}"
+    return ws_bytes
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(CASES))
+@pytest.mark.parametrize("config", CONFIGS)
+def test_config_path_matches_oracle(config, case_id, rng):
+    check_config(config, CASES[case_id], rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(GROUPED_CASES))
+@pytest.mark.parametrize("config", TUNED)
+def test_grouped_config_path_matches_oracle(config, case_id, rng):
+    ws_bytes = check_config(config, GROUPED_CASES[case_id], rng)
+    assert (ws_bytes > 0) == (case_id in GROUPED_SPLIT), f"{config} on {case_id}: split-K workspace {ws_bytes}"
+
+
+@requires_gpu
+def test_simple_config_refuses_groups():
+    with pytest.raises(ConvUnsupportedError, match="simple64x64.*groups"):
+        make_plan("simple64x64", GROUPED_CASES["g4_nhwc_mckk"])
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", ["g32_nhwc_cg2", "g2_nchw_mg150"])
+def test_grouped_default_config_is_tuned(case_id):
+    """The default configuration of a grouped problem takes groups (few maps would pick simple64x64)."""
+    _, info = make_plan(None, GROUPED_CASES[case_id])
+    assert ffi().string(info.config_name).decode() in TUNED
 
 
 @requires_gpu

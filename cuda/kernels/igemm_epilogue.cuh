@@ -9,6 +9,8 @@
 //   - IgemmStagedOutput<...>: the warps spill their fragments into a shared fp32 tile (wmma fragments
 //     have an opaque layout), then the block writes it coalesced: threads along the pixels for NCHW,
 //     along the maps for NHWC.
+//   Both store the maps of one group only (m < m_end): a block tile of a grouped convolution may run
+//   past its group's last map, and those rows are no output of its reduction.
 // y's dtype is a switch per block tile, not a template argument of the kernel: the store is 1/CKK of
 // the work, and three times the kernels would triple the build.
 #pragma once
@@ -74,19 +76,26 @@ struct IgemmEpilogue {
     }
 };
 
-// Stores the block tile at m0 through the Output traversal, with TY the problem's y dtype. Staging
-// happens once, before the switch; store_as reads what stage() returns (the registers or the staging
-// tile).
+// Stores the block tile at m0 through the Output traversal, with TY the problem's y dtype: its maps
+// below m_end only (the end of the tile's group; rows past it belong to no output of this tile).
+// Staging happens once, before the switch; store_as reads what stage() returns (the registers or the
+// staging tile).
 template <class Output, class Mma>
-__device__ void igemm_store(const Output& out, const IgemmEpilogue& epi, const ConvGemmShape& s, int m0,
+__device__ void igemm_store(const Output& out, const IgemmEpilogue& epi, const ConvGemmShape& s, int m0, int m_end,
                             const Mma& mma, unsigned char* smem) {
     decltype(auto) source = out.stage(mma, smem);
     switch (epi.y_dtype) {
-    case CONV_F16: out.template store_as<__half>(epi, s, m0, source); break;
-    case CONV_BF16: out.template store_as<__nv_bfloat16>(epi, s, m0, source); break;
-    default: out.template store_as<float>(epi, s, m0, source);
+    case CONV_F16: out.template store_as<__half>(epi, s, m0, m_end, source); break;
+    case CONV_BF16: out.template store_as<__nv_bfloat16>(epi, s, m0, m_end, source); break;
+    default: out.template store_as<float>(epi, s, m0, m_end, source);
     }
     out.finish();
+}
+// Without groups: the tile's maps up to M.
+template <class Output, class Mma>
+__device__ void igemm_store(const Output& out, const IgemmEpilogue& epi, const ConvGemmShape& s, int m0,
+                            const Mma& mma, unsigned char* smem) {
+    igemm_store(out, epi, s, m0, s.M, mma, smem);
 }
 
 // Tile: a SIMT math policy whose thread owns maps tile_m(0) < .. < tile_m(TM-1) and pixels
@@ -108,13 +117,14 @@ struct IgemmRegisterOutput {
     __device__ const Mma& stage(const Mma& mma, unsigned char*) const { return mma; }
     __device__ void finish() const {}
     template <class TY, class Mma>
-    __device__ void store_as(const IgemmEpilogue& epi, const ConvGemmShape& s, int m0, const Mma& mma) const {
+    __device__ void store_as(const IgemmEpilogue& epi, const ConvGemmShape& s, int m0, int m_end,
+                             const Mma& mma) const {
         if constexpr (std::is_same<TY, float>::value)
-            if (store_quads(epi, s, m0, mma)) return;
+            if (store_quads(epi, s, m0, m_end, mma)) return;
         const int stride = epi.map_stride(s);
 #pragma unroll
         for (int i = 0; i < Tile::TM; ++i) {
-            if (Tile::tile_m(i) >= s.M - m0) break;  // tile_m grows with i
+            if (Tile::tile_m(i) >= m_end - m0) break;  // tile_m grows with i
             const int m = m0 + Tile::tile_m(i), m_off = m * stride;  // < M*OH*OW
             const float bias_m = epi.template bias_at<TY>(m);
 #pragma unroll
@@ -122,17 +132,19 @@ struct IgemmRegisterOutput {
                 if (pix[j] >= 0) epi.template write<TY>(pix[j] + m_off, mma.acc[i][j], bias_m);
         }
     }
-    // fp32 NHWC y (split-K's partials included) with M % 4 == 0 and y 16-byte aligned: each group of 4
-    // consecutive maps of a pixel (tile_m(4q) % 4 == 0, tile_m(4q+r) = tile_m(4q)+r in both SIMT
-    // policies) is one 16-byte store, wholly inside M or wholly past it. False: not this case.
+    // fp32 NHWC y (split-K's partials included) with Mg % 4 == 0 (so M, m0 and m_end are multiples of
+    // 4 too) and y 16-byte aligned: each run of 4 consecutive maps of a pixel (tile_m(4q) % 4 == 0,
+    // tile_m(4q+r) = tile_m(4q)+r in both SIMT policies) is one 16-byte store, wholly inside the group's
+    // maps or wholly past them. False: not this case.
     template <class Mma>
-    __device__ bool store_quads(const IgemmEpilogue& epi, const ConvGemmShape& s, int m0, const Mma& mma) const {
-        if (!epi.y_nhwc || s.M % 4 != 0 || reinterpret_cast<uintptr_t>(epi.y) % 16 != 0) return false;
+    __device__ bool store_quads(const IgemmEpilogue& epi, const ConvGemmShape& s, int m0, int m_end,
+                                const Mma& mma) const {
+        if (!epi.y_nhwc || s.Mg % 4 != 0 || reinterpret_cast<uintptr_t>(epi.y) % 16 != 0) return false;
         static_assert(Tile::TM % 4 == 0, "whole groups of 4 maps");
 #pragma unroll
         for (int q = 0; q < Tile::TM / 4; ++q) {
             const int mm = Tile::tile_m(4 * q);
-            if (mm >= s.M - m0) break;
+            if (mm >= m_end - m0) break;
             float b[4];
 #pragma unroll
             for (int r = 0; r < 4; ++r) b[r] = epi.template bias_at<float>(m0 + mm + r);
@@ -176,20 +188,20 @@ struct IgemmStagedOutput {
     // Out of line: inlined once per y dtype, the three copies raise the kernel's registers from ~80 to
     // ~115 (ptxas, m16n16k16 fp16), which costs a block per SM; the call is made once per block tile.
     template <class TY>
-    __device__ __noinline__ void store_as(const IgemmEpilogue& epi, const ConvGemmShape& s, int m0,
+    __device__ __noinline__ void store_as(const IgemmEpilogue& epi, const ConvGemmShape& s, int m0, int m_end,
                                           const float* Cs) const {
         const int tid = threadIdx.x;
         if (!epi.y_nhwc) {
             // Consecutive threads, consecutive pixels of one map.
             const int n = tid % BN;
             if (pix >= 0)
-                for (int mm = tid / BN; mm < BM && mm < s.M - m0; mm += THREADS / BN)
+                for (int mm = tid / BN; mm < BM && mm < m_end - m0; mm += THREADS / BN)
                     epi.template write<TY>(pix + (m0 + mm) * s.OHW, Cs[mm * LDC + n],  // < B*M*OH*OW
                                            epi.template bias_at<TY>(m0 + mm));
         } else {
             // Consecutive threads, consecutive maps of one pixel.
             const int mm = tid % BM;
-            if (mm < s.M - m0) {
+            if (mm < m_end - m0) {
                 const float bias_m = epi.template bias_at<TY>(m0 + mm);
                 for (int n = tid / BM; n < BN && n < s.NPIX - n0; n += THREADS / BM)
                     epi.template write<TY>(epi.pixel_offset(s, n0 + n) + m0 + mm, Cs[mm * LDC + n], bias_m);

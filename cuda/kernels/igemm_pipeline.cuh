@@ -5,12 +5,18 @@
 //     into the other stage: one barrier per k-tile instead of two;
 //   - the W tile in k-quads (WeightQuadLoader: 16-byte loads where CKK % 4 == 0), the Xunroll tile by
 //     one of three loaders chosen per problem (XLoader):
-//       XunrollQuadLoader<.., true>   1x1 stride-1 unpadded NHWC, C % 4 == 0: a plain GEMM operand;
-//       XunrollQuadLoader<.., false>  NHWC x, MKKC w, C % 4 == 0: 16-byte loads of one tap's channels;
+//       XunrollQuadLoader<.., true>   1x1 stride-1 unpadded NHWC, Cg % 4 == 0: a plain GEMM operand;
+//       XunrollQuadLoader<.., false>  NHWC x, MKKC w, Cg % 4 == 0: 16-byte loads of one tap's channels;
 //       XunrollTileLoader             anything else (scalar gather, NCHW or NHWC, MCKK or MKKC);
 //   - split-K: gridDim.z splits of the k-tiles; each writes raw fp32 partial sums into the workspace
 //     and conv_split_k_reduce (split_k.cuh) adds them up and applies the epilogue. Chosen when the
-//     grid has fewer than two blocks per SM, so that batch-1 layers fill the GPU.
+//     grid has fewer than two blocks per SM, so that batch-1 layers fill the GPU;
+//   - groups: the group is folded into the M-tile axis (G * ceil(Mg/BM) tiles, GroupMTile): a tile
+//     holds one group's maps, reads x from the group's first channel on and reduces over its
+//     CKK = Cg*KH*KW (Cg = C/G channels: the quad loaders need Cg % 4 == 0). A tile's rows past its
+//     group's last map (the next group's filters, loaded as any rows inside M) are not stored: their
+//     sums mix the wrong channels. (Bounding the W loads by the group's end as well, zero-filling
+//     those rows, made the kernels spill: ptxas -v, 40 to 112 bytes.)
 // Math is an IgemmSimtOuterMath (igemm_math_simt.cuh): fp32 tiles, register output.
 #pragma once
 
@@ -24,7 +30,7 @@
 #include "split_k.cuh"
 
 // x is (B, C, H, W) or (B, H, W, C), w is (M, CKK) in k's order; epi stores y (or, split-K, the
-// partials). Grid: (pixel tiles, M tiles <= 65535, splits); split z runs k-tiles
+// partials). Grid: (pixel tiles, group M tiles <= 65535, splits); split z runs k-tiles
 // [z*tiles_per_split, min((z+1)*tiles_per_split, k_tiles)).
 template <class Math, class TX, class XLoader>
 __global__ void __launch_bounds__(Math::THREADS, Math::MIN_BLOCKS)
@@ -43,15 +49,20 @@ conv_igemm_pipelined_kernel(ConvGemmShape s, const TX* __restrict__ x, const TX*
     xl.init(s, n0, tid);
     wl.init(tid, w_vec);
 
-    const int m_tiles = conv_tiles(s.M, Math::BM);
+    const int m_tiles = conv_group_m_tiles(s, Math::BM);
     for (int tm = blockIdx.y; tm < m_tiles; tm += gridDim.y) {
-        const int m0 = tm * Math::BM;
+        // The tile's group as x at its first channel and the end of its maps. (Recomputing the end
+        // for the store, or moving the loader's pixel offsets to the group instead of x, made more
+        // of the kernels spill.)
+        const GroupMTile tile(s, Math::BM, tm);
+        const int m0 = tile.m0, m_end = tile.m_end;
+        const TX* const xg = x + tile.g * s.x_group;  // g*x_group < C*H*W
         typename Math::Mma mma;
         mma.clear();
         // Stage 0 holds the first tile; the previous M tile's last barrier ended every read of it.
         xl.restart(s, kt0 * BK);
         wl.fetch(w, s, m0, kt0 * BK);
-        xl.fetch(x, s);
+        xl.fetch(xg, s);
         wl.template store<IgemmFloatOperand, Math::LDA>(smem);
         xl.template store<IgemmFloatOperand, Math::LDB>(smem + Math::A_FLOATS);
         __syncthreads();
@@ -61,7 +72,7 @@ conv_igemm_pipelined_kernel(ConvGemmShape s, const TX* __restrict__ x, const TX*
             const bool more = t + 1 < kt1;
             if (more) {  // in flight while this tile is multiplied; (t+1)*BK < CKK
                 wl.fetch(w, s, m0, (t + 1) * BK);
-                xl.fetch(x, s);
+                xl.fetch(xg, s);
             }
             mma.multiply(cur, cur + Math::A_FLOATS);
             // `next` was last read in the previous step, before the barrier that ended it.
@@ -76,7 +87,7 @@ conv_igemm_pipelined_kernel(ConvGemmShape s, const TX* __restrict__ x, const TX*
         const IgemmEpilogue out_epi = epi.for_split(blockIdx.z);
         typename Math::Output out;
         out.init(s, out_epi, n0);
-        igemm_store(out, out_epi, s, m0, mma, reinterpret_cast<unsigned char*>(smem));
+        igemm_store(out, out_epi, s, m0, m_end, mma, reinterpret_cast<unsigned char*>(smem));
     }
 }
 
@@ -97,7 +108,7 @@ struct IgemmSplit {
 static inline IgemmSplit igemm_split_for(const conv_problem* p, int BM, int BN, int BK, int sms, int64_t max_splits) {
     const ConvGemmShape s = conv_gemm_shape(p);
     const int k_tiles = conv_tiles(s.CKK, BK);
-    const int64_t blocks = (int64_t)conv_tiles(s.NPIX, BN) * conv_grid_y(conv_tiles(s.M, BM));
+    const int64_t blocks = (int64_t)conv_tiles(s.NPIX, BN) * conv_grid_y(conv_group_m_tiles(s, BM));
     const int64_t target = (int64_t)IGEMM_SPLIT_TARGET_WAVES * sms;
     int64_t splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
     splits = std::min<int64_t>({splits, k_tiles / IGEMM_SPLIT_MIN_TILES, IGEMM_SPLIT_MAX, max_splits});
@@ -137,7 +148,7 @@ static int igemm_pipelined_launch(const conv_problem* p, const conv_tensors* t, 
     const bool w_vec = s.CKK % 4 == 0 && igemm_aligned(t->w, 4 * sizeof(TX));
     const IgemmEpilogue epi = split.splits > 1 ? IgemmEpilogue::partial(static_cast<float*>(workspace), s)
                                                : IgemmEpilogue::of(p, t);
-    const dim3 grid((unsigned)conv_tiles(s.NPIX, Math::BN), conv_grid_y(conv_tiles(s.M, Math::BM)),
+    const dim3 grid((unsigned)conv_tiles(s.NPIX, Math::BN), conv_grid_y(conv_group_m_tiles(s, Math::BM)),
                     (unsigned)split.splits);
     conv_igemm_pipelined_kernel<Math, TX, XLoader><<<grid, Math::THREADS, 0, stream>>>(
         s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), epi, split.tiles_per_split, w_vec);
@@ -148,14 +159,15 @@ static int igemm_pipelined_launch(const conv_problem* p, const conv_tensors* t, 
 }
 
 // The Xunroll loader for the problem: the GEMM operand for 1x1 stride-1 unpadded NHWC, the quad gather
-// for NHWC with MKKC filters, both only where C % 4 == 0 and x is aligned to 4 elements (the batch
-// chunks of the dispatcher start at whole images, multiples of C elements); else the scalar gather.
+// for NHWC with MKKC filters, both only where Cg % 4 == 0 (C/groups: every group's first channel is a
+// quad boundary too) and x is aligned to 4 elements (the batch chunks of the dispatcher start at whole
+// images, multiples of C elements); else the scalar gather.
 template <class Math, class TX>
 static int igemm_pipelined_layouts(const conv_problem* p, const conv_tensors* t, void* workspace,
                                    size_t workspace_bytes, cudaStream_t stream) {
     constexpr int BK = Math::BK, BN = Math::BN, THREADS = Math::THREADS;
     const bool x_nhwc = p->x_layout == CONV_NHWC, kkc = p->w_layout == CONV_MKKC;
-    const bool quads = x_nhwc && p->C % 4 == 0 && igemm_aligned(t->x, 4 * sizeof(TX));
+    const bool quads = x_nhwc && (p->C / p->groups) % 4 == 0 && igemm_aligned(t->x, 4 * sizeof(TX));
     const bool gemm = quads && p->KH == 1 && p->KW == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 &&
                       p->pad_w == 0 && conv_out_h(p) == p->H && conv_out_w(p) == p->W;
     if (gemm)

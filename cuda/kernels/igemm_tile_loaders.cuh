@@ -10,6 +10,9 @@
 // guards; a padded tap is a 0 multiplied like any other value (0 * Inf = NaN, as PyTorch gives).
 // XunrollTileLoader and WeightTileLoader move one element per load; XunrollQuadLoader and
 // WeightQuadLoader four consecutive k per load (16 bytes of f32) where layout and alignment allow.
+// Groups: the Xunroll loaders read one group's channels (c < Cg) from x shifted to the group's first
+// channel (the caller passes x + g*x_group); channel strides stay those of the whole x (C in NHWC,
+// H*W in NCHW). W's rows are the group's maps of the (M, CKK) bank as they are: no shift.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -97,7 +100,8 @@ struct UnrollRow {
     }
 };
 
-// Xunroll[k, pixel] from x (NCHW (B, C, H, W) or NHWC (B, H, W, C)); k's digits are (kh, kw, c) when
+// Xunroll[k, pixel] from x (NCHW (B, C, H, W) or NHWC (B, H, W, C), shifted to the group's first
+// channel); k's digits are (kh, kw, c) when
 // KKC, else (c, kh, kw). 0 for padding and past the edges.
 template <class TX, bool X_NHWC, bool KKC>
 __device__ __forceinline__ TX conv_unroll_load(const TX* __restrict__ x, const ConvGemmShape& s,
@@ -175,10 +179,10 @@ __device__ __forceinline__ void igemm_zero4(TX (&v)[4]) {
     for (int j = 0; j < 4; ++j) v[j] = igemm_zero<TX>();
 }
 
-// ---- the Xunroll tile in k-quads (x NHWC, C % 4 == 0, x aligned to 4 elements) ----
+// ---- the Xunroll tile in k-quads (x NHWC, Cg % 4 == 0, x aligned to 4 elements) ----
 
 // Loads BK x BN tiles of Xunroll into tile[k*LD + n] four k at a time. Where k's lowest digit is c and
-// x is NHWC, four consecutive k (c % 4 == 0, C % 4 == 0: one filter tap) are four consecutive
+// x is NHWC, four consecutive k (c % 4 == 0, Cg % 4 == 0: one filter tap) are four consecutive
 // channels of one input pixel: one 16-byte load (8 for f16, bf16) instead of four scattered ones.
 // Thread tid owns quad tid % KQ of every tile row group and columns tid / KQ + i*STEP; the KQ threads of
 // a column are adjacent, so they read one pixel's BK channels together (32 contiguous bytes at BK = 8).
@@ -186,7 +190,7 @@ __device__ __forceinline__ void igemm_zero4(TX (&v)[4]) {
 // one digit carry (UnrollRow, no division) and one tap offset shared by all the thread's columns.
 //   GEMM = false: any NHWC problem with MKKC filters, k = (kh, kw, c); padding and edges zero-filled.
 //   GEMM = true:  1x1, stride 1, no padding: Xunroll[k, pixel] = x[pixel*C + k], a plain GEMM operand
-//                 (no taps, no bounds but pixel < NPIX and k < C); any filter layout (1x1: k = c).
+//                 (no taps, no bounds but pixel < NPIX and k < Cg); any filter layout (1x1: k = c).
 template <class TX, int BK, int BN, int THREADS, bool GEMM>
 struct XunrollQuadLoader {
     static constexpr int KQ = BK / 4;
@@ -198,7 +202,7 @@ struct XunrollQuadLoader {
     UnrollRow row;        // gather: the next fetch's (kh, kw, c)
     bool valid[COUNT];    // pixel < NPIX
     int ih0[COUNT], iw0[COUNT];  // gather: the pixel's window corner (see UnrollColumn)
-    unsigned base[COUNT];  // x offset of (b, ih0, iw0, 0), or (GEMM) of (pixel, 0); mod 2^32 (see fetch)
+    unsigned base[COUNT];  // x offset of (b, ih0, iw0, 0), or (GEMM) of (pixel, 0); mod 2^32 (see init)
     TX v[COUNT][4];
 
     __device__ void init(const ConvGemmShape& s, int n0, int tid) {
@@ -225,7 +229,7 @@ struct XunrollQuadLoader {
         if constexpr (GEMM) {
 #pragma unroll
             for (int i = 0; i < COUNT; ++i) {
-                if (valid[i] && k < s.C) igemm_ldg4(&x[(int)base[i] + k], v[i]);  // < B*H*W*C
+                if (valid[i] && k < s.CKK) igemm_ldg4(&x[(int)base[i] + k], v[i]);  // k < CKK = Cg; < B*H*W*C
                 else igemm_zero4(v[i]);
             }
             k += BK;

@@ -9,13 +9,16 @@
 //                 - 16 FMAs per 2 LDS.128 from a register micro-tile;
 //                 - the next tile's global loads are in flight while the current one is multiplied;
 //                 - k's (c, kh, kw) digits carried incrementally, no division per element.
+//                 Groups 1 only (simple_supports): it stays the plain GEMM to read beside `direct`.
 //   simt128x128, simt128x64, simt64x128   the tuned kernel (kernels/igemm_pipeline.cuh with
 //                 IgemmSimtOuterMath): BM x BN block tiles, 8 x 8 outputs per thread (64 FFMAs per four
 //                 LDS.128), double-buffered shared tiles (one barrier per k-step of 8), 16-byte loads of
 //                 W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0: one tap's channels), gather offsets
 //                 precomputed per pixel, 1x1 stride-1 unpadded NHWC layers as a plain GEMM, and split-K
 //                 over C*KH*KW when the grid has fewer than two blocks per SM (batch-1 layers), the
-//                 partial sums reduced by kernels/split_k.cu.
+//                 partial sums reduced by kernels/split_k.cu. Any groups: one GEMM per group (its
+//                 M/G maps x B*OH*OW pixels x C/G*KH*KW), the groups' tiles side by side in one grid
+//                 (AlexNet's 2 groups of 192 channels, ResNeXt's 32 of 4 to 32).
 // Every configuration takes x and w in f32, f16 or bf16 (widened exactly), x and y NCHW or NHWC, w
 // MCKK or MKKC, bias and ReLU (fused into the store, or into the split-K reduction), y in f32, f16 or
 // bf16. Same fp32 products as `direct` (fmaf), summed in another order (per split, then the splits in
@@ -33,8 +36,17 @@ static const char TILE128x128[] = "simt128x128";
 static const char TILE128x64[] = "simt128x64";
 static const char TILE64x128[] = "simt64x128";
 
+// The single-buffered kernel (igemm_mainloop.cuh, shared with fp16 and wmma) tiles M as a whole.
+static int simple_supports(const conv_problem* p) {
+    if (p->groups == 1) return CONV_OK;
+    return conv_set_error(CONV_ERR_UNSUPPORTED,
+                          "launch configuration '%s' takes groups = 1 only, got groups = %lld (the simt "
+                          "configurations take any groups)",
+                          SIMPLE, (long long)p->groups);
+}
+
 static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
-    {SIMPLE, igemm_run<IgemmSimtFp32Math>, NULL},
+    {SIMPLE, igemm_run<IgemmSimtFp32Math>, simple_supports},
     {TILE128x128, igemm_pipelined_run<Simt128x128>, NULL},
     {TILE128x64, igemm_pipelined_run<Simt128x64>, NULL},
     {TILE64x128, igemm_pipelined_run<Simt64x128>, NULL},
@@ -50,11 +62,12 @@ static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
     return status;
 }
 
-// Few maps (LeNet's 4 to 16): the 64-map tiles of 4 x 4 waste least. Up to 64 maps: 64 x 128. Then
-// 128 x 64 while the pixels are few (under 32 tiles of 128: late layers at small batch), else 128 x 128.
+// Few maps (LeNet's 4 to 16): the 64-map tiles of 4 x 4 waste least. Up to 64 maps (per group): 64 x
+// 128, also for any grouped layer of few maps per group (simple64x64 takes no groups). Then 128 x 64
+// while the pixels are few (under 32 tiles of 128: late layers at small batch), else 128 x 128.
 static const char* implicit_gemm_default_config(const conv_problem* p) {
-    if (p->M <= 32) return SIMPLE;
-    if (p->M <= 64) return TILE64x128;
+    if (p->groups == 1 && p->M <= 32) return SIMPLE;
+    if (p->M / p->groups <= 64) return TILE64x128;
     const int64_t pixels = p->B * conv_out_h(p) * conv_out_w(p);
     return pixels < 32 * 128 ? TILE128x64 : TILE128x128;
 }
