@@ -8,7 +8,7 @@
 #       lenet.{txt,json,csv,png}  cnn5.{txt,json,csv,png}  pytest-benchmark.json  gpu.txt
 # Time: about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
 # after the other steps (--max-seconds; shapes it could not start are listed as not run).
-# Environment: BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
+# Environment: REUSE_INSTALL=1 (skip the install where this machine already has one), BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
 # STEPS (which steps run; default all but "triage": "tests sanitize lenet lenet-e2e lenet-process per-call
 # torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark"; "triage" is
@@ -58,7 +58,10 @@ fi
 
 # 2. Build and install for this GPU. Nothing after this can run without it.
 export CMAKE_ARGS="${CMAKE_ARGS:--DCMAKE_CUDA_ARCHITECTURES=native}"
-if ! step install python3 -m pip install -q --no-build-isolation --no-deps "$repo"; then
+# REUSE_INSTALL=1: keep a pyconv that an earlier run on this machine installed (it must be of this tree).
+if [ "${REUSE_INSTALL:-0}" = 1 ] && (cd / && python3 -c 'import pyconv; pyconv.device_name(0)') > /dev/null 2>&1; then
+    echo "install            reused" >> "$summary"
+elif ! step install python3 -m pip install -q --no-build-isolation --no-deps "$repo"; then
     tail -n 30 "$out/logs/install.log"
     cat "$summary"
     exit 1
