@@ -20,7 +20,6 @@ import problem_runner as pr
 from problem_runner import ConvCase
 from pyconv import ConvUnsupportedError
 from pyconv._lib import check, ffi, lib
-from pyconv.device import DeviceArray
 
 NAME = "grouped_direct"
 UNSUPPORTED = -2
@@ -54,38 +53,9 @@ def gpu_ready():
         pytest.skip(f"{NAME} unavailable here: {pr.variant_facts(NAME).reason}")
 
 
-def run_config(case: ConvCase, config: str, x, w, bias=None, x_offset=0, y_offset=0):
-    """Runs grouped_direct's configuration `config` through a plan, x and y placed x_offset / y_offset
-    elements past an allocation's start (to test operands the NHWC kernel's vectors cannot load);
-    returns y as float64 NCHW, the config the plan chose."""
-    problem = pr.make_problem(case)
-    plan_out = ffi().new("conv_plan**")
-    check(lib().conv2d_plan_create(pr.variant_id(NAME), problem, config.encode(), -1, plan_out))
-    plan = plan_out[0]
-    try:
-        x_host, w_host = pr._in_layout(x, w, case)
-        x_host, w_host = pr.to_storage(x_host, case.x_dtype), pr.to_storage(w_host, case.x_dtype)
-        shape = pr._stored_shape(case)
-        y_storage = pr.STORAGE[case.y_dtype]
-        d_x = DeviceArray.from_host(np.concatenate([np.zeros(x_offset, x_host.dtype), x_host.ravel()]))
-        d_w = DeviceArray.from_host(w_host)
-        d_b = None if bias is None else DeviceArray.from_host(pr.to_storage(bias, case.y_dtype))
-        d_y = DeviceArray((y_offset + int(np.prod(shape)),), y_storage)
-        d_y.fill_bytes(0xFF)
-        x_ptr = ffi().cast("char*", d_x.handle) + x_offset * x_host.itemsize
-        y_ptr = ffi().cast("char*", d_y.handle) + y_offset * np.dtype(y_storage).itemsize
-        check(lib().conv2d_plan_run(plan, x_ptr, d_w.handle, ffi().NULL if d_b is None else d_b.handle, y_ptr,
-                                    ffi().NULL, 0, ffi().NULL))
-        check(lib().conv_device_synchronize())
-        y = pr.from_storage(d_y.get()[y_offset:].reshape(shape), case.y_dtype)
-    finally:
-        check(lib().conv2d_plan_destroy(plan))
-    return np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if case.y_layout == "NHWC" else y
-
-
 def check_case(case, config, rng, **offsets):
     x, w, bias = pr.random_operands(case, rng)
-    y = run_config(case, config, x, w, bias, **offsets)
+    y, _ = pr.run_config(NAME, config, case, x, w, bias, **offsets)
     ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
     assert y.shape == ref.shape
     assert not np.isnan(y).any(), f"{config}: {int(np.isnan(y).sum())} outputs not written on {case}"

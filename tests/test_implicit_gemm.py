@@ -27,7 +27,6 @@ import problem_runner as pr
 from problem_runner import ConvCase
 from pyconv import ConvUnsupportedError
 from pyconv._lib import check, ffi, lib
-from pyconv.device import DeviceArray
 
 VARIANT = "implicit_gemm"
 CONFIGS = ["simple64x64", "simt128x128", "simt128x64", "simt64x128"]
@@ -110,32 +109,10 @@ def make_plan(config, case: ConvCase):
     return plan, info
 
 
-def run_config(config: str, case: ConvCase, x, w, bias=None):
-    """Runs implicit_gemm[config] through a C plan on device copies (poisoned y); returns (y as float64
-    NCHW, the plan's workspace bytes)."""
-    plan, info = make_plan(config, case)
-    assert ffi().string(info.config_name).decode() == config
-    ws_bytes = info.workspace_bytes
-    x = x.transpose(0, 2, 3, 1) if case.x_layout == "NHWC" else x
-    w = w.transpose(0, 2, 3, 1) if case.w_layout == "MKKC" else w
-    d_x = DeviceArray.from_host(pr.to_storage(np.ascontiguousarray(x), case.x_dtype))
-    d_w = DeviceArray.from_host(pr.to_storage(np.ascontiguousarray(w), case.x_dtype))
-    d_b = None if bias is None else DeviceArray.from_host(pr.to_storage(bias, case.y_dtype))
-    B, M, OH, OW = pr.output_shape(case)
-    d_y = DeviceArray((B, OH, OW, M) if case.y_layout == "NHWC" else (B, M, OH, OW), pr.STORAGE[case.y_dtype])
-    d_y.fill_bytes(0xFF)
-    d_ws = DeviceArray((ws_bytes,), np.uint8) if ws_bytes else None
-    check(lib().conv2d_plan_run(plan, d_x.handle, d_w.handle, ffi().NULL if d_b is None else d_b.handle, d_y.handle,
-                                ffi().NULL if d_ws is None else d_ws.handle, ws_bytes, ffi().NULL))
-    check(lib().conv_device_synchronize())
-    y = pr.from_storage(d_y.get(), case.y_dtype)
-    return (np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if case.y_layout == "NHWC" else y), ws_bytes
-
-
 def check_config(config: str, case: ConvCase, rng) -> int:
     """Runs the case on fresh data through `config`, holds it to the variant's bound; returns the workspace bytes."""
     x, w, bias = pr.random_operands(case, rng)
-    y, ws_bytes = run_config(config, case, x, w, bias)
+    y, ws_bytes = pr.run_config(VARIANT, config, case, x, w, bias)
     ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
     assert not np.isnan(y).any(), f"{config}: {int(np.isnan(y).sum())} outputs not written on {case}"
     err, bound = rel_l2(y, ref), pr.error_bound(VARIANT, case.x_dtype, case.y_dtype)
@@ -179,6 +156,6 @@ def test_split_k_runs_on_small_grids(config, rng):
     runs split-K, and stays exact with it."""
     case = CASES["split_nhwc_quad"]
     x, w, bias = pr.random_operands(case, rng)
-    y, ws_bytes = run_config(config, case, x, w, bias)
+    y, ws_bytes = pr.run_config(VARIANT, config, case, x, w, bias)
     assert ws_bytes > 0, f"{config}: no split-K workspace for {case}"
     assert rel_l2(y, conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())) <= pr.error_bound(VARIANT, "f32", "f32")
