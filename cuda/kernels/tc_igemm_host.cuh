@@ -189,13 +189,14 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         int count = 0;
         if (o.stage_x) {
             copies[count++] = {t->x, ws, p->x_layout == CONV_NCHW, p->B, p->H * p->W,
-                               TcStageChannels{o.Cg, o.Cp, o.gemms, 1, 1}};
+                               TcStageChannels{(int)o.Cg, (int)o.Cp, (int)o.gemms, 1, 1}};
             x = ws;
         }
         if (o.stage_w) {
             // Block-diagonal within a pack: map m's weights at its group's place, (m / (M/G)) % pack.
             copies[count++] = {t->w, ws + o.xs_bytes, p->w_layout == CONV_MCKK, p->M, p->KH * p->KW,
-                               TcStageChannels{p->C / p->groups, o.Cp, 1, o.pack, p->M / p->groups}};
+                               TcStageChannels{(int)(p->C / p->groups), (int)o.Cp, 1, (int)o.pack,
+                                               (int)(p->M / p->groups)}};
             w = ws + o.xs_bytes;
         }
         int status = o.stage_x ? CONV_OK : tc_check_aligned(Family::NAME, "x", x);

@@ -8,6 +8,7 @@
 //   reads run along `inner` and writes along the channels, both coalesced.
 #include "tc_staging.cuh"
 
+#include <climits>
 #include <utility>
 
 #include "tensor_io.cuh"
@@ -21,27 +22,36 @@ constexpr int THREADS = TILE * TILE_ROWS;
 struct StageJob {
     TcStageCopy copy;
     bool transpose;
+    bool narrow;                       // elementwise: every index of the copy fits an int
     long long i_tiles, c_tiles, work;  // transpose: tiles of inner and of channels; work: tiles or elements
     unsigned blocks;                   // of the launch's grid
 };
 
-// Source channel of destination channel cc < groups*Cp of row o, or -1 for padding (and, packed, for
-// the other groups' places).
-__device__ __forceinline__ long long stage_source(const TcStageChannels& ch, long long o, long long cc) {
-    const long long g = cc / ch.Cp, c = cc - g * ch.Cp - (o / ch.rows) % ch.pack * ch.C;
+// Source channel of destination channel cc < groups*Cp, for a row at pack place q, or -1 for padding
+// (and, packed, for the other groups' places). 32-bit: it runs per element, and channel counts fit.
+__device__ __forceinline__ int stage_source(const TcStageChannels& ch, int q, int cc) {
+    const int g = ch.groups == 1 ? 0 : cc / ch.Cp, c = cc - g * ch.Cp - q * ch.C;
     return c >= 0 && c < ch.C ? g * ch.C + c : -1;
 }
 
-template <class TS, class TD>
+// The pack place of row o (0 unpacked).
+__device__ __forceinline__ int stage_place(const TcStageChannels& ch, long long o) {
+    return ch.pack == 1 ? 0 : (int)(o / ch.rows % ch.pack);
+}
+
+// One thread per destination element, grid-striding. I: the index type, int where the copy's sizes fit
+// (the common case: its divisions are several times cheaper than 64-bit ones).
+template <class I, class TS, class TD>
 __device__ void stage_elementwise(const StageJob& j, unsigned block) {
     const TS* __restrict__ src = static_cast<const TS*>(j.copy.src);
     TD* __restrict__ dst = static_cast<TD*>(j.copy.dst);
     const TcStageChannels& ch = j.copy.ch;
-    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp, inner = j.copy.inner;
-    for (long long i = block * (long long)THREADS + threadIdx.x; i < j.work; i += (long long)j.blocks * THREADS) {
-        const long long cc = i % Cd, oi = i / Cd;  // oi = o*inner + ii
-        const long long o = oi / inner, ii = oi - o * inner;
-        const long long c = stage_source(ch, o, cc);
+    const I Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp, inner = (I)j.copy.inner, work = (I)j.work;
+    const I stride = (I)j.blocks * THREADS;
+    for (I i = block * (I)THREADS + threadIdx.x; i < work; i += stride) {
+        const I oi = i / Cd, cc = i - oi * Cd;  // oi = o*inner + ii
+        const I o = oi / inner, ii = oi - o * inner;
+        const int c = stage_source(ch, stage_place(ch, o), (int)cc);
         const float v =
             c >= 0 ? conv_load(src, j.copy.channels_first ? (o * Cs + c) * inner + ii : oi * Cs + c) : 0.0f;
         dst[i] = conv_store_as<TD>(v);
@@ -56,36 +66,44 @@ __device__ void stage_transpose(const StageJob& j, unsigned block, float (&tile)
     TD* __restrict__ dst = static_cast<TD*>(j.copy.dst);
     const TcStageChannels& ch = j.copy.ch;
     const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
-    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp, inner = j.copy.inner;
+    const int Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp;
+    const long long inner = j.copy.inner;
     for (long long t = block; t < j.work; t += j.blocks) {
         const long long o = t / (j.i_tiles * j.c_tiles), rest = t - o * j.i_tiles * j.c_tiles;
-        const long long c0 = rest / j.i_tiles * TILE, i0 = (rest % j.i_tiles) * TILE;
+        const int c0 = (int)(rest / j.i_tiles) * TILE, q = stage_place(ch, o);
+        const long long i0 = (rest % j.i_tiles) * TILE;
+        const TS* src_o = src + o * Cs * inner;
+        TD* dst_o = dst + o * inner * Cd;
 #pragma unroll
         for (int r = 0; r < TILE / TILE_ROWS; ++r) {
-            const long long cc = c0 + ty + r * TILE_ROWS, i = i0 + tx;
-            const long long c = cc < Cd ? stage_source(ch, o, cc) : -1;
-            tile[ty + r * TILE_ROWS][tx] = c >= 0 && i < inner ? conv_load(src, (o * Cs + c) * inner + i) : 0.0f;
+            const int cc = c0 + ty + r * TILE_ROWS;
+            const long long i = i0 + tx;
+            const int c = cc < Cd ? stage_source(ch, q, cc) : -1;
+            tile[ty + r * TILE_ROWS][tx] = c >= 0 && i < inner ? conv_load(src_o, c * inner + i) : 0.0f;
         }
         __syncthreads();
 #pragma unroll
         for (int r = 0; r < TILE / TILE_ROWS; ++r) {
-            const long long i = i0 + ty + r * TILE_ROWS, cc = c0 + tx;
-            if (i < inner && cc < Cd) dst[(o * inner + i) * Cd + cc] = conv_store_as<TD>(tile[tx][ty + r * TILE_ROWS]);
+            const long long i = i0 + ty + r * TILE_ROWS;
+            const int cc = c0 + tx;
+            if (i < inner && cc < Cd) dst_o[i * Cd + cc] = conv_store_as<TD>(tile[tx][ty + r * TILE_ROWS]);
         }
         __syncthreads();  // the tile is read before the next one overwrites it
     }
 }
 
 // Blocks [0, a.blocks) run copy a, the next b.blocks copy b (b.blocks = 0: none). The branch is uniform
-// per block, so the transpose's barriers are too.
+// per block, so the transpose's barriers are too. The job is selected by value, field by field: a
+// reference to one of two kernel parameters would put both in local memory.
 template <class TS, class TD>
 __global__ void __launch_bounds__(THREADS) tc_stage_kernel(StageJob a, StageJob b) {
     __shared__ float tile[TILE][TILE + 1];  // [channel][position], padded against bank conflicts
     const bool second = blockIdx.x >= a.blocks;
-    const StageJob& j = second ? b : a;
+    const StageJob j = second ? b : a;
     const unsigned block = second ? blockIdx.x - a.blocks : blockIdx.x;
     if (j.transpose) stage_transpose<TS, TD>(j, block, tile);
-    else stage_elementwise<TS, TD>(j, block);
+    else if (j.narrow) stage_elementwise<int, TS, TD>(j, block);
+    else stage_elementwise<long long, TS, TD>(j, block);
 }
 
 // The launch geometry of a copy: at most 65535 x 32 tiles' or 2^31 elements' worth of blocks, looping.
@@ -101,6 +119,7 @@ StageJob stage_job(const TcStageCopy& c) {
         j.blocks = (unsigned)(j.work < 65535LL * 32 ? j.work : 65535LL * 32);
     } else {
         j.work = c.outer * c.inner * Cd;
+        j.narrow = j.work < INT_MAX && c.outer * c.inner * c.ch.groups * c.ch.C < INT_MAX;
         j.blocks = j.work ? conv_grid_for(j.work, THREADS) : 0;
     }
     return j;

@@ -14,7 +14,7 @@
 // The channels of one row of the copy: groups of C source channels, each to Cp destination channels;
 // pack > 1 (groups = 1): row o's channels shifted to place (o / rows) % pack of the pack, as above.
 struct TcStageChannels {
-    int64_t C, Cp, groups, pack, rows;
+    int C, Cp, groups, pack, rows;
 };
 
 // One operand's copy: dst[o][i][g][q*C + c] = src[o][g*C + c][i] (channels_first) or src[o][i][g*C + c],
