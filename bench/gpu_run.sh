@@ -8,7 +8,9 @@
 #       lenet.{txt,json,csv,png}  cnn5.{txt,json,csv,png}  pytest-benchmark.json  gpu.txt
 # Time: about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
 # after the other steps (--max-seconds; shapes it could not start are listed as not run).
-# Environment: REUSE_INSTALL=1 (skip the install where this machine already has one), BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
+# Environment: REUSE_INSTALL=1 (skip the install where this machine already has one), TRIAGE_FILES (the
+# triage step's test files, default all), COMPARE (the cuDNN comparisons, default "exact fast half"),
+# BENCH_BATCH (batch sizes of the groups and cnn5 comparisons, default the suites'), BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
 # STEPS (which steps run; default all but "triage": "tests sanitize lenet lenet-e2e lenet-process per-call
 # torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark"; "triage" is
@@ -97,7 +99,7 @@ step tests python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$repo/test
 
 # 3a. The suite again with each file (and each variant's capability matrix) in its own process, and
 # memcheck on each variant's first failure: where a kernel fault poisoned a whole run, this names it.
-step triage "$repo/tests/sanitize/triage.sh" "$out/logs/triage"
+step triage "$repo/tests/sanitize/triage.sh" "$out/logs/triage" ${TRIAGE_FILES:-}
 
 # 3b. compute-sanitizer memcheck + racecheck over every GPU variant on small shapes.
 if command -v compute-sanitizer > /dev/null; then
@@ -136,16 +138,18 @@ want bench-lenet && cp "$out/logs/bench-lenet.log" "$res/lenet.txt"
 # 5. Against cuDNN: exact (fp32) vs cuDNN fp32, fast (fp32 I/O) vs TF32, fp16/bf16 NHWC vs cuDNN channels-last,
 # auto tuned first, on the LeNet, depthwise/grouped and cnn5 suites (batch 1 and 32 for the latter two), then
 # the summary across suites. cnn5 gets what is left of TOTAL_SECONDS but the pytest-benchmark minute.
-compare() { python3 -m pyconv bench --compare exact fast half --budget-ms 10 --tune-budget-ms "${TUNE_BUDGET_MS:-1000}" "$@"; }
+compare() { python3 -m pyconv bench --compare ${COMPARE:-exact fast half} --budget-ms 10 --tune-budget-ms "${TUNE_BUDGET_MS:-1000}" "$@"; }
+batch=()
+[ -n "${BENCH_BATCH:-}" ] && batch=(--batch $BENCH_BATCH)
 step bench-lenet-cmp compare --suite lenet --max-seconds "${LENET_SECONDS:-60}" \
     --json "$res/lenet-cudnn.json" --csv "$res/lenet-cudnn.csv" --markdown "$res/lenet-cudnn.md"
 want bench-lenet-cmp && cp "$out/logs/bench-lenet-cmp.log" "$res/lenet-cudnn.txt"
-step bench-groups compare --suite groups --max-seconds "${GROUPS_SECONDS:-100}" \
+step bench-groups compare --suite groups "${batch[@]}" --max-seconds "${GROUPS_SECONDS:-100}" \
     --json "$res/groups.json" --csv "$res/groups.csv" --markdown "$res/groups.md"
 want bench-groups && cp "$out/logs/bench-groups.log" "$res/groups.txt"
 left=$((total - (SECONDS - started) - 80))
 [ "$left" -ge 60 ] || left=60
-step bench-cnn5 compare --suite cnn5 "${cnn5_variants[@]}" --max-seconds "${CNN5_SECONDS:-$left}" \
+step bench-cnn5 compare --suite cnn5 "${batch[@]}" "${cnn5_variants[@]}" --max-seconds "${CNN5_SECONDS:-$left}" \
     --json "$res/cnn5.json" --csv "$res/cnn5.csv" --markdown "$res/cnn5.md" "${plot_cnn5[@]}"
 want bench-cnn5 && cp "$out/logs/bench-cnn5.log" "$res/cnn5.txt"
 summaries=()

@@ -53,3 +53,11 @@ static inline std::remove_const_t<decltype(At<0, 0>::kernel)> gd_kernel_for_filt
     if (square && st == 1 && k == 7) return At<7, 1>::kernel;
     return At<0, 0>::kernel;
 }
+
+// The same for a kernel family over dtypes TX (x, w) and TY (y, bias): the unrolled filters only where
+// the two are one dtype (the only ones built unrolled), else the generic kernel.
+template <template <int, int> class At, class TX, class TY>
+static inline auto gd_kernel_for(const conv_problem* p) {
+    if constexpr (std::is_same<TX, TY>::value) return gd_kernel_for_filter<At>(p);
+    return At<0, 0>::kernel;
+}

@@ -15,6 +15,19 @@
 #include "igemm_epilogue.cuh"
 #include "igemm_tile_loaders.cuh"
 
+// A thread's TM x TN fp32 outputs in registers; each policy's Mma adds its multiply().
+template <int TM, int TN>
+struct IgemmAccumulators {
+    float acc[TM][TN];
+
+    __device__ void clear() {
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    }
+};
+
 // The tiling both policies share; Op is the operand type of the tiles, A_PAD the W tile's row padding
 // (in elements) that spreads its k-strided stores over the banks.
 template <class Op, int A_PAD>
@@ -37,17 +50,7 @@ struct IgemmMicroTile {
     // The thread's i-th map and j-th pixel within the block tile (IgemmRegisterOutput).
     static __device__ int tile_m(int i) { return thread_m() + i; }
     static __device__ int tile_n(int j) { return thread_n() + j; }
-    // The thread's TM x TN outputs; each policy's Mma adds its multiply().
-    struct Accumulators {
-        float acc[TM][TN];
-
-        __device__ void clear() {
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-        }
-    };
+    using Accumulators = IgemmAccumulators<TM, TN>;
     using Output = IgemmRegisterOutput<IgemmMicroTile>;
 };
 
@@ -160,15 +163,8 @@ struct IgemmSimtOuterMath {
     static __device__ int tile_m(int i) { return lane_m() + i / 4 * (WM / 2) + i % 4; }
     static __device__ int tile_n(int j) { return lane_n() + j / 4 * (WN / 2) + j % 4; }
 
-    struct Mma {
-        float acc[TM][TN];
-
-        __device__ void clear() {
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-        }
+    struct Mma : IgemmAccumulators<TM, TN> {
+        using IgemmAccumulators<TM, TN>::acc;
         // As is W^T (BK x LDA, k-major), Bs is Xunroll (BK x LDB).
         __device__ void multiply(const float* As, const float* Bs) {
             const int m = lane_m(), n = lane_n();

@@ -56,23 +56,19 @@ struct TcTf32 {
         mma_m16n8k8_tf32(d, a, b0, b1);
     }
 };
-// fp16 and bf16: k-step 16 = 32 bytes, registers used as loaded.
-struct TcF16 {
-    using T = __half;
-    static constexpr int DTYPE = CONV_F16;
+// fp16 and bf16 (T): k-step 16 = 32 bytes, registers used as loaded.
+template <class T_, int DTYPE_>
+struct TcHalf {
+    using T = T_;
+    static constexpr int DTYPE = DTYPE_;
     static __device__ __forceinline__ void fix(uint32_t (&)[4]) {}
     static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-        mma_m16n8k16_f16(d, a, b0, b1);
+        if constexpr (DTYPE_ == CONV_F16) mma_m16n8k16_f16(d, a, b0, b1);
+        else mma_m16n8k16_bf16(d, a, b0, b1);
     }
 };
-struct TcBf16 {
-    using T = __nv_bfloat16;
-    static constexpr int DTYPE = CONV_BF16;
-    static __device__ __forceinline__ void fix(uint32_t (&)[4]) {}
-    static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-        mma_m16n8k16_bf16(d, a, b0, b1);
-    }
-};
+using TcF16 = TcHalf<__half, CONV_F16>;
+using TcBf16 = TcHalf<__nv_bfloat16, CONV_BF16>;
 
 // Elements of one 16-byte chunk of an operand dtype: Cp is C rounded up to a multiple of it.
 static inline int tc_chunk_elems(int dtype) { return 16 / (int)conv_dtype_size(dtype); }

@@ -18,12 +18,11 @@
 //   refuses problems whose grid needs no split.
 #pragma once
 
-#include <atomic>
-
 #include "split_k.cuh"
 #include "tc_igemm.cuh"
 #include "tc_staging.cuh"
 #include "conv_kernel_util.cuh"
+#include "tensor_core_check.cuh"
 
 constexpr int TC_SPLIT_TARGET_BLOCKS = 264;  // two blocks per SM of a 132-SM H100
 constexpr int TC_SPLIT_MIN_TILES = 4;
@@ -262,33 +261,13 @@ struct TcVariant {
             return conv_set_error(CONV_ERR_UNSUPPORTED,
                                   "%s: K = KH*KW*C' = %lld (C' = %lld channels of a GEMM, padded) passes 2^30",
                                   Family::NAME, (long long)(p->KH * p->KW * o.Cp), (long long)o.Cp);
-        static std::atomic<unsigned long long> passed{0};  // devices checked, one bit per id < 64
-        int device = 0;
-        CONV_CUDA_CHECK(cudaGetDevice(&device));
-        const unsigned long long bit = device < 64 ? 1ull << device : 0;
-        if (passed.load(std::memory_order_relaxed) & bit) return CONV_OK;
-        int major = 0, minor = 0;
-        CONV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-        CONV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-        if (major < 8)
-            return conv_set_error(CONV_ERR_UNSUPPORTED,
-                                  "%s needs compute capability 8.0+ (mma.sync, ldmatrix, cp.async), device %d is %d.%d",
-                                  Family::NAME, device, major, minor);
-        // Every kernel of the family is built for the same architectures: one stands for all.
-        cudaFuncAttributes attr;
-        cudaError_t err = cudaSuccess;
+        static ConvDeviceMask passed{0};
+        const void* kernel = nullptr;
         Family::with_op(p, [&](auto op) -> int {
-            err = cudaFuncGetAttributes(&attr, tc_igemm_kernel<TcTile<decltype(op), TcShape64x64>>);
+            kernel = reinterpret_cast<const void*>(&tc_igemm_kernel<TcTile<decltype(op), TcShape64x64>>);
             return CONV_OK;
         });
-        CONV_CUDA_CHECK(err);
-        if (attr.ptxVersion < 80)
-            return conv_set_error(CONV_ERR_UNSUPPORTED,
-                                  "%s: this libconv runs code compiled for compute_%d on device %d (%d.%d), where its "
-                                  "kernels are empty; rebuild with CMAKE_CUDA_ARCHITECTURES including %d%d",
-                                  Family::NAME, attr.ptxVersion, device, major, minor, major, minor);
-        passed.fetch_or(bit, std::memory_order_relaxed);
-        return CONV_OK;
+        return conv_check_tensor_cores(Family::NAME, 800, kernel, passed);
     }
 
     // Staged operands (packed or not, whichever needs more) plus the largest split-K partial of the

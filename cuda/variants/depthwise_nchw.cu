@@ -16,7 +16,6 @@
 //     K = S = 0: any KH x KW, stride and dilation (every other shape and the mixed-dtype pairs).
 // A tap on padding meets a zero and still its weight: an Inf or NaN weight there gives NaN, as in
 // PyTorch.
-#include <type_traits>
 
 #include "conv_shape.cuh"
 #include "grouped_direct.h"
@@ -114,13 +113,6 @@ struct DwNchwLaunch {
         };
     };
 
-    // The kernel for the problem: the unrolled filters where x and y share a dtype, else the generic one.
-    template <class TX, class TY>
-    static auto kernel_for(const conv_problem* p) {
-        if constexpr (std::is_same<TX, TY>::value) return gd_kernel_for_filter<Kernels<TX, TY>::template At>(p);
-        return Kernels<TX, TY>::template At<0, 0>::kernel;
-    }
-
     template <class TX, class TY>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
         dw_nchw_shape s;
@@ -130,7 +122,7 @@ struct DwNchwLaunch {
         s.items = (int)(p->B * p->M * s.bands * s.OW);  // <= y's count < 2^31
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
         const unsigned blocks = (unsigned)(((int64_t)s.items + DW_NCHW_THREADS - 1) / DW_NCHW_THREADS);  // < 2^24
-        const auto kernel = kernel_for<TX, TY>(p);
+        const auto kernel = gd_kernel_for<Kernels<TX, TY>::template At, TX, TY>(p);
         kernel<<<blocks, DW_NCHW_THREADS, 0, stream>>>(
             s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), static_cast<const TY*>(t->bias),
             static_cast<TY*>(t->y));

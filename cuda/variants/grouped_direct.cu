@@ -21,7 +21,6 @@
 // A tap on padding multiplies a staged zero by its weight: an Inf or NaN weight there gives NaN, as
 // in PyTorch. The layers are memory bound: the input is read from DRAM about once (halo re-reads of
 // neighbouring tiles hit L2), the output written once.
-#include <type_traits>
 
 #include "conv_kernel_util.cuh"
 #include "conv_shape.cuh"
@@ -229,13 +228,6 @@ struct GdTileLaunch {
         };
     };
 
-    // The kernel for the problem: the unrolled filters where x and y share a dtype, else the generic one.
-    template <class TX, class TY>
-    static auto kernel_for(const conv_problem* p) {
-        if constexpr (std::is_same<TX, TY>::value) return gd_kernel_for_filter<Kernels<TX, TY>::template At>(p);
-        return Kernels<TX, TY>::template At<0, 0>::kernel;
-    }
-
     template <class TX, class TY>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
         gd_shape s;
@@ -258,7 +250,7 @@ struct GdTileLaunch {
         // Blocks: one per tile of each (image, group, map chunk); fewer than the outputs (< 2^31).
         const int64_t blocks = (int64_t)s.tiles * p->B * s.G * s.mchunks;
         const size_t smem = (size_t)(s.chunk_c * per_c) * sizeof(float);
-        const auto kernel = kernel_for<TX, TY>(p);
+        const auto kernel = gd_kernel_for<Kernels<TX, TY>::template At, TX, TY>(p);
         kernel<<<(unsigned)blocks, THREADS, smem, stream>>>(
             s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), static_cast<const TY*>(t->bias),
             static_cast<TY*>(t->y));

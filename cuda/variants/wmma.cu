@@ -14,47 +14,14 @@
 //   f16 inputs reach fp16 operands and bf16 inputs bf16 ones as they are; each configuration takes
 //   only the input dtypes of its operands, so the tuner never runs one on the wrong operands. Error
 //   bounds and ranges: see igemm_math_wmma.cuh.
-#include <atomic>
-
 #include "igemm_mainloop.cuh"
 #include "igemm_math_wmma.cuh"
+#include "tensor_core_check.cuh"
 
 using WmmaFp16Tile64x64 = IgemmWmmaMath<IgemmHalfOperand, 700, CONV_DT_F32 | CONV_DT_F16, 16, 16, 2, 2, 2, 2>;
 using WmmaFp16Tile8x256 = IgemmWmmaMath<IgemmHalfOperand, 700, CONV_DT_F32 | CONV_DT_F16, 8, 32, 1, 8, 1, 1>;
 using WmmaBf16Tile64x64 = IgemmWmmaMath<IgemmBf16Operand, 800, CONV_DT_BF16, 16, 16, 2, 2, 2, 2>;
 using WmmaTf32Tile64x64 = IgemmWmmaMath<IgemmTf32Operand, 800, CONV_DT_ALL, 16, 16, 2, 2, 2, 2>;
-
-// ---- support: the GPU's compute capability, and the code this build has for it ----
-
-// Devices whose check passed, one bit per device id (ids >= 64 are checked every time).
-using DeviceMask = std::atomic<unsigned long long>;
-
-// CONV_OK when the current GPU has the tensor cores for `min_arch` (e.g. 800) and the code this
-// build runs on it for `kernel` was compiled for such an architecture: a build whose newest code is
-// compute_75 PTX, JIT-compiled on an sm_80 GPU, would have empty tf32 kernels. Every kernel of this
-// file is compiled for the same architectures, so one stands for all.
-static int wmma_check_device(const char* name, int min_arch, const void* kernel, DeviceMask& passed) {
-    int device = 0;
-    CONV_CUDA_CHECK(cudaGetDevice(&device));
-    const unsigned long long bit = device < 64 ? 1ull << device : 0;
-    if (passed.load(std::memory_order_relaxed) & bit) return CONV_OK;
-    int major = 0, minor = 0;
-    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    if (major * 100 + minor * 10 < min_arch)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "%s needs compute capability %d.%d+, this GPU is %d.%d",
-                              name, min_arch / 100, min_arch / 10 % 10, major, minor);
-    cudaFuncAttributes attr;
-    CONV_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-    if (attr.ptxVersion * 10 < min_arch)
-        return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "%s: this libconv runs code compiled for compute_%d on this GPU "
-                              "(compute capability %d.%d), which has no tensor-core path; rebuild "
-                              "with CMAKE_CUDA_ARCHITECTURES including %d%d",
-                              name, attr.ptxVersion, major, minor, major, minor);
-    passed.fetch_or(bit, std::memory_order_relaxed);
-    return CONV_OK;
-}
 
 template <class Math, class TX>
 static const void* wmma_kernel() {
@@ -66,12 +33,12 @@ static const void* wmma_kernel() {
 // The device check of the operands the problem's inputs use, whichever configuration runs.
 static int wmma_supports(const conv_problem* p) {
     if (p->x_dtype == CONV_BF16) {
-        static DeviceMask passed{0};
-        return wmma_check_device("wmma with bf16 inputs", WmmaBf16Tile64x64::MIN_ARCH,
+        static ConvDeviceMask passed{0};
+        return conv_check_tensor_cores("wmma with bf16 inputs", WmmaBf16Tile64x64::MIN_ARCH,
                                  wmma_kernel<WmmaBf16Tile64x64, __nv_bfloat16>(), passed);
     }
-    static DeviceMask passed{0};
-    return wmma_check_device("wmma", WmmaFp16Tile64x64::MIN_ARCH, wmma_kernel<WmmaFp16Tile64x64, float>(), passed);
+    static ConvDeviceMask passed{0};
+    return conv_check_tensor_cores("wmma", WmmaFp16Tile64x64::MIN_ARCH, wmma_kernel<WmmaFp16Tile64x64, float>(), passed);
 }
 
 static const char FP16_TILE64[] = "m16n16k16_tile64x64";
@@ -101,8 +68,8 @@ extern "C" const conv_impl conv_impl_wmma = {wmma_supports, NULL, WMMA_CONFIGS, 
 // ---- wmma_tf32: tf32 operands ----
 
 static int wmma_tf32_supports(const conv_problem*) {
-    static DeviceMask passed{0};
-    return wmma_check_device("wmma_tf32", WmmaTf32Tile64x64::MIN_ARCH, wmma_kernel<WmmaTf32Tile64x64, float>(),
+    static ConvDeviceMask passed{0};
+    return conv_check_tensor_cores("wmma_tf32", WmmaTf32Tile64x64::MIN_ARCH, wmma_kernel<WmmaTf32Tile64x64, float>(),
                              passed);
 }
 

@@ -1,0 +1,37 @@
+// tensor_core_check.cuh — whether the current GPU runs a tensor-core kernel family (wmma.cu,
+// tc_igemm_host.cuh): its compute capability, and the code this build runs on it.
+#pragma once
+
+#include <atomic>
+
+#include "cuda_util.cuh"
+
+// Devices whose check passed, one bit per device id (ids >= 64 are checked every time).
+using ConvDeviceMask = std::atomic<unsigned long long>;
+
+// CONV_OK when the current GPU has the tensor cores for `min_arch` (e.g. 800) and the code this
+// build runs on it for `kernel` was compiled for such an architecture: a build whose newest code is
+// compute_75 PTX, JIT-compiled on an sm_80 GPU, would have empty tf32 kernels. Every kernel of a
+// family is compiled for the same architectures, so one (`kernel`) stands for all.
+static int conv_check_tensor_cores(const char* name, int min_arch, const void* kernel, ConvDeviceMask& passed) {
+    int device = 0;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    const unsigned long long bit = device < 64 ? 1ull << device : 0;
+    if (passed.load(std::memory_order_relaxed) & bit) return CONV_OK;
+    int major = 0, minor = 0;
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major * 100 + minor * 10 < min_arch)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "%s needs compute capability %d.%d+, this GPU is %d.%d",
+                              name, min_arch / 100, min_arch / 10 % 10, major, minor);
+    cudaFuncAttributes attr;
+    CONV_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    if (attr.ptxVersion * 10 < min_arch)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "%s: this libconv runs code compiled for compute_%d on this GPU "
+                              "(compute capability %d.%d), which has no tensor-core path; rebuild "
+                              "with CMAKE_CUDA_ARCHITECTURES including %d%d",
+                              name, attr.ptxVersion, major, minor, major, minor);
+    passed.fetch_or(bit, std::memory_order_relaxed);
+    return CONV_OK;
+}
