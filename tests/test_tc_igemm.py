@@ -13,7 +13,8 @@ The problem matrix runs each variant's default configuration; here every configu
     128 x 128 tiles in two passes) and the register epilogue (NCHW y, odd map counts, a y that is not
     16-byte aligned);
   - split-K (batch 1, long reductions) with its partial sums through either epilogue, and the reduction's
-    bias, ReLU and y dtypes;
+    bias, ReLU and y dtypes; split-K within thread-block clusters (sm_90: the sums reduced through
+    distributed shared memory) on the same problems and on uneven k-ranges over 7 and 3 blocks;
   - f32, f16 and bf16 inputs and outputs, bias + ReLU, stride, padding, dilation, rectangular filters.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound.
 """
@@ -23,11 +24,13 @@ from conftest import requires_gpu
 from oracle import conv2d_reference, rel_l2
 
 import problem_runner as pr
+from pyconv._lib import ConvUnsupportedError
 from problem_runner import ConvCase
 
 VARIANTS = ["implicit_gemm_tf32", "implicit_gemm_f16"]
 PLAIN = ["tile128x128_s3", "tile128x64_s4", "tile64x128_s4", "tile64x64_s6", "tile128x32_s4"]
 SPLIT = ["tile64x64_s6_splitk", "tile128x64_s4_splitk"]
+CLUSTER = ["tile64x64_s6_cluster"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -59,8 +62,12 @@ CASES = {
     "split_g2_odd_maps": ConvCase(1, 256, 6, 7, 14, 3, 3, padding=(1, 1), groups=2, bias=True),
     "split_ungrouped_nchw_bf16": ConvCase(1, 192, 7, 7, 40, 3, 3, padding=(1, 1), x_dtype="bf16",
                                           y_dtype="bf16", epilogue="relu"),
+    # cluster split-K, uneven ranges: K = 224 is 14 tf32 k-tiles (7 blocks of 2) and 7 f16 ones (3, 3, 1);
+    # the tile's 64 rows reduced 10 / 22 per block, the last block fewer
+    "cluster_uneven_ranges": ConvCase(1, 56, 5, 5, 24, 2, 2, padding=(1, 0), bias=True, epilogue="relu"),
 }
 SPLIT_CASES = [k for k in CASES if k.startswith("split_")]
+CLUSTER_CASES = SPLIT_CASES + ["cluster_uneven_ranges"]
 
 
 def check(variant, config, case, rng, **offsets):
@@ -101,6 +108,35 @@ def test_split_config_matches_oracle(variant, config, case_id, rng):
 
 
 @requires_gpu
+@pytest.mark.parametrize("case_id", CLUSTER_CASES)
+@pytest.mark.parametrize("config", CLUSTER)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cluster_config_matches_oracle(variant, config, case_id, rng):
+    """Split-K within thread-block clusters: every output written (y poisoned), in both layouts and all
+    dtypes, bias and ReLU after the whole sum. The configuration refuses problems it would not split, so
+    running here means it split. Skips only on a GPU older than sm_90, which has no clusters."""
+    available(variant)
+    try:
+        check(variant, config, CASES[case_id], rng)
+    except ConvUnsupportedError as e:
+        if "compute capability 9.0" not in str(e):
+            raise
+        pytest.skip(f"{variant}[{config}]: {e}")
+
+
+@requires_gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cluster_config_refuses_unsplit_grids(variant):
+    """A grid that fills the GPU without a split is not the cluster configuration's to run."""
+    available(variant)
+    case = CASES["two_pass_fp32_tile"].with_(B=32)
+    status, _ = pr.supports(variant, case)
+    assert status == 0
+    with pytest.raises(ConvUnsupportedError, match="split-K not used here"):
+        pr.run_config(variant, CLUSTER[0], case, *pr.random_operands(case, np.random.default_rng(0)))
+
+
+@requires_gpu
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_unaligned_y_takes_the_register_epilogue(variant, rng):
     """A y one element past a 16-byte boundary cannot take 16-byte stores: the register epilogue writes
@@ -115,4 +151,4 @@ def test_swept_configs_are_the_variants():
     for variant in VARIANTS:
         configs = variant_configs(variant)
         if configs:
-            assert sorted(configs) == sorted(PLAIN + SPLIT), variant
+            assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER), variant

@@ -30,13 +30,17 @@
 //   tc_store                 the epilogue from registers, for the rest (NCHW y, odd map counts);
 //                            under split-K both write raw fp32 sums into partial [split][P][M]
 //                            (split_k.cuh reduces them);
-//   tc_igemm_kernel          the mainloop: STAGES-1 tiles in flight, one barrier per k-tile.
+//   tc_mainloop              STAGES-1 tiles in flight, one barrier per k-tile;
+//   tc_igemm_kernel          the mainloop and one of the epilogues above;
+//   tc_igemm_cluster_kernel  (sm_90) split-K with each tile's splits one thread-block cluster: the
+//                            partial sums reduced through distributed shared memory, then y, in one launch.
 // Index math: pixel and map indices are int32 (the dispatcher keeps P*M and x per launch < 2^30);
 // offsets into x, w, y and partial are int64 (a padded staged x may pass 2^31 elements).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 
 #include "mma_sync.cuh"
 #include "tensor_io.cuh"
@@ -350,25 +354,21 @@ __device__ void tc_epilogue(const TcParams& p, const float (&acc)[Tile::MI][Tile
     else tc_store<TY, Tile>(p, acc, m0 + wm, nb + wn, n_end, lane);
 }
 
-// ---- the kernel ----
+// ---- the kernels ----
 
-// Grid: (pixel tiles, G x map tiles per group, splits). Block (x, y, z) computes D[m0 .. m0+BM, maps
-// n0 .. n0+BN of group y / map_tiles] over k-tiles [z*tiles_per_split, min((z+1)*tiles_per_split,
-// k_tiles)). Empty before sm_80.
+// The mainloop of block (x, y, z): acc = D[m0 .. m0+BM, maps n0 .. n0+BN of group y / map_tiles] over
+// k-tiles [z*tiles_per_split, min((z+1)*tiles_per_split, k_tiles)), STAGES-1 tiles in flight, one
+// barrier per k-tile. Returns with no copy in flight and every warp done with the stages (the epilogues
+// reuse them).
 template <class Tile>
-__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    __shared__ __align__(128) unsigned char smem[Tile::SMEM_BYTES];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int group = blockIdx.y / p.map_tiles;
-    const int m0 = blockIdx.x * Tile::BM, n0 = (blockIdx.y - group * p.map_tiles) * Tile::BN;
-    const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
+__device__ __forceinline__ void tc_mainloop(const TcParams& p, unsigned char* smem,
+                                            float (&acc)[Tile::MI][Tile::NJ][4], int m0, int group, int n0,
+                                            int wm, int wn, int lane) {
     const int kt0 = blockIdx.z * p.tiles_per_split;
     const int nk = min(p.tiles_per_split, p.k_tiles - kt0);  // >= 1: the host leaves no split empty
 
     TcLoader<Tile> loader;
     loader.init(p, m0, group, n0, kt0 * Tile::BK);
-    float acc[Tile::MI][Tile::NJ][4];
     mma_zero(acc);
 
     // Prologue: tiles 0 .. STAGES-2 in flight, one commit group each (empty groups past the end keep the
@@ -395,13 +395,107 @@ __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
         tc_warp_mma<Tile>(smem + t % Tile::STAGES * Tile::STAGE_BYTES, acc, wm, wn, lane);
     }
     cp_async_wait<0>();  // only empty groups remain; nothing may be in flight when the block exits
-    __syncthreads();     // every warp is done with the stages before the staged epilogue reuses them
+    __syncthreads();     // every warp is done with the stages before an epilogue reuses them
+}
+
+// Block (x, y, z) of a grid (pixel tiles, G x map tiles per group, splits): the mainloop above, then y
+// (or, under split-K, its partial sums). Empty before sm_80.
+template <class Tile>
+__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    __shared__ __align__(128) unsigned char smem[Tile::SMEM_BYTES];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = blockIdx.y / p.map_tiles;
+    const int m0 = blockIdx.x * Tile::BM, n0 = (blockIdx.y - group * p.map_tiles) * Tile::BN;
+    const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
+    float acc[Tile::MI][Tile::NJ][4];
+    tc_mainloop<Tile>(p, smem, acc, m0, group, n0, wm, wn, lane);
 
     const int nb = group * p.Mg + n0, n_end = (group + 1) * p.Mg;
     switch (p.partial ? CONV_F32 : p.y_dtype) {
     case CONV_F16: tc_epilogue<__half, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
     case CONV_BF16: tc_epilogue<__nv_bfloat16, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
     default: tc_epilogue<float, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane);
+    }
+#endif
+}
+
+// ---- split-K within a thread-block cluster (sm_90) ----
+
+// The cluster epilogue's tile: the block's fp32 sums, BM rows of BN + 4 floats (the padding staggers the
+// fragments' rows over the banks), in the pipeline's shared memory.
+template <class Tile>
+struct TcClusterTile {
+    static constexpr int LD = Tile::BN + 4;
+    static_assert(Tile::BM * LD * (int)sizeof(float) <= Tile::SMEM_BYTES, "the sums fit the pipeline's memory");
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The blocks of one cluster (1 x 1 x splits) hold one output tile's partial sums over their k-ranges:
+// each writes its sums to its own shared memory, then block r of S reduces rows [r*BM/S, (r+1)*BM/S)
+// of the tile over all S blocks' memories (distributed shared memory, in rank order: deterministic),
+// applies bias and ReLU and writes y in its layout and dtype. No workspace and no second launch: the
+// point, at batch 1, where a launch costs more than the reduction.
+template <class TY, class Tile>
+__device__ void tc_cluster_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::NJ][4], unsigned char* smem,
+                                 int m0, int nb, int n_end, int wm, int wn, int lane) {
+    namespace cg = cooperative_groups;
+    constexpr int LD = TcClusterTile<Tile>::LD;
+    const cg::cluster_group cluster = cg::this_cluster();
+    float* sums = reinterpret_cast<float*>(smem);
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int i = 0; i < Tile::MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = 0; j < Tile::NJ; ++j)
+                *reinterpret_cast<float2*>(&sums[(wm + i * 16 + g + 8 * h) * LD + wn + j * 8 + 2 * t]) =
+                    make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+    cluster.sync();  // every block's sums are written and visible to the cluster
+
+    const int S = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    const int per = (Tile::BM + S - 1) / S, r0 = rank * per, rows = min(per, Tile::BM - r0);
+    const TY* bias = static_cast<const TY*>(p.bias);
+    TY* y = static_cast<TY*>(p.y);
+    // NHWC: a thread's consecutive elements run along the maps, NCHW along the pixels (coalesced stores).
+    for (int e = threadIdx.x; e < rows * Tile::BN; e += Tile::THREADS) {
+        const int r = r0 + (p.y_nhwc ? e / Tile::BN : e % rows), col = p.y_nhwc ? e % Tile::BN : e / rows;
+        const int pixel = m0 + r, m = nb + col;
+        if (pixel >= p.P || m >= n_end) continue;
+        float v = 0.0f;
+        for (int b = 0; b < S; ++b) v += cluster.map_shared_rank(sums, b)[r * LD + col];
+        long long at;
+        if (p.y_nhwc) {
+            at = (long long)pixel * p.M + m;
+        } else {
+            const int img = pixel / p.OHW;
+            at = ((long long)img * p.M + m) * p.OHW + (pixel - img * p.OHW);
+        }
+        y[at] = conv_store_as<TY>(conv_epilogue_value(v, bias ? conv_load(bias, m) : 0.0f, p.relu));
+    }
+    cluster.sync();  // no block leaves (freeing its memory) while another still reads it
+}
+#endif
+
+// tc_igemm_kernel's grid, with each (x, y) tile's splits one cluster (launched with cluster dimensions
+// 1 x 1 x gridDim.z <= 8, p.partial NULL). Empty before sm_90.
+template <class Tile>
+__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_cluster_kernel(TcParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __shared__ __align__(128) unsigned char smem[Tile::SMEM_BYTES];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = blockIdx.y / p.map_tiles;
+    const int m0 = blockIdx.x * Tile::BM, n0 = (blockIdx.y - group * p.map_tiles) * Tile::BN;
+    const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
+    float acc[Tile::MI][Tile::NJ][4];
+    tc_mainloop<Tile>(p, smem, acc, m0, group, n0, wm, wn, lane);
+
+    const int nb = group * p.Mg + n0, n_end = (group + 1) * p.Mg;
+    switch (p.y_dtype) {
+    case CONV_F16: tc_cluster_store<__half, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
+    case CONV_BF16: tc_cluster_store<__nv_bfloat16, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
+    default: tc_cluster_store<float, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane);
     }
 #endif
 }

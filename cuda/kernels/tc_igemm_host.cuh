@@ -15,7 +15,10 @@
 //   Split-K: a configuration marked SPLIT cuts the k-tiles into ranges so that the grid reaches about
 //   TC_SPLIT_TARGET_BLOCKS blocks (a fixed count, not the device's, so that the workspace a plan asked
 //   for stays right whatever GPU runs it), each range at least TC_SPLIT_MIN_TILES k-tiles long; it
-//   refuses problems whose grid needs no split.
+//   refuses problems whose grid needs no split. A CLUSTER configuration (sm_90) splits the same way
+//   into at most TC_CLUSTER_MAX ranges of at least TC_CLUSTER_MIN_TILES k-tiles, each tile's ranges one
+//   thread-block cluster that reduces its partial sums through distributed shared memory: no partial
+//   workspace and no reduction launch, so it pays at shorter reductions.
 #pragma once
 
 #include "split_k.cuh"
@@ -27,6 +30,12 @@
 constexpr int TC_SPLIT_TARGET_BLOCKS = 264;  // two blocks per SM of a 132-SM H100
 constexpr int TC_SPLIT_MIN_TILES = 4;
 constexpr int TC_SPLIT_MAX = 16;
+constexpr int TC_CLUSTER_MAX = 8;  // the portable cluster size
+constexpr int TC_CLUSTER_MIN_TILES = 2;
+
+// How a configuration covers K: in one pass per block, split with partial sums in the workspace and a
+// reduction launch, or split within thread-block clusters.
+enum TcSplit { TC_WHOLE_K, TC_SPLIT_WORKSPACE, TC_SPLIT_CLUSTER };
 constexpr size_t TC_ALIGN = 256;
 
 static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) / TC_ALIGN * TC_ALIGN; }
@@ -78,7 +87,7 @@ struct TcGrid {
 
 // The grid of launch shape Shape on operands o (BK follows from the operand dtype), split or not.
 template <class Shape>
-static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, bool split) {
+static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, TcSplit split) {
     TcGrid g;
     const int64_t P = p->B * conv_out_h(p) * conv_out_w(p), K = p->KH * p->KW * o.Cp;
     const int64_t bk = Shape::ROW_CHUNKS * tc_chunk_elems(o.dtype);
@@ -87,12 +96,14 @@ static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, bool split) {
     g.group_tiles = (o.Mg + Shape::BN - 1) / Shape::BN;
     g.n_tiles = o.gemms * g.group_tiles;
     int splits = 1;
-    if (split) {
+    if (split != TC_WHOLE_K) {
+        const bool cluster = split == TC_SPLIT_CLUSTER;
         const int64_t tiles = g.m_tiles * g.n_tiles;
         const int64_t want = (TC_SPLIT_TARGET_BLOCKS + tiles - 1) / tiles;
-        const int64_t most = g.k_tiles / TC_SPLIT_MIN_TILES;
+        const int64_t most = g.k_tiles / (cluster ? TC_CLUSTER_MIN_TILES : TC_SPLIT_MIN_TILES);
+        const int cap = cluster ? TC_CLUSTER_MAX : TC_SPLIT_MAX;
         splits = (int)(want < most ? want : most);
-        if (splits > TC_SPLIT_MAX) splits = TC_SPLIT_MAX;
+        if (splits > cap) splits = cap;
         if (splits < 1) splits = 1;
     }
     // Even ranges, none empty: splits = ceil(k_tiles / tiles_per_split).
@@ -131,7 +142,7 @@ static inline int tc_check_aligned(const char* variant, const char* what, const 
                           "in place (NHWC / MKKC in the operand dtype)", variant, what, ptr);
 }
 
-template <class Tile>
+template <class Tile, TcSplit SPLIT>
 static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g, const void* x, const void* w,
                      const conv_tensors* t, float* partial, cudaStream_t stream) {
     TcParams k;
@@ -161,14 +172,29 @@ static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g
     const uintptr_t out = partial ? (uintptr_t)partial : (uintptr_t)t->y;
     k.staged_store = (partial || k.y_nhwc) && (size_t)k.Mg * out_elem % 16 == 0 && out % 16 == 0;
     const dim3 grid((unsigned)g.m_tiles, (unsigned)g.n_tiles, (unsigned)g.splits);
+    if constexpr (SPLIT == TC_SPLIT_CLUSTER) {
+        cudaLaunchConfig_t config = {};
+        config.gridDim = grid;
+        config.blockDim = dim3(Tile::THREADS);
+        config.stream = stream;
+        cudaLaunchAttribute cluster;
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = 1;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = (unsigned)g.splits;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, tc_igemm_cluster_kernel<Tile>, k));
+        return CONV_OK;
+    }
     tc_igemm_kernel<Tile><<<grid, Tile::THREADS, 0, stream>>>(k);
     CONV_LAUNCH_CHECK(tc_igemm_kernel);
     return CONV_OK;
 }
 
 // The conv_run_fn of configuration (Shape, SPLIT) of a family: stages x and w where needed, runs the
-// mainloop, and under split-K reduces the partial sums into y.
-template <class Family, class Shape, bool SPLIT>
+// mainloop, and under workspace split-K reduces the partial sums into y.
+template <class Family, class Shape, TcSplit SPLIT>
 static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
                   void* stream_) {
     const cudaStream_t stream = conv_stream(stream_);
@@ -176,7 +202,8 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
     return Family::with_op(p, [&](auto op) -> int {
         using Tile = TcTile<decltype(op), Shape>;
         const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
-        const size_t partial_bytes = g.splits > 1 ? conv_split_k_workspace(p, g.splits) : 0;
+        const bool partials = SPLIT == TC_SPLIT_WORKSPACE && g.splits > 1;
+        const size_t partial_bytes = partials ? conv_split_k_workspace(p, g.splits) : 0;
         const size_t need = o.xs_bytes + o.ws_bytes + partial_bytes;
         if (workspace_bytes < need || (need && !workspace))
             return conv_set_error(CONV_ERR_WORKSPACE_TOO_SMALL, "%s: needs %zu bytes of workspace, got %zu",
@@ -203,16 +230,17 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         // x and w share one dtype (the problem's check), so one launch converts both.
         if (status == CONV_OK && count) status = tc_stage_channels_last(copies, count, p->x_dtype, o.dtype, stream);
         if (status != CONV_OK) return status;
-        float* partial = g.splits > 1 ? reinterpret_cast<float*>(ws + o.xs_bytes + o.ws_bytes) : nullptr;
-        status = tc_launch<Tile>(p, o, g, x, w, t, partial, stream);
+        float* partial = partials ? reinterpret_cast<float*>(ws + o.xs_bytes + o.ws_bytes) : nullptr;
+        status = tc_launch<Tile, SPLIT>(p, o, g, x, w, t, partial, stream);
         if (status != CONV_OK || !partial) return status;
         return conv_split_k_reduce(p, partial, g.splits, p->bias ? t->bias : nullptr, t->y, stream);
     });
 }
 
-// Limits of configuration (Shape, SPLIT) beyond the variant's: the map tiles fit gridDim.y, and a
-// split-K configuration takes only problems whose grid it splits.
-template <class Family, class Shape, bool SPLIT>
+// Limits of configuration (Shape, SPLIT) beyond the variant's: the map tiles fit gridDim.y, a split-K
+// configuration takes only problems whose grid it splits, and a cluster one needs sm_90 and code built
+// for it.
+template <class Family, class Shape, TcSplit SPLIT>
 static int tc_config_supports(const conv_problem* p) {
     const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>);
     const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
@@ -220,10 +248,19 @@ static int tc_config_supports(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: M=%lld maps in %lld GEMMs make %lld tiles of %d, more than gridDim.y allows",
                               Family::NAME, (long long)p->M, (long long)o.gemms, (long long)g.n_tiles, Shape::BN);
-    if (SPLIT && g.splits < 2)
+    if (SPLIT != TC_WHOLE_K && g.splits < 2)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
                               (long long)(g.m_tiles * g.n_tiles), g.k_tiles);
+    if constexpr (SPLIT == TC_SPLIT_CLUSTER) {
+        static ConvDeviceMask passed{0};
+        const void* kernel = nullptr;
+        Family::with_op(p, [&](auto op) -> int {
+            kernel = reinterpret_cast<const void*>(&tc_igemm_cluster_kernel<TcTile<decltype(op), Shape>>);
+            return CONV_OK;
+        });
+        return conv_check_tensor_cores(Family::NAME, 900, kernel, passed);
+    }
     return CONV_OK;
 }
 
@@ -249,8 +286,9 @@ struct TcVariant {
     static constexpr const char* SPLIT_64x64 = "tile64x64_s6_splitk";
     static constexpr const char* SPLIT_128x64 = "tile128x64_s4_splitk";
     static constexpr const char* TILE_128x32 = "tile128x32_s4";
+    static constexpr const char* CLUSTER_64x64 = "tile64x64_s6_cluster";
     static const conv_config CONFIGS[];
-    static constexpr int NUM_CONFIGS = 7;
+    static constexpr int NUM_CONFIGS = 8;
 
     // The GPU (sm_80+: mma.sync, ldmatrix, cp.async) and the code this build runs on it; the coordinates'
     // int32 range; K and the staged operands' sizes.
@@ -283,7 +321,8 @@ struct TcVariant {
         conv_problem q = *p;
         size_t partial = 0;
         for (q.B = 1; q.B <= p->B; ++q.B) {
-            const TcGrid small = tc_grid<TcShape64x64>(&q, o, true), large = tc_grid<TcShape128x64>(&q, o, true);
+            const TcGrid small = tc_grid<TcShape64x64>(&q, o, TC_SPLIT_WORKSPACE);
+            const TcGrid large = tc_grid<TcShape128x64>(&q, o, TC_SPLIT_WORKSPACE);
             const int splits = small.splits > large.splits ? small.splits : large.splits;
             const size_t need = splits > 1 ? conv_split_k_workspace(&q, splits) : 0;
             if (need > partial) partial = need;
@@ -298,9 +337,9 @@ struct TcVariant {
     // tile that still gives about a wave of blocks.
     static const char* default_config(const conv_problem* p) {
         const TcOperands o = tc_operands(p, Family::op_dtype(p), false);
-        if (tc_grid<TcShape64x64>(p, o, true).splits > 1) return SPLIT_64x64;
+        if (tc_grid<TcShape64x64>(p, o, TC_SPLIT_WORKSPACE).splits > 1) return SPLIT_64x64;
         if (tc_operands(p, Family::op_dtype(p), true).Mg <= TC_PACK_MAPS) return TILE_128x32;
-        const TcGrid big = tc_grid<TcShape128x128>(p, o, false), mid = tc_grid<TcShape128x64>(p, o, false);
+        const TcGrid big = tc_grid<TcShape128x128>(p, o, TC_WHOLE_K), mid = tc_grid<TcShape128x64>(p, o, TC_WHOLE_K);
         if (big.m_tiles * big.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2) return TILE_128x128;
         return mid.m_tiles * mid.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2 ? TILE_128x64 : TILE_64x64;
     }
@@ -308,13 +347,18 @@ struct TcVariant {
 
 template <class Family>
 const conv_config TcVariant<Family>::CONFIGS[] = {
-    {TILE_128x128, tc_run<Family, TcShape128x128, false>, tc_config_supports<Family, TcShape128x128, false>},
-    {TILE_128x64, tc_run<Family, TcShape128x64, false>, tc_config_supports<Family, TcShape128x64, false>},
-    {TILE_64x128, tc_run<Family, TcShape64x128, false>, tc_config_supports<Family, TcShape64x128, false>},
-    {TILE_64x64, tc_run<Family, TcShape64x64, false>, tc_config_supports<Family, TcShape64x64, false>},
-    {SPLIT_64x64, tc_run<Family, TcShape64x64, true>, tc_config_supports<Family, TcShape64x64, true>},
-    {SPLIT_128x64, tc_run<Family, TcShape128x64, true>, tc_config_supports<Family, TcShape128x64, true>},
-    {TILE_128x32, tc_run<Family, TcShape128x32, false>, tc_config_supports<Family, TcShape128x32, false>},
+    {TILE_128x128, tc_run<Family, TcShape128x128, TC_WHOLE_K>,
+     tc_config_supports<Family, TcShape128x128, TC_WHOLE_K>},
+    {TILE_128x64, tc_run<Family, TcShape128x64, TC_WHOLE_K>, tc_config_supports<Family, TcShape128x64, TC_WHOLE_K>},
+    {TILE_64x128, tc_run<Family, TcShape64x128, TC_WHOLE_K>, tc_config_supports<Family, TcShape64x128, TC_WHOLE_K>},
+    {TILE_64x64, tc_run<Family, TcShape64x64, TC_WHOLE_K>, tc_config_supports<Family, TcShape64x64, TC_WHOLE_K>},
+    {SPLIT_64x64, tc_run<Family, TcShape64x64, TC_SPLIT_WORKSPACE>,
+     tc_config_supports<Family, TcShape64x64, TC_SPLIT_WORKSPACE>},
+    {SPLIT_128x64, tc_run<Family, TcShape128x64, TC_SPLIT_WORKSPACE>,
+     tc_config_supports<Family, TcShape128x64, TC_SPLIT_WORKSPACE>},
+    {TILE_128x32, tc_run<Family, TcShape128x32, TC_WHOLE_K>, tc_config_supports<Family, TcShape128x32, TC_WHOLE_K>},
+    {CLUSTER_64x64, tc_run<Family, TcShape64x64, TC_SPLIT_CLUSTER>,
+     tc_config_supports<Family, TcShape64x64, TC_SPLIT_CLUSTER>},
 };
 
 // The conv_impl of a family, for its variant file.
