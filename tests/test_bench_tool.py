@@ -186,6 +186,22 @@ FAKE_ROWS = [
 ]
 
 
+def test_summary_puts_auto_against_the_fastest_single_variant():
+    def variant_row(shape, name, ms, unit="fp32"):
+        return dict(_row(shape, 1, "variants", ms, None, variant=name), unit=unit, resolved=name)
+    rows = [variant_row("a", "direct", 2.0), variant_row("a", "implicit_gemm", 1.0),
+            variant_row("a", "wmma", 0.5, unit="fp16_tensor"),
+            variant_row("a", "auto", 1.04), variant_row("a", "auto_fast", 0.6),
+            variant_row("b", "direct", 1.0), variant_row("b", "auto", 1.0),
+            variant_row("b", "auto_fast", 1.0), dict(variant_row("b", "wmma", None), status="unsupported")]
+    out = summary.lines(rows)
+    # auto's bar is the fastest exact variant (1.0 on a, not wmma's 0.5); auto_fast's is any (0.5)
+    assert "auto within 5% of the fastest single variant on 2 of 2 shapes; worst 1.04x (a B=1: auto against " \
+           "implicit_gemm)" in out
+    assert "auto_fast within 5% of the fastest single variant on 1 of 2 shapes; worst 1.20x (a B=1: auto_fast " \
+           "against wmma)" in out
+
+
 def test_summary_math_on_fake_timings():
     s1_exact, s1_fast, s32_exact, s32_fast = summary.compute("toy", FAKE_ROWS)
     assert (s1_exact.suite, s1_exact.B, s1_exact.compare, s1_exact.variant) == ("toy", 1, "exact", "auto")

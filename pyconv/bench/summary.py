@@ -2,7 +2,8 @@
 ran, the geometric mean of cuDNN's time / ours (above 1: ours is faster), on how many shapes ours is
 faster, and the median % of the floor each side reaches (each on its own unit: ours on the unit its
 variant computes on, cuDNN on the unit of its precision). As markdown (the README's tables), JSON and
-CSV. For the per-variant table, also which variant is fastest how often (lines).
+CSV. For the per-variant table, also which variant is fastest how often, and how close auto and
+auto_fast come to the fastest single variant on each shape (lines).
 
     python -m pyconv.bench.summary RESULTS.json [...] [--markdown PATH] [--json PATH] [--csv PATH]
     (RESULTS.json: from `python -m pyconv bench --json`; several suites give one table)
@@ -21,6 +22,7 @@ from typing import Optional
 from .files import atomic_write, csv_text
 
 PER_SHAPE_LIMIT = 40  # more shapes than this: only the totals
+AUTO_SLACK = 1.05     # auto's bar: within 5% of the fastest single variant on every shape
 CSV_COLUMNS = ("suite", "B", "compare", "variant", "cudnn", "shapes", "timed", "geomean_speedup", "wins",
                "median_pct_of_floor", "cudnn_median_pct_of_floor")
 
@@ -82,10 +84,10 @@ def markdown(stats) -> str:
     return "\n".join(out) + "\n"
 
 
-def _fastest(rows, exact: bool):
+def _fastest(rows, exact: Optional[bool]):
     """(variant, ms, cuDNN ms or None) of the fastest ok non-auto row of one kind (exact: on the fp32
-    unit), cuDNN at its fastest among the precisions those rows compare with."""
-    ok = [r for r in rows if r["status"] == "ok" and (r["unit"] == "fp32") == exact
+    unit; None: any), cuDNN at its fastest among the precisions those rows compare with."""
+    ok = [r for r in rows if r["status"] == "ok" and (exact is None or (r["unit"] == "fp32") == exact)
           and not r["variant"].startswith("auto")]
     if not ok:
         return None
@@ -119,6 +121,27 @@ def lines(rows) -> list:
         if counts:
             out.append(f"fastest {'exact' if exact else 'fast'} variant: "
                        + ", ".join(f"{v} on {n}" for v, n in counts.most_common()) + f" of {len(shapes)} shapes")
+    return out + auto_against_best(shapes)
+
+
+def auto_against_best(shapes) -> list:
+    """Per auto variant, on the shapes where it and a single variant ran: on how many its time is within
+    AUTO_SLACK of the fastest single variant it chooses among (auto: the exact ones; auto_fast: all), and
+    the worst shape. Single variants run their default configurations; auto tunes over all of them."""
+    out = []
+    for auto, exact in (("auto", True), ("auto_fast", None)):
+        ratios = []
+        for (name, b), shape_rows in shapes.items():
+            ran = [r for r in shape_rows if r["variant"] == auto and r["status"] == "ok"]
+            best = _fastest(shape_rows, exact)
+            if ran and best:
+                ratios.append((ran[0]["median_ms"] / best[1], name, b, ran[0].get("resolved", auto), best[0]))
+        if not ratios:
+            continue
+        worst = max(ratios)
+        within = sum(1 for r in ratios if r[0] <= AUTO_SLACK)
+        out.append(f"{auto} within {AUTO_SLACK - 1:.0%} of the fastest single variant on {within} of {len(ratios)} "
+                   f"shapes; worst {worst[0]:.2f}x ({worst[1]} B={worst[2]}: {worst[3]} against {worst[4]})")
     return out
 
 
