@@ -16,8 +16,8 @@
 # torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark"; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
 # "torch-models" bench/torch_models.py, "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
-# results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES=native, a build for
-# this GPU only).
+# results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES= what bench/cuda_arch.sh prints, a
+# build for this GPU only).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -59,7 +59,7 @@ if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
 fi
 
 # 2. Build and install for this GPU. Nothing after this can run without it.
-export CMAKE_ARGS="${CMAKE_ARGS:--DCMAKE_CUDA_ARCHITECTURES=native}"
+export CMAKE_ARGS="${CMAKE_ARGS:--DCMAKE_CUDA_ARCHITECTURES=$(bash "$repo/bench/cuda_arch.sh")}"
 # REUSE_INSTALL=1: keep a pyconv that an earlier run on this machine installed (it must be of this tree).
 if [ "${REUSE_INSTALL:-0}" = 1 ] && (cd / && python3 -c 'import pyconv; pyconv.device_name(0)') > /dev/null 2>&1; then
     echo "install            reused" >> "$summary"

@@ -15,7 +15,9 @@ The problem matrix runs each variant's default configuration; here every configu
   - split-K (batch 1, long reductions) with its partial sums through either epilogue, and the reduction's
     bias, ReLU and y dtypes; split-K within thread-block clusters (sm_90: the sums reduced through
     distributed shared memory) on the same problems and on uneven k-ranges over 7 and 3 blocks;
-  - f32, f16 and bf16 inputs and outputs, bias + ReLU, stride, padding, dilation, rectangular filters.
+  - f32, f16 and bf16 inputs and outputs, bias + ReLU, stride, padding, dilation, rectangular filters;
+  - implicit_gemm_f16's wgmma configurations (Hopper, sm_90a) on every case above, and on problems of
+    many pixel tiles and k-tiles, so that the pipeline's stages wrap around several times.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound.
 """
 import numpy as np
@@ -31,6 +33,9 @@ VARIANTS = ["implicit_gemm_tf32", "implicit_gemm_f16"]
 PLAIN = ["tile128x128_s3", "tile128x64_s4", "tile64x128_s4", "tile64x64_s6", "tile128x32_s4"]
 SPLIT = ["tile64x64_s6_splitk", "tile128x64_s4_splitk"]
 CLUSTER = ["tile64x64_s6_cluster"]
+WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4", "wgmma128x256_s3",
+         "wgmma64x64_s4", "wgmma64x64_s6"]  # implicit_gemm_f16 only (sm_90a)
+WGMMA_CLUSTER = ["wgmma64x64_s4_cluster"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -107,10 +112,14 @@ def test_split_config_matches_oracle(variant, config, case_id, rng):
     assert check(variant, config, CASES[case_id], rng) > 0, f"{variant}[{config}] did not split {CASES[case_id]}"
 
 
+# (variant, configuration) of every cluster split-K configuration: both families' mma.sync one, and
+# implicit_gemm_f16's wgmma ones.
+CLUSTER_CONFIGS = [(v, c) for v in VARIANTS for c in CLUSTER] + [("implicit_gemm_f16", c) for c in WGMMA_CLUSTER]
+
+
 @requires_gpu
 @pytest.mark.parametrize("case_id", CLUSTER_CASES)
-@pytest.mark.parametrize("config", CLUSTER)
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_matches_oracle(variant, config, case_id, rng):
     """Split-K within thread-block clusters: every output written (y poisoned), in both layouts and all
     dtypes, bias and ReLU after the whole sum. The configuration refuses problems it would not split, so
@@ -124,14 +133,38 @@ def test_cluster_config_matches_oracle(variant, config, case_id, rng):
         pytest.skip(f"{variant}[{config}]: {e}")
 
 
+# Many pixel tiles and k-tiles: every stage reused several times, tiles cut at the image edges.
+WGMMA_CASES = dict(CASES, **{
+    "deep_nhwc_f16": ConvCase(4, 96, 17, 15, 160, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", bias=True,
+                              epilogue="relu", **NHWC),
+    "deep_nchw_bf16_strided": ConvCase(3, 72, 21, 19, 200, 3, 3, stride=(2, 1), padding=(1, 1), x_dtype="bf16",
+                                       y_dtype="f32", bias=True),
+})
+
+
 @requires_gpu
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_cluster_config_refuses_unsplit_grids(variant):
+@pytest.mark.parametrize("case_id", list(WGMMA_CASES))
+@pytest.mark.parametrize("config", WGMMA)
+def test_wgmma_config_matches_oracle(config, case_id, rng):
+    """The Hopper mainloop on the same tiles and epilogues. Skips only on a GPU that is not compute
+    capability 9.0, where sm_90a code cannot run."""
+    available("implicit_gemm_f16")
+    try:
+        check("implicit_gemm_f16", config, WGMMA_CASES[case_id], rng)
+    except ConvUnsupportedError as e:
+        if "compute capability 9.0" not in str(e):
+            raise
+        pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
+
+
+@requires_gpu
+@pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
+def test_cluster_config_refuses_unsplit_grids(variant, config):
     """A grid that fills the GPU without a split is not the cluster configuration's to run."""
     available(variant)
-    case = CASES["two_pass_fp32_tile"].with_(B=32, compute=pr.variant_caps(variant)["compute"])
+    case = CASES["two_pass_fp32_tile"].with_(B=64, compute=pr.variant_caps(variant)["compute"])
     with pytest.raises(ConvUnsupportedError, match="split-K not used here"):
-        pr.run_config(variant, CLUSTER[0], case, *pr.random_operands(case, np.random.default_rng(0)))
+        pr.run_config(variant, config, case, *pr.random_operands(case, np.random.default_rng(0)))
 
 
 @requires_gpu
@@ -149,4 +182,5 @@ def test_swept_configs_are_the_variants():
     for variant in VARIANTS:
         configs = variant_configs(variant)
         if configs:
-            assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER), variant
+            wgmma = WGMMA + WGMMA_CLUSTER if variant == "implicit_gemm_f16" else []
+            assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER + wgmma), variant

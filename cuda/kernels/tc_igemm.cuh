@@ -31,9 +31,10 @@
 //                            under split-K both write raw fp32 sums into partial [split][P][M]
 //                            (split_k.cuh reduces them);
 //   tc_mainloop              STAGES-1 tiles in flight, one barrier per k-tile;
-//   tc_igemm_kernel          the mainloop and one of the epilogues above;
-//   tc_igemm_cluster_kernel  (sm_90) split-K with each tile's splits one thread-block cluster: the
+//   tc_cluster_store         (sm_90) split-K with each tile's splits one thread-block cluster: the
 //                            partial sums reduced through distributed shared memory, then y, in one launch.
+// The kernel (tc_igemm_kernel.cuh) runs tc_mainloop or Hopper's wgmma mainloop (tc_wgmma.cuh) on the
+// same loader and tiles, then one of the epilogues here.
 // Index math: pixel and map indices are int32 (the dispatcher keeps P*M and x per launch < 2^30);
 // offsets into x, w, y and partial are int64 (a padded staged x may pass 2^31 elements).
 #pragma once
@@ -80,10 +81,12 @@ static inline int tc_chunk_elems(int dtype) { return 16 / (int)conv_dtype_size(d
 // ---- block and warp tiles ----
 
 // A launch shape: BM pixels x BN maps per block, warps of WM x WN, STAGES tiles in the pipeline, rows of
-// ROW_CHUNKS 16-byte chunks (4: BK = 16 tf32 / 32 f16 values per tile; 8: twice that).
-template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int ROW_CHUNKS_ = 4>
+// ROW_CHUNKS 16-byte chunks (4: BK = 16 tf32 / 32 f16 values per tile; 8: twice that). WGMMA: the
+// Hopper kernel of tc_wgmma.cuh (its pipeline in dynamic shared memory), else the mma.sync kernels here.
+template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int ROW_CHUNKS_ = 4, bool WGMMA_ = false>
 struct TcShape {
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, ROW_CHUNKS = ROW_CHUNKS_;
+    static constexpr bool WGMMA = WGMMA_;
 };
 
 template <class Op_, class Shape>
@@ -92,6 +95,7 @@ struct TcTile {
     using T = typename Op::T;
     static constexpr int BM = Shape::BM, BN = Shape::BN, WM = Shape::WM, WN = Shape::WN;
     static constexpr int STAGES = Shape::STAGES, ROW_CHUNKS = Shape::ROW_CHUNKS;
+    static constexpr bool WGMMA = Shape::WGMMA;
     static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN, THREADS = 32 * WARPS_M * WARPS_N;
     static constexpr int VEC = 16 / (int)sizeof(T);  // elements per chunk
     static constexpr int ROW_BYTES = 16 * ROW_CHUNKS, BK = ROW_CHUNKS * VEC;
@@ -103,7 +107,7 @@ struct TcTile {
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "whole m16 and n16 warp tiles");
     static_assert(ROW_CHUNKS == 4 || ROW_CHUNKS == 8, "the swizzle covers 64- and 128-byte rows");
     static_assert(BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0, "every tile row is copied");
-    static_assert(STAGES >= 2 && SMEM_BYTES <= 48 * 1024, "static shared memory holds the pipeline");
+    static_assert(STAGES >= 2 && (WGMMA || SMEM_BYTES <= 48 * 1024), "static shared memory holds the pipeline");
 
     // Byte offset of chunk c of row r in an A or B tile.
     static __device__ __forceinline__ int offset(int r, int c) {
@@ -356,6 +360,33 @@ __device__ void tc_epilogue(const TcParams& p, const float (&acc)[Tile::MI][Tile
 
 // ---- the kernels ----
 
+// Block (x, y, z)'s output tile: pixels m0 .., maps n0 .. of GEMM `group` (0 <= n0 < Mg), maps nb ..
+// of all M, which end for its group at n_end.
+struct TcBlock {
+    int group, m0, n0, nb, n_end;
+};
+
+template <class Tile>
+__device__ __forceinline__ TcBlock tc_block(const TcParams& p) {
+    TcBlock b;
+    b.group = blockIdx.y / p.map_tiles;
+    b.m0 = blockIdx.x * Tile::BM;
+    b.n0 = (blockIdx.y - b.group * p.map_tiles) * Tile::BN;
+    b.nb = b.group * p.Mg + b.n0;
+    b.n_end = (b.group + 1) * p.Mg;
+    return b;
+}
+
+// Calls f(TY()) with y's element type TY for a CONV_* dtype (the epilogues are templates on it).
+template <class F>
+__device__ __forceinline__ void tc_with_y_type(int dtype, F&& f) {
+    switch (dtype) {
+    case CONV_F16: f(__half()); break;
+    case CONV_BF16: f(__nv_bfloat16()); break;
+    default: f(float());
+    }
+}
+
 // The mainloop of block (x, y, z): acc = D[m0 .. m0+BM, maps n0 .. n0+BN of group y / map_tiles] over
 // k-tiles [z*tiles_per_split, min((z+1)*tiles_per_split, k_tiles)), STAGES-1 tiles in flight, one
 // barrier per k-tile. Returns with no copy in flight and every warp done with the stages (the epilogues
@@ -398,28 +429,6 @@ __device__ __forceinline__ void tc_mainloop(const TcParams& p, unsigned char* sm
     __syncthreads();     // every warp is done with the stages before an epilogue reuses them
 }
 
-// Block (x, y, z) of a grid (pixel tiles, G x map tiles per group, splits): the mainloop above, then y
-// (or, under split-K, its partial sums). Empty before sm_80.
-template <class Tile>
-__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    __shared__ __align__(128) unsigned char smem[Tile::SMEM_BYTES];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int group = blockIdx.y / p.map_tiles;
-    const int m0 = blockIdx.x * Tile::BM, n0 = (blockIdx.y - group * p.map_tiles) * Tile::BN;
-    const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
-    float acc[Tile::MI][Tile::NJ][4];
-    tc_mainloop<Tile>(p, smem, acc, m0, group, n0, wm, wn, lane);
-
-    const int nb = group * p.Mg + n0, n_end = (group + 1) * p.Mg;
-    switch (p.partial ? CONV_F32 : p.y_dtype) {
-    case CONV_F16: tc_epilogue<__half, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
-    case CONV_BF16: tc_epilogue<__nv_bfloat16, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
-    default: tc_epilogue<float, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane);
-    }
-#endif
-}
-
 // ---- split-K within a thread-block cluster (sm_90) ----
 
 // The cluster epilogue's tile: the block's fp32 sums, BM rows of BN + 4 floats (the padding staggers the
@@ -430,15 +439,16 @@ struct TcClusterTile {
     static_assert(Tile::BM * LD * (int)sizeof(float) <= Tile::SMEM_BYTES, "the sums fit the pipeline's memory");
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // The blocks of one cluster (1 x 1 x splits) hold one output tile's partial sums over their k-ranges:
 // each writes its sums to its own shared memory, then block r of S reduces rows [r*BM/S, (r+1)*BM/S)
 // of the tile over all S blocks' memories (distributed shared memory, in rank order: deterministic),
 // applies bias and ReLU and writes y in its layout and dtype. No workspace and no second launch: the
 // point, at batch 1, where a launch costs more than the reduction.
+// Empty before sm_90.
 template <class TY, class Tile>
 __device__ void tc_cluster_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::NJ][4], unsigned char* smem,
                                  int m0, int nb, int n_end, int wm, int wn, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     constexpr int LD = TcClusterTile<Tile>::LD;
     const cg::cluster_group cluster = cg::this_cluster();
@@ -475,27 +485,5 @@ __device__ void tc_cluster_store(const TcParams& p, const float (&acc)[Tile::MI]
         y[at] = conv_store_as<TY>(conv_epilogue_value(v, bias ? conv_load(bias, m) : 0.0f, p.relu));
     }
     cluster.sync();  // no block leaves (freeing its memory) while another still reads it
-}
-#endif
-
-// tc_igemm_kernel's grid, with each (x, y) tile's splits one cluster (launched with cluster dimensions
-// 1 x 1 x gridDim.z <= 8, p.partial NULL). Empty before sm_90.
-template <class Tile>
-__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_cluster_kernel(TcParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    __shared__ __align__(128) unsigned char smem[Tile::SMEM_BYTES];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int group = blockIdx.y / p.map_tiles;
-    const int m0 = blockIdx.x * Tile::BM, n0 = (blockIdx.y - group * p.map_tiles) * Tile::BN;
-    const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
-    float acc[Tile::MI][Tile::NJ][4];
-    tc_mainloop<Tile>(p, smem, acc, m0, group, n0, wm, wn, lane);
-
-    const int nb = group * p.Mg + n0, n_end = (group + 1) * p.Mg;
-    switch (p.y_dtype) {
-    case CONV_F16: tc_cluster_store<__half, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
-    case CONV_BF16: tc_cluster_store<__nv_bfloat16, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane); break;
-    default: tc_cluster_store<float, Tile>(p, acc, smem, m0, nb, n_end, wm, wn, lane);
-    }
 #endif
 }

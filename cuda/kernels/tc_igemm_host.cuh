@@ -1,7 +1,8 @@
 // tc_igemm_host.cuh — the host side of the tensor-core implicit GEMM (tc_igemm.cuh): which operands
 // need staging, the split-K decision, the workspace, the launch, and one variant's table of launch
 // configurations, shared by implicit_gemm_tf32 and implicit_gemm_f16 (a Family names the variant and
-// the operand precision each input dtype runs on).
+// the operand precision each input dtype runs on, and whether it has the wgmma configurations: Hopper's
+// mainloop, tc_wgmma.cuh, on GPUs of compute capability 9.0 in builds with sm_90a code).
 //   Groups: one GEMM per pack of `pack` neighbouring groups, side by side (gridDim.y = G/pack x map
 //   tiles per GEMM). A pack's channels are contiguous in x, so it reads them as one group of pack*C/G
 //   channels; its filters are staged block-diagonal (each map's C/G weights at its own group's place in
@@ -21,8 +22,10 @@
 //   workspace and no reduction launch, so it pays at shorter reductions.
 #pragma once
 
+#include <array>
+
 #include "split_k.cuh"
-#include "tc_igemm.cuh"
+#include "tc_igemm_kernel.cuh"
 #include "tc_staging.cuh"
 #include "conv_kernel_util.cuh"
 #include "tensor_core_check.cuh"
@@ -115,8 +118,11 @@ static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, TcSplit split)
 // ---- families: the variant's name and its operand precision per input dtype ----
 
 // implicit_gemm_tf32: tf32 operands for every input dtype (f16 and bf16 values are exact in fp32).
+// No wgmma configurations: wgmma reads tf32 operands from shared memory with the low 13 bits dropped (a
+// truncation), where this family rounds them to nearest after ldmatrix.
 struct TcFamilyTf32 {
     static constexpr const char* NAME = "implicit_gemm_tf32";
+    static constexpr bool WGMMA = false;
     static int op_dtype(const conv_problem*) { return CONV_F32; }
     template <class F>
     static int with_op(const conv_problem*, F&& f) { return f(TcTf32{}); }
@@ -125,6 +131,7 @@ struct TcFamilyTf32 {
 // implicit_gemm_f16: bf16 operands for bf16 inputs, fp16 for f16 and f32 ones (f32 rounded to fp16).
 struct TcFamilyHalf {
     static constexpr const char* NAME = "implicit_gemm_f16";
+    static constexpr bool WGMMA = true;
     static int op_dtype(const conv_problem* p) { return p->x_dtype == CONV_BF16 ? CONV_BF16 : CONV_F16; }
     template <class F>
     static int with_op(const conv_problem* p, F&& f) {
@@ -171,24 +178,27 @@ static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g
     const size_t out_elem = partial ? sizeof(float) : conv_dtype_size(p->y_dtype);
     const uintptr_t out = partial ? (uintptr_t)partial : (uintptr_t)t->y;
     k.staged_store = (partial || k.y_nhwc) && (size_t)k.Mg * out_elem % 16 == 0 && out % 16 == 0;
-    const dim3 grid((unsigned)g.m_tiles, (unsigned)g.n_tiles, (unsigned)g.splits);
+    const auto kernel = tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((unsigned)g.m_tiles, (unsigned)g.n_tiles, (unsigned)g.splits);
+    config.blockDim = dim3(Tile::THREADS);
+    config.stream = stream;
+    if constexpr (Tile::WGMMA) {  // the pipeline in dynamic shared memory, past the default 48 KB limit
+        config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>();
+        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)config.dynamicSmemBytes));
+    }
+    cudaLaunchAttribute cluster;
     if constexpr (SPLIT == TC_SPLIT_CLUSTER) {
-        cudaLaunchConfig_t config = {};
-        config.gridDim = grid;
-        config.blockDim = dim3(Tile::THREADS);
-        config.stream = stream;
-        cudaLaunchAttribute cluster;
         cluster.id = cudaLaunchAttributeClusterDimension;
         cluster.val.clusterDim.x = 1;
         cluster.val.clusterDim.y = 1;
         cluster.val.clusterDim.z = (unsigned)g.splits;
         config.attrs = &cluster;
         config.numAttrs = 1;
-        CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, tc_igemm_cluster_kernel<Tile>, k));
-        return CONV_OK;
     }
-    tc_igemm_kernel<Tile><<<grid, Tile::THREADS, 0, stream>>>(k);
-    CONV_LAUNCH_CHECK(tc_igemm_kernel);
+    conv_note_launch("tc_igemm_kernel");
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k));
     return CONV_OK;
 }
 
@@ -237,9 +247,20 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
     });
 }
 
+// The kernel of configuration (Shape, SPLIT) on p's operand precision, for the device checks.
+template <class Family, class Shape, TcSplit SPLIT>
+static const void* tc_kernel_of(const conv_problem* p) {
+    const void* kernel = nullptr;
+    Family::with_op(p, [&](auto op) -> int {
+        kernel = reinterpret_cast<const void*>(&tc_igemm_kernel<TcTile<decltype(op), Shape>, SPLIT == TC_SPLIT_CLUSTER>);
+        return CONV_OK;
+    });
+    return kernel;
+}
+
 // Limits of configuration (Shape, SPLIT) beyond the variant's: the map tiles fit gridDim.y, a split-K
-// configuration takes only problems whose grid it splits, and a cluster one needs sm_90 and code built
-// for it.
+// configuration takes only problems whose grid it splits, a cluster one needs sm_90 and code built for
+// it, a wgmma one a GPU of compute capability 9.0 and this build's sm_90a code.
 template <class Family, class Shape, TcSplit SPLIT>
 static int tc_config_supports(const conv_problem* p) {
     const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>);
@@ -252,14 +273,14 @@ static int tc_config_supports(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
                               (long long)(g.m_tiles * g.n_tiles), g.k_tiles);
+    if constexpr (Shape::WGMMA) {
+        static ConvDeviceMask passed{0};
+        const int status = conv_check_sm90a(Family::NAME, passed);
+        if (status != CONV_OK) return status;
+    }
     if constexpr (SPLIT == TC_SPLIT_CLUSTER) {
         static ConvDeviceMask passed{0};
-        const void* kernel = nullptr;
-        Family::with_op(p, [&](auto op) -> int {
-            kernel = reinterpret_cast<const void*>(&tc_igemm_cluster_kernel<TcTile<decltype(op), Shape>>);
-            return CONV_OK;
-        });
-        return conv_check_tensor_cores(Family::NAME, 900, kernel, passed);
+        return conv_check_tensor_cores(Family::NAME, 900, tc_kernel_of<Family, Shape, SPLIT>(p), passed);
     }
     return CONV_OK;
 }
@@ -276,6 +297,20 @@ using TcShape128x64 = TcShape<128, 64, 64, 32, 4>;
 using TcShape64x128 = TcShape<64, 128, 32, 64, 4>;
 using TcShape64x64 = TcShape<64, 64, 32, 32, 6>;
 using TcShape128x32 = TcShape<128, 32, 32, 32, 4>;
+// wgmma (sm_90a, fp16 / bf16 operands): a warpgroup per 64 pixels; stages of (BM + BN) x 128 bytes.
+// Kept for what the tuner picked on the H100 (cnn5 at batch 1 and 32, fp16 and bf16, 476 tunings):
+// 64 x 64 with 4 stages (64 KB, three blocks per SM) is the best on 109 and within 5% of the best
+// on 219, 6 stages on 84; 128 x 64 with 4 stages (96 KB, two per SM) and 128 x 128 with 3 win the larger
+// grids (45, 48), 128 x 64 with 6, 64 x 128 and 128 x 256 the long reductions of many maps (13, 19,
+// 10); the cluster split-K 64 x 64 the small grids (34). Dropped as never or seldom best: 128 x 128
+// with 4 stages, 64 x 64 with 3, 256 x 128, a 128 x 64 cluster split.
+using TcWgmma128x128 = TcWgmmaShape<128, 128, 3>;
+using TcWgmma128x64 = TcWgmmaShape<128, 64, 4>;
+using TcWgmma128x64s6 = TcWgmmaShape<128, 64, 6>;
+using TcWgmma64x128 = TcWgmmaShape<64, 128, 4>;
+using TcWgmma128x256 = TcWgmmaShape<128, 256, 3>;
+using TcWgmma64x64 = TcWgmmaShape<64, 64, 4>;
+using TcWgmma64x64s6 = TcWgmmaShape<64, 64, 6>;
 
 template <class Family>
 struct TcVariant {
@@ -287,8 +322,52 @@ struct TcVariant {
     static constexpr const char* SPLIT_128x64 = "tile128x64_s4_splitk";
     static constexpr const char* TILE_128x32 = "tile128x32_s4";
     static constexpr const char* CLUSTER_64x64 = "tile64x64_s6_cluster";
-    static const conv_config CONFIGS[];
-    static constexpr int NUM_CONFIGS = 8;
+    static constexpr const char* WGMMA_128x128 = "wgmma128x128_s3";
+    static constexpr const char* WGMMA_128x64 = "wgmma128x64_s4";
+    static constexpr const char* WGMMA_128x64s6 = "wgmma128x64_s6";
+    static constexpr const char* WGMMA_64x128 = "wgmma64x128_s4";
+    static constexpr const char* WGMMA_128x256 = "wgmma128x256_s3";
+    static constexpr const char* WGMMA_64x64 = "wgmma64x64_s4";
+    static constexpr const char* WGMMA_64x64s6 = "wgmma64x64_s6";
+    static constexpr const char* WGMMA_CLUSTER_64x64 = "wgmma64x64_s4_cluster";
+
+    // The mma.sync configurations, then (Family::WGMMA) the wgmma ones.
+    static constexpr conv_config MMA_SYNC[] = {
+        {TILE_128x128, tc_run<Family, TcShape128x128, TC_WHOLE_K>,
+         tc_config_supports<Family, TcShape128x128, TC_WHOLE_K>},
+        {TILE_128x64, tc_run<Family, TcShape128x64, TC_WHOLE_K>, tc_config_supports<Family, TcShape128x64, TC_WHOLE_K>},
+        {TILE_64x128, tc_run<Family, TcShape64x128, TC_WHOLE_K>, tc_config_supports<Family, TcShape64x128, TC_WHOLE_K>},
+        {TILE_64x64, tc_run<Family, TcShape64x64, TC_WHOLE_K>, tc_config_supports<Family, TcShape64x64, TC_WHOLE_K>},
+        {SPLIT_64x64, tc_run<Family, TcShape64x64, TC_SPLIT_WORKSPACE>,
+         tc_config_supports<Family, TcShape64x64, TC_SPLIT_WORKSPACE>},
+        {SPLIT_128x64, tc_run<Family, TcShape128x64, TC_SPLIT_WORKSPACE>,
+         tc_config_supports<Family, TcShape128x64, TC_SPLIT_WORKSPACE>},
+        {TILE_128x32, tc_run<Family, TcShape128x32, TC_WHOLE_K>, tc_config_supports<Family, TcShape128x32, TC_WHOLE_K>},
+        {CLUSTER_64x64, tc_run<Family, TcShape64x64, TC_SPLIT_CLUSTER>,
+         tc_config_supports<Family, TcShape64x64, TC_SPLIT_CLUSTER>},
+    };
+    static constexpr int NUM_WGMMA = 8;
+    static constexpr conv_config WGMMA[NUM_WGMMA] = {
+        {WGMMA_128x128, tc_run<Family, TcWgmma128x128, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma128x128, TC_WHOLE_K>},
+        {WGMMA_128x64, tc_run<Family, TcWgmma128x64, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma128x64, TC_WHOLE_K>},
+        {WGMMA_128x64s6, tc_run<Family, TcWgmma128x64s6, TC_WHOLE_K>,
+         tc_config_supports<Family, TcWgmma128x64s6, TC_WHOLE_K>},
+        {WGMMA_64x128, tc_run<Family, TcWgmma64x128, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma64x128, TC_WHOLE_K>},
+        {WGMMA_128x256, tc_run<Family, TcWgmma128x256, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma128x256, TC_WHOLE_K>},
+        {WGMMA_64x64, tc_run<Family, TcWgmma64x64, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma64x64, TC_WHOLE_K>},
+        {WGMMA_64x64s6, tc_run<Family, TcWgmma64x64s6, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma64x64s6, TC_WHOLE_K>},
+        {WGMMA_CLUSTER_64x64, tc_run<Family, TcWgmma64x64, TC_SPLIT_CLUSTER>,
+         tc_config_supports<Family, TcWgmma64x64, TC_SPLIT_CLUSTER>},
+    };
+    static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
+    static constexpr int NUM_CONFIGS = NUM_MMA_SYNC + (Family::WGMMA ? NUM_WGMMA : 0);
+    static constexpr std::array<conv_config, NUM_CONFIGS> CONFIGS = [] {
+        std::array<conv_config, NUM_CONFIGS> all{};
+        for (int i = 0; i < NUM_MMA_SYNC; ++i) all[i] = MMA_SYNC[i];
+        if constexpr (Family::WGMMA)  // else never instantiated: no wgmma kernels for the family
+            for (int i = 0; i < NUM_WGMMA; ++i) all[NUM_MMA_SYNC + i] = WGMMA[i];
+        return all;
+    }();
 
     // The GPU (sm_80+: mma.sync, ldmatrix, cp.async) and the code this build runs on it; the coordinates'
     // int32 range; K and the staged operands' sizes.
@@ -302,12 +381,7 @@ struct TcVariant {
                                   "%s: K = KH*KW*C' = %lld (C' = %lld channels of a GEMM, padded) passes 2^30",
                                   Family::NAME, (long long)(p->KH * p->KW * o.Cp), (long long)o.Cp);
         static ConvDeviceMask passed{0};
-        const void* kernel = nullptr;
-        Family::with_op(p, [&](auto op) -> int {
-            kernel = reinterpret_cast<const void*>(&tc_igemm_kernel<TcTile<decltype(op), TcShape64x64>>);
-            return CONV_OK;
-        });
-        return conv_check_tensor_cores(Family::NAME, 800, kernel, passed);
+        return conv_check_tensor_cores(Family::NAME, 800, tc_kernel_of<Family, TcShape64x64, TC_WHOLE_K>(p), passed);
     }
 
     // Staged operands (packed or not, whichever needs more) plus the largest split-K partial of the
@@ -345,25 +419,9 @@ struct TcVariant {
     }
 };
 
-template <class Family>
-const conv_config TcVariant<Family>::CONFIGS[] = {
-    {TILE_128x128, tc_run<Family, TcShape128x128, TC_WHOLE_K>,
-     tc_config_supports<Family, TcShape128x128, TC_WHOLE_K>},
-    {TILE_128x64, tc_run<Family, TcShape128x64, TC_WHOLE_K>, tc_config_supports<Family, TcShape128x64, TC_WHOLE_K>},
-    {TILE_64x128, tc_run<Family, TcShape64x128, TC_WHOLE_K>, tc_config_supports<Family, TcShape64x128, TC_WHOLE_K>},
-    {TILE_64x64, tc_run<Family, TcShape64x64, TC_WHOLE_K>, tc_config_supports<Family, TcShape64x64, TC_WHOLE_K>},
-    {SPLIT_64x64, tc_run<Family, TcShape64x64, TC_SPLIT_WORKSPACE>,
-     tc_config_supports<Family, TcShape64x64, TC_SPLIT_WORKSPACE>},
-    {SPLIT_128x64, tc_run<Family, TcShape128x64, TC_SPLIT_WORKSPACE>,
-     tc_config_supports<Family, TcShape128x64, TC_SPLIT_WORKSPACE>},
-    {TILE_128x32, tc_run<Family, TcShape128x32, TC_WHOLE_K>, tc_config_supports<Family, TcShape128x32, TC_WHOLE_K>},
-    {CLUSTER_64x64, tc_run<Family, TcShape64x64, TC_SPLIT_CLUSTER>,
-     tc_config_supports<Family, TcShape64x64, TC_SPLIT_CLUSTER>},
-};
-
 // The conv_impl of a family, for its variant file.
 template <class Family>
 constexpr conv_impl tc_impl() {
-    return conv_impl{TcVariant<Family>::supports, TcVariant<Family>::workspace, TcVariant<Family>::CONFIGS,
+    return conv_impl{TcVariant<Family>::supports, TcVariant<Family>::workspace, TcVariant<Family>::CONFIGS.data(),
                      TcVariant<Family>::NUM_CONFIGS, TcVariant<Family>::default_config};
 }

@@ -1,0 +1,84 @@
+// tc_wgmma.cuh — the tensor-core implicit GEMM's Hopper mainloop (sm_90a): the operand tiles of
+// tc_igemm.cuh's loader (8-chunk rows, whose swizzle is wgmma's 128-byte one) multiplied by warpgroup
+// wgmma straight from shared memory, fp16 or bf16 operands, fp32 accumulators in registers.
+//   Against tc_mainloop (mma.sync): no ldmatrix and no per-warp fragment loads (the tensor cores read the
+//   stages themselves), a warpgroup issues 64 x BN x 16 per instruction, and the multiply of one stage
+//   runs asynchronously beside the next stage's copies and barrier.
+//   Block: BM / 64 warpgroups, warpgroup wg owning pixel rows 64wg .. 64wg + 63 of the tile and all BN
+//   maps; warp w of the block thus holds rows 16w .. 16w + 15 in mma.sync's accumulator layout (a warp
+//   tile of 16 x BN), which is what lets tc_igemm.cuh's epilogues store it.
+//   Pipeline: STAGES stages, STAGES - 2 tiles of copies in flight ahead of the one multiplied, and one
+//   batch of wgmma left running across the barrier: the stage a copy overwrites was read by the batch
+//   two tiles back, which every warpgroup has waited for before that barrier.
+#pragma once
+
+#include "tc_igemm.cuh"
+#include "wgmma.cuh"
+
+// A launch shape for the wgmma mainloop: BM pixels (a warpgroup per 64) x BN maps (64 or 128), STAGES
+// >= 3 stages of 128-byte rows in dynamic shared memory.
+template <int BM, int BN, int STAGES>
+using TcWgmmaShape = TcShape<BM, BN, 16, BN, STAGES, 8, true>;
+
+// Dynamic shared memory a wgmma block asks for: its stages, and room to align them to 1024 bytes.
+template <class Tile>
+constexpr int tc_wgmma_smem_bytes() {
+    return Tile::SMEM_BYTES + 1024;
+}
+
+// acc = the block's tile over k-tiles [z*tiles_per_split, ...), as tc_mainloop's contract: returns with
+// nothing in flight and every warp done with the stages. wg: this thread's warpgroup.
+template <class Tile>
+__device__ __forceinline__ void tc_wgmma_mainloop(const TcParams& p, unsigned char* smem,
+                                                  float (&acc)[Tile::MI][Tile::NJ][4], int m0, int group, int n0,
+                                                  int wg) {
+    static_assert(Tile::WGMMA && Tile::ROW_CHUNKS == 8 && Tile::MI == 1 && Tile::BM % 64 == 0 && Tile::STAGES >= 3,
+                  "warpgroups of 64 rows, warp tiles of 16 x BN, 128-byte rows, a stage between copy and multiply");
+    constexpr int S = Tile::STAGES;
+    constexpr bool BF16 = Tile::Op::DTYPE == CONV_BF16;
+    float(&d)[Tile::BN / 2] = reinterpret_cast<float(&)[Tile::BN / 2]>(acc);
+    const int kt0 = blockIdx.z * p.tiles_per_split;
+    const int nk = min(p.tiles_per_split, p.k_tiles - kt0);  // >= 1: the host leaves no split empty
+
+    TcLoader<Tile> loader;
+    loader.init(p, m0, group, n0, kt0 * Tile::BK);
+    mma_zero(acc);
+
+#pragma unroll
+    for (int s = 0; s < S - 2; ++s) {
+        if (s < nk) {
+            loader.load(smem + s * Tile::STAGE_BYTES, p);
+            loader.advance(p);
+        }
+        cp_async_commit();
+    }
+    for (int t = 0; t < nk; ++t) {
+        // Tile t has landed and is visible to the tensor cores; every warpgroup has finished the wgmma
+        // of tile t - 2, whose stage the next copies overwrite.
+        cp_async_wait<S - 3>();
+        fence_proxy_async_shared();
+        __syncthreads();
+        const int next = t + S - 2;
+        if (next < nk) {
+            loader.load(smem + next % S * Tile::STAGE_BYTES, p);
+            loader.advance(p);
+        }
+        cp_async_commit();
+
+        const unsigned char* stage = smem + t % S * Tile::STAGE_BYTES;
+        const uint64_t desc_a = wgmma_desc_sw128(stage + wg * 64 * Tile::ROW_BYTES);
+        const uint64_t desc_b = wgmma_desc_sw128(stage + Tile::A_BYTES);
+        wgmma_pin(d);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < Tile::ROW_CHUNKS / 2; ++ks)  // k-step ks: 32 bytes in, 2 in the descriptor
+            wgmma_m64k16<Tile::BN, BF16>(d, desc_a + 2 * ks, desc_b + 2 * ks);
+        wgmma_commit();
+        wgmma_wait<1>();
+        wgmma_pin(d);
+    }
+    wgmma_wait<0>();
+    wgmma_pin(d);
+    cp_async_wait<0>();
+    __syncthreads();
+}
