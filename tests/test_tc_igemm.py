@@ -92,6 +92,12 @@ def available(variant):
         pytest.skip(f"{variant} unavailable here: {facts.reason}")
 
 
+def arch_refused(e):
+    """Whether an error is a cluster or wgmma configuration's refusal of this GPU (not compute capability
+    9.0) or of this build (no sm_90a code)."""
+    return "compute capability 9.0" in str(e) or "no sm_90a code" in str(e)
+
+
 @requires_gpu
 @pytest.mark.parametrize("case_id", list(CASES))
 @pytest.mark.parametrize("config", PLAIN)
@@ -128,7 +134,7 @@ def test_cluster_config_matches_oracle(variant, config, case_id, rng):
     try:
         check(variant, config, CASES[case_id], rng)
     except ConvUnsupportedError as e:
-        if "compute capability 9.0" not in str(e):
+        if not arch_refused(e):
             raise
         pytest.skip(f"{variant}[{config}]: {e}")
 
@@ -147,12 +153,12 @@ WGMMA_CASES = dict(CASES, **{
 @pytest.mark.parametrize("config", WGMMA)
 def test_wgmma_config_matches_oracle(config, case_id, rng):
     """The Hopper mainloop on the same tiles and epilogues. Skips only on a GPU that is not compute
-    capability 9.0, where sm_90a code cannot run."""
+    capability 9.0, where sm_90a code cannot run, or in a build without sm_90a code."""
     available("implicit_gemm_f16")
     try:
         check("implicit_gemm_f16", config, WGMMA_CASES[case_id], rng)
     except ConvUnsupportedError as e:
-        if "compute capability 9.0" not in str(e):
+        if not arch_refused(e):
             raise
         pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
 
@@ -184,3 +190,23 @@ def test_swept_configs_are_the_variants():
         if configs:
             wgmma = WGMMA + WGMMA_CLUSTER if variant == "implicit_gemm_f16" else []
             assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER + wgmma), variant
+
+
+@requires_gpu
+def test_default_config_is_wgmma_where_it_runs():
+    """implicit_gemm_f16's default configuration, where the wgmma ones run, is one of them: cluster
+    split-K for a batch-1 grid of one tile, a whole-K tile at batch 32; elsewhere an mma.sync one."""
+    from pyconv import Conv2dPlan
+    available("implicit_gemm_f16")
+    kw = dict(padding=1, variant="implicit_gemm_f16", precision="fast", dtype="float16", layout="NHWC",
+              w_layout="MKKC")
+    batch32, batch1 = ((32, 64, 28, 28), (128, 64, 3, 3)), ((1, 256, 7, 7), (64, 256, 3, 3))
+    try:
+        Conv2dPlan(*batch32, config=WGMMA[0], **kw)
+        hopper = True
+    except ConvUnsupportedError as e:
+        if not arch_refused(e):
+            raise
+        hopper = False
+    large, small = Conv2dPlan(*batch32, **kw).config, Conv2dPlan(*batch1, **kw).config
+    assert (large in WGMMA, small in WGMMA_CLUSTER) == (hopper, hopper), (hopper, large, small)

@@ -407,12 +407,23 @@ struct TcVariant {
         return CONV_OK;
     }
 
-    // Small grids: split-K where it applies; GEMMs of at most 32 maps: the 32-map tile; else the largest
-    // tile that still gives about a wave of blocks.
+    // On Hopper (wgmma families), unless groups pack: the tuner's most frequent wgmma choices, cluster
+    // split-K for small grids, 128 x 64 where it gives two blocks per SM, else 64 x 64. Elsewhere: small
+    // grids split-K where it applies; GEMMs of at most 32 maps: the 32-map tile; else the largest tile that
+    // still gives about a wave of blocks.
     static const char* default_config(const conv_problem* p) {
         const TcOperands o = tc_operands(p, Family::op_dtype(p), false);
+        const bool packed = tc_operands(p, Family::op_dtype(p), true).Mg <= TC_PACK_MAPS;
+        if constexpr (Family::WGMMA) {
+            static ConvDeviceMask hopper{0};
+            if (!packed && conv_has_sm90a(hopper)) {
+                if (tc_grid<TcWgmma64x64>(p, o, TC_SPLIT_CLUSTER).splits > 1) return WGMMA_CLUSTER_64x64;
+                const TcGrid mid = tc_grid<TcWgmma128x64>(p, o, TC_WHOLE_K);
+                return mid.m_tiles * mid.n_tiles >= TC_SPLIT_TARGET_BLOCKS ? WGMMA_128x64 : WGMMA_64x64;
+            }
+        }
         if (tc_grid<TcShape64x64>(p, o, TC_SPLIT_WORKSPACE).splits > 1) return SPLIT_64x64;
-        if (tc_operands(p, Family::op_dtype(p), true).Mg <= TC_PACK_MAPS) return TILE_128x32;
+        if (packed) return TILE_128x32;
         const TcGrid big = tc_grid<TcShape128x128>(p, o, TC_WHOLE_K), mid = tc_grid<TcShape128x64>(p, o, TC_WHOLE_K);
         if (big.m_tiles * big.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2) return TILE_128x128;
         return mid.m_tiles * mid.n_tiles >= TC_SPLIT_TARGET_BLOCKS / 2 ? TILE_128x64 : TILE_64x64;

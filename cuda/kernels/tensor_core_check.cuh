@@ -36,28 +36,40 @@ static int conv_check_tensor_cores(const char* name, int min_arch, const void* k
     return CONV_OK;
 }
 
-// CONV_OK when the current GPU runs this build's sm_90a code (wgmma): compute capability exactly 9.0,
-// the only one arch-specific sm_90a code runs on, and a build whose architectures name 90a without
-// plain sm_90 machine code beside it (CMake then defines CONV_HAVE_SM90A), so that the sm_90a code is
-// what the GPU loads.
-static inline int conv_check_sm90a(const char* name, ConvDeviceMask& passed) {
+// Whether the current GPU runs this build's sm_90a code (wgmma): compute capability exactly 9.0, the
+// only one arch-specific sm_90a code runs on, and a build whose architectures name 90a without plain
+// sm_90 machine code beside it (CMake then defines CONV_HAVE_SM90A), so that the sm_90a code is what
+// the GPU loads. Sets no error: for choices (default configurations) as well as checks.
+static inline bool conv_has_sm90a(ConvDeviceMask& passed) {
     int device = 0;
-    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
     const unsigned long long bit = device < 64 ? 1ull << device : 0;
-    if (passed.load(std::memory_order_relaxed) & bit) return CONV_OK;
+    if (passed.load(std::memory_order_relaxed) & bit) return true;
+#ifdef CONV_HAVE_SM90A
     int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major != 9 ||
+        minor != 0)
+        return false;
+    passed.fetch_or(bit, std::memory_order_relaxed);
+    return true;
+#else
+    return false;
+#endif
+}
+
+// CONV_OK when conv_has_sm90a, else the reason: the GPU, or the build.
+static inline int conv_check_sm90a(const char* name, ConvDeviceMask& passed) {
+    if (conv_has_sm90a(passed)) return CONV_OK;
+    int device = 0, major = 0, minor = 0;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     if (major != 9 || minor != 0)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: wgmma configurations need a GPU of compute capability 9.0 (Hopper), this one "
                               "is %d.%d", name, major, minor);
-#ifdef CONV_HAVE_SM90A
-    passed.fetch_or(bit, std::memory_order_relaxed);
-    return CONV_OK;
-#else
     return conv_set_error(CONV_ERR_UNSUPPORTED,
                           "%s: this libconv has no sm_90a code, which its wgmma configurations need; rebuild "
                           "with CMAKE_CUDA_ARCHITECTURES naming 90a-real instead of 90-real", name);
-#endif
 }
