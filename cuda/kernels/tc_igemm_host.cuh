@@ -312,6 +312,12 @@ using TcWgmma128x256 = TcWgmmaShape<128, 256, 3>;
 using TcWgmma64x64 = TcWgmmaShape<64, 64, 4>;
 using TcWgmma64x64s6 = TcWgmmaShape<64, 64, 6>;
 
+// Configuration (Shape, SPLIT) of a family, under `name`.
+template <class Family, class Shape, TcSplit SPLIT>
+constexpr conv_config tc_config(const char* name) {
+    return conv_config{name, tc_run<Family, Shape, SPLIT>, tc_config_supports<Family, Shape, SPLIT>};
+}
+
 template <class Family>
 struct TcVariant {
     static constexpr const char* TILE_128x128 = "tile128x128_s3";
@@ -333,31 +339,25 @@ struct TcVariant {
 
     // The mma.sync configurations, then (Family::WGMMA) the wgmma ones.
     static constexpr conv_config MMA_SYNC[] = {
-        {TILE_128x128, tc_run<Family, TcShape128x128, TC_WHOLE_K>,
-         tc_config_supports<Family, TcShape128x128, TC_WHOLE_K>},
-        {TILE_128x64, tc_run<Family, TcShape128x64, TC_WHOLE_K>, tc_config_supports<Family, TcShape128x64, TC_WHOLE_K>},
-        {TILE_64x128, tc_run<Family, TcShape64x128, TC_WHOLE_K>, tc_config_supports<Family, TcShape64x128, TC_WHOLE_K>},
-        {TILE_64x64, tc_run<Family, TcShape64x64, TC_WHOLE_K>, tc_config_supports<Family, TcShape64x64, TC_WHOLE_K>},
-        {SPLIT_64x64, tc_run<Family, TcShape64x64, TC_SPLIT_WORKSPACE>,
-         tc_config_supports<Family, TcShape64x64, TC_SPLIT_WORKSPACE>},
-        {SPLIT_128x64, tc_run<Family, TcShape128x64, TC_SPLIT_WORKSPACE>,
-         tc_config_supports<Family, TcShape128x64, TC_SPLIT_WORKSPACE>},
-        {TILE_128x32, tc_run<Family, TcShape128x32, TC_WHOLE_K>, tc_config_supports<Family, TcShape128x32, TC_WHOLE_K>},
-        {CLUSTER_64x64, tc_run<Family, TcShape64x64, TC_SPLIT_CLUSTER>,
-         tc_config_supports<Family, TcShape64x64, TC_SPLIT_CLUSTER>},
+        tc_config<Family, TcShape128x128, TC_WHOLE_K>(TILE_128x128),
+        tc_config<Family, TcShape128x64, TC_WHOLE_K>(TILE_128x64),
+        tc_config<Family, TcShape64x128, TC_WHOLE_K>(TILE_64x128),
+        tc_config<Family, TcShape64x64, TC_WHOLE_K>(TILE_64x64),
+        tc_config<Family, TcShape64x64, TC_SPLIT_WORKSPACE>(SPLIT_64x64),
+        tc_config<Family, TcShape128x64, TC_SPLIT_WORKSPACE>(SPLIT_128x64),
+        tc_config<Family, TcShape128x32, TC_WHOLE_K>(TILE_128x32),
+        tc_config<Family, TcShape64x64, TC_SPLIT_CLUSTER>(CLUSTER_64x64),
     };
     static constexpr int NUM_WGMMA = 8;
     static constexpr conv_config WGMMA[NUM_WGMMA] = {
-        {WGMMA_128x128, tc_run<Family, TcWgmma128x128, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma128x128, TC_WHOLE_K>},
-        {WGMMA_128x64, tc_run<Family, TcWgmma128x64, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma128x64, TC_WHOLE_K>},
-        {WGMMA_128x64s6, tc_run<Family, TcWgmma128x64s6, TC_WHOLE_K>,
-         tc_config_supports<Family, TcWgmma128x64s6, TC_WHOLE_K>},
-        {WGMMA_64x128, tc_run<Family, TcWgmma64x128, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma64x128, TC_WHOLE_K>},
-        {WGMMA_128x256, tc_run<Family, TcWgmma128x256, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma128x256, TC_WHOLE_K>},
-        {WGMMA_64x64, tc_run<Family, TcWgmma64x64, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma64x64, TC_WHOLE_K>},
-        {WGMMA_64x64s6, tc_run<Family, TcWgmma64x64s6, TC_WHOLE_K>, tc_config_supports<Family, TcWgmma64x64s6, TC_WHOLE_K>},
-        {WGMMA_CLUSTER_64x64, tc_run<Family, TcWgmma64x64, TC_SPLIT_CLUSTER>,
-         tc_config_supports<Family, TcWgmma64x64, TC_SPLIT_CLUSTER>},
+        tc_config<Family, TcWgmma128x128, TC_WHOLE_K>(WGMMA_128x128),
+        tc_config<Family, TcWgmma128x64, TC_WHOLE_K>(WGMMA_128x64),
+        tc_config<Family, TcWgmma128x64s6, TC_WHOLE_K>(WGMMA_128x64s6),
+        tc_config<Family, TcWgmma64x128, TC_WHOLE_K>(WGMMA_64x128),
+        tc_config<Family, TcWgmma128x256, TC_WHOLE_K>(WGMMA_128x256),
+        tc_config<Family, TcWgmma64x64, TC_WHOLE_K>(WGMMA_64x64),
+        tc_config<Family, TcWgmma64x64s6, TC_WHOLE_K>(WGMMA_64x64s6),
+        tc_config<Family, TcWgmma64x64, TC_SPLIT_CLUSTER>(WGMMA_CLUSTER_64x64),
     };
     static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
     static constexpr int NUM_CONFIGS = NUM_MMA_SYNC + (Family::WGMMA ? NUM_WGMMA : 0);
