@@ -387,42 +387,49 @@ __device__ __forceinline__ void tc_with_y_type(int dtype, F&& f) {
     }
 }
 
-// The mainloop of block (x, y, z): acc = D[m0 .. m0+BM, maps n0 .. n0+BN of group y / map_tiles] over
-// k-tiles [z*tiles_per_split, min((z+1)*tiles_per_split, k_tiles)), STAGES-1 tiles in flight, one
-// barrier per k-tile. Returns with no copy in flight and every warp done with the stages (the epilogues
-// reuse them).
+// The copies of block (x, y, z)'s k-range, k-tiles [z*tiles_per_split, min((z+1)*tiles_per_split,
+// k_tiles)): the loader and the tile count, with tile t going to stage t % STAGES. Both mainloops start
+// with AHEAD tiles in flight and issue one more per k-tile; every issue commits one cp.async group, empty
+// past the last tile, so that the count wait_group relies on stays the same.
 template <class Tile>
-__device__ __forceinline__ void tc_mainloop(const TcParams& p, unsigned char* smem,
-                                            float (&acc)[Tile::MI][Tile::NJ][4], int m0, int group, int n0,
-                                            int wm, int wn, int lane) {
-    const int kt0 = blockIdx.z * p.tiles_per_split;
-    const int nk = min(p.tiles_per_split, p.k_tiles - kt0);  // >= 1: the host leaves no split empty
-
+struct TcCopies {
     TcLoader<Tile> loader;
-    loader.init(p, m0, group, n0, kt0 * Tile::BK);
-    mma_zero(acc);
+    int nk;  // tiles of this block's range, >= 1: the host leaves no split empty
 
-    // Prologue: tiles 0 .. STAGES-2 in flight, one commit group each (empty groups past the end keep the
-    // count that wait_group relies on).
+    template <int AHEAD>
+    __device__ __forceinline__ void start(const TcParams& p, unsigned char* smem, int m0, int group, int n0) {
+        const int kt0 = blockIdx.z * p.tiles_per_split;
+        nk = min(p.tiles_per_split, p.k_tiles - kt0);
+        loader.init(p, m0, group, n0, kt0 * Tile::BK);
 #pragma unroll
-    for (int s = 0; s < Tile::STAGES - 1; ++s) {
-        if (s < nk) {
-            loader.load(smem + s * Tile::STAGE_BYTES, p);
+        for (int t = 0; t < AHEAD; ++t) issue(p, smem, t);
+    }
+
+    __device__ __forceinline__ void issue(const TcParams& p, unsigned char* smem, int t) {
+        if (t < nk) {
+            loader.load(smem + t % Tile::STAGES * Tile::STAGE_BYTES, p);
             loader.advance(p);
         }
         cp_async_commit();
     }
-    for (int t = 0; t < nk; ++t) {
+};
+
+// The mainloop of block (x, y, z): acc = D[m0 .. m0+BM, maps n0 .. n0+BN of group y / map_tiles] over
+// its k-range (TcCopies), STAGES-1 tiles in flight, one barrier per k-tile. Returns with no copy in
+// flight and every warp done with the stages (the epilogues reuse them).
+template <class Tile>
+__device__ __forceinline__ void tc_mainloop(const TcParams& p, unsigned char* smem,
+                                            float (&acc)[Tile::MI][Tile::NJ][4], int m0, int group, int n0,
+                                            int wm, int wn, int lane) {
+    TcCopies<Tile> copies;
+    copies.template start<Tile::STAGES - 1>(p, smem, m0, group, n0);
+    mma_zero(acc);
+    for (int t = 0; t < copies.nk; ++t) {
         // Tile t has landed (for this thread's copies; the barrier makes it every thread's), and every
         // warp is done with tile t-1, whose stage the next copies overwrite.
         cp_async_wait<Tile::STAGES - 2>();
         __syncthreads();
-        const int next = t + Tile::STAGES - 1;
-        if (next < nk) {
-            loader.load(smem + next % Tile::STAGES * Tile::STAGE_BYTES, p);
-            loader.advance(p);
-        }
-        cp_async_commit();
+        copies.issue(p, smem, t + Tile::STAGES - 1);
         tc_warp_mma<Tile>(smem + t % Tile::STAGES * Tile::STAGE_BYTES, acc, wm, wn, lane);
     }
     cp_async_wait<0>();  // only empty groups remain; nothing may be in flight when the block exits

@@ -26,8 +26,8 @@ constexpr int tc_wgmma_smem_bytes() {
     return Tile::SMEM_BYTES + 1024;
 }
 
-// acc = the block's tile over k-tiles [z*tiles_per_split, ...), as tc_mainloop's contract: returns with
-// nothing in flight and every warp done with the stages. wg: this thread's warpgroup.
+// acc = the block's tile over its k-range (TcCopies), as tc_mainloop's contract: returns with nothing in
+// flight and every warp done with the stages. wg: this thread's warpgroup.
 template <class Tile>
 __device__ __forceinline__ void tc_wgmma_mainloop(const TcParams& p, unsigned char* smem,
                                                   float (&acc)[Tile::MI][Tile::NJ][4], int m0, int group, int n0,
@@ -37,33 +37,16 @@ __device__ __forceinline__ void tc_wgmma_mainloop(const TcParams& p, unsigned ch
     constexpr int S = Tile::STAGES;
     constexpr bool BF16 = Tile::Op::DTYPE == CONV_BF16;
     float(&d)[Tile::BN / 2] = reinterpret_cast<float(&)[Tile::BN / 2]>(acc);
-    const int kt0 = blockIdx.z * p.tiles_per_split;
-    const int nk = min(p.tiles_per_split, p.k_tiles - kt0);  // >= 1: the host leaves no split empty
-
-    TcLoader<Tile> loader;
-    loader.init(p, m0, group, n0, kt0 * Tile::BK);
+    TcCopies<Tile> copies;
+    copies.template start<S - 2>(p, smem, m0, group, n0);
     mma_zero(acc);
-
-#pragma unroll
-    for (int s = 0; s < S - 2; ++s) {
-        if (s < nk) {
-            loader.load(smem + s * Tile::STAGE_BYTES, p);
-            loader.advance(p);
-        }
-        cp_async_commit();
-    }
-    for (int t = 0; t < nk; ++t) {
+    for (int t = 0; t < copies.nk; ++t) {
         // Tile t has landed and is visible to the tensor cores; every warpgroup has finished the wgmma
         // of tile t - 2, whose stage the next copies overwrite.
         cp_async_wait<S - 3>();
         fence_proxy_async_shared();
         __syncthreads();
-        const int next = t + S - 2;
-        if (next < nk) {
-            loader.load(smem + next % S * Tile::STAGE_BYTES, p);
-            loader.advance(p);
-        }
-        cp_async_commit();
+        copies.issue(p, smem, t + S - 2);
 
         const unsigned char* stage = smem + t % S * Tile::STAGE_BYTES;
         const uint64_t desc_a = wgmma_desc_sw128(stage + wg * 64 * Tile::ROW_BYTES);
