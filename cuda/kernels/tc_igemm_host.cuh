@@ -252,7 +252,8 @@ template <class Family, class Shape, TcSplit SPLIT>
 static const void* tc_kernel_of(const conv_problem* p) {
     const void* kernel = nullptr;
     Family::with_op(p, [&](auto op) -> int {
-        kernel = reinterpret_cast<const void*>(&tc_igemm_kernel<TcTile<decltype(op), Shape>, SPLIT == TC_SPLIT_CLUSTER>);
+        using Tile = TcTile<decltype(op), Shape>;
+        kernel = reinterpret_cast<const void*>(&tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>);
         return CONV_OK;
     });
     return kernel;
