@@ -8,8 +8,9 @@ ResNeXt-50 32x4d-style groups of 4..32 channels that need several shared-memory 
 configuration that takes it, NCHW and NHWC, f32 / f16 / bf16, bias + ReLU; then every depthwise
 configuration (depthwise_nhwc.cu, depthwise_nchw.cu) in every dtype on shapes that reach each of their
 paths (3x3 / 5x5 at strides 1 and 2 and 7x7 unrolled, the generic kernel, 8-channel f16 / bf16 vectors
-and the 4-channel ones where C % 8 != 0, channel blocks split evenly, tiles and row bands that do not
-divide the output, a channel multiplier, mixed dtypes); plus the NHWC kernel's fallbacks for operands
+and the 4-channel ones where C % 8 != 0, the narrow configurations' 4-byte vectors (1 fp32 channel, 2
+f16 / bf16) with their taps in registers or staged (7x7, the generic kernel), channel blocks split evenly, tiles and row bands that
+do not divide the output, a channel multiplier, mixed dtypes); plus the NHWC kernel's fallbacks for operands
 its vectors cannot load, and the refusals. float64 oracle, fresh random data, outputs poisoned with NaN.
 """
 import numpy as np
@@ -74,8 +75,10 @@ def variant_of(k, case, layout):
 ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
         for shape in SHAPES for layout in ("NCHW", "NHWC") for config in
         ["m1_t32x32", "m1_t32x32_p8", "m1_t16x16", "m1_t8x8", "m4_t32x16", "m4_t16x16", "m4_t8x8",
-         "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nchw_r2", "nchw_r4", "nchw_r7"]]
-NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128"]
+         "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128", "nhwc_narrow_p1_t128",
+         "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nchw_r2", "nchw_r4", "nchw_r7"]]
+NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128",
+                "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128"]
 NCHW_CONFIGS = ["nchw_r2", "nchw_r4", "nchw_r7"]
 
 
@@ -116,6 +119,8 @@ DW_SHAPES = {
     "7x7_s2_generic": ConvCase(1, 16, 12, 11, 16, 7, 7, stride=(2, 2), padding=(3, 3), groups=16),
     "3x5_dil2_generic": ConvCase(1, 8, 10, 12, 8, 3, 5, padding=(2, 4), dilation=(2, 2), groups=8),
     "3x3_s2_multiplier2": ConvCase(1, 6, 11, 13, 12, 3, 3, stride=(2, 2), padding=(1, 1), groups=6),
+    # The most taps the NHWC kernel stages (93 x 128 channels, padded rows: all but 48 of the 48 KB).
+    "3x31_c128_most_taps": ConvCase(1, 128, 5, 34, 128, 3, 31, padding=(1, 15), groups=128),
 }
 DW_ROWS = [pytest.param(shape, dtype, config, id=f"{shape}-{dtype}-{config}")
            for shape in DW_SHAPES for dtype in DTYPES for config in NHWC_CONFIGS + NCHW_CONFIGS]
@@ -171,8 +176,15 @@ def test_default_config_per_shape():
         return name
 
     nhwc = dict(x_layout="NHWC", y_layout="NHWC")
-    assert default_of(SHAPES["mbv2_3x3_s1"].with_(**nhwc)) == "nhwc_p2_t128"
-    assert default_of(SHAPES["convnext_7x7_tiny"].with_(**nhwc)) == "nhwc_r2p2_t128"
+    # Small grids (fewer than 32768 16-byte vectors over the output): 4-byte vectors, one pixel each.
+    assert default_of(SHAPES["mbv2_3x3_s1"].with_(**nhwc)) == "nhwc_narrow_p1_t128"
+    assert default_of(SHAPES["convnext_7x7_tiny"].with_(**nhwc)) == "nhwc_narrow_p1_t128"
+    assert default_of(ConvCase(4, 64, 28, 28, 64, 3, 3, padding=(1, 1), groups=64, x_dtype="f16", y_dtype="f16",
+                               **nhwc)) == "nhwc_narrow_p1_t128"  # 25088 vectors of 8 channels
+    # Larger ones: 16-byte vectors in strips that fit the plane's width.
+    assert default_of(ConvCase(8, 64, 30, 30, 64, 3, 3, padding=(1, 1), groups=64, **nhwc)) == "nhwc_p4_t128"
+    assert default_of(ConvCase(32, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, **nhwc)) == "nhwc_p2_t128"
+    assert default_of(ConvCase(64, 128, 7, 7, 128, 7, 7, padding=(3, 3), groups=128, **nhwc)) == "nhwc_r2p2_t128"
     assert default_of(SHAPES["convnext_7x7"]) == "m1_t32x32_p8"
     assert default_of(SHAPES["convnext_7x7_tiny"]) == "nchw_r7"  # 7x7 plane: one band of 7 rows
     assert default_of(SHAPES["mbv2_3x3_s2"]) == "nchw_r4"  # stride 2, 12 output rows
@@ -198,6 +210,7 @@ def supports(case, config=None):
     (SHAPES["mbv2_3x3_s1"].with_(y_layout="NHWC"), "nchw_r7", ["NCHW"]),
     (ConvCase(1, 6, 9, 9, 6, 3, 3, groups=6, x_layout="NHWC", y_layout="NHWC"), "nhwc_p2_t128", ["multiple of 4"]),
     (ConvCase(1, 4, 60, 60, 4, 11, 11, groups=4, x_layout="NHWC", y_layout="NHWC"), "nhwc_p2_t128", ["KH*KW"]),
+    (ConvCase(1, 4, 9, 60, 4, 2, 47, groups=4, x_layout="NHWC", y_layout="NHWC"), "nhwc_narrow_p1_t128", ["93"]),
     (ConvCase(1, 4, 400, 400, 4, 3, 3, dilation=(60, 60), groups=4), "m1_t32x32", ["shared memory"]),
 ])
 def test_refusals_name_the_reason(case, config, words):

@@ -10,9 +10,9 @@
 
 #include "conv_internal.h"
 
-// Largest KH * KW of the NHWC depthwise kernel: its block's weights (KH*KW taps x 128 channels, fp32)
-// must fit the 48 KB of shared memory a launch gets without opting in.
-#define DW_NHWC_MAX_TAPS 96
+// Largest KH * KW of the NHWC depthwise kernel: its block's staged weights (KH*KW taps x 128 channels
+// plus 4 of padding, fp32) must fit the 48 KB of shared memory a launch gets without opting in.
+#define DW_NHWC_MAX_TAPS 93
 
 // CONV_OK if the NHWC depthwise kernel takes the problem: x and y NHWC, one input channel and one map
 // per group (groups == C == M), C a multiple of 4, x and y of one dtype, KH*KW <= DW_NHWC_MAX_TAPS;
@@ -25,9 +25,11 @@ int dw_nhwc_fits(const conv_problem* p, int report);
 int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t);
 
 // Runs it on a problem it fits (dw_nhwc_fits and dw_nhwc_aligned): a thread computes PR x PT output
-// pixels (rows x neighbouring columns) for 4 neighbouring channels, or 8 in fp16 / bf16 where C % 8 == 0
-// and x, y are 16-byte aligned; THREADS per block.
-template <int PR, int PT, int THREADS>
+// pixels (rows x neighbouring columns) for a vector of neighbouring channels, THREADS per block.
+// Wide (NARROW false), for grids of several waves: 16-byte vectors (4 fp32 channels; 8 f16 / bf16 where
+// C % 8 == 0 and x, y are 16-byte aligned, else 4). Narrow, for small grids (batch 1): 4-byte vectors
+// (1 fp32 channel, 2 f16 / bf16), so that the grid has 4x the threads.
+template <int PR, int PT, int THREADS, bool NARROW>
 int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
 // CONV_OK if the NCHW depthwise kernel takes the problem: x and y NCHW, one input channel per group

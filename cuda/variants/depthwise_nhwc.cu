@@ -2,14 +2,19 @@
 // y[b, oh, ow, c] = sum over kh, kw of x[b, ih, iw, c] * w[c, kh, kw]), exact fp32 FFMA on f32, f16
 // or bf16 data (x, w, y and bias of one dtype).
 //   dw_nhwc_kernel<K, S, PR, PT, V, THREADS, T>: channels are contiguous in NHWC, so a thread takes a
-//     vector of V neighbouring channels (one 16-byte load: 4 channels in fp32, 8 in fp16 / bf16 where
-//     C % 8 == 0 and x, y are 16-byte aligned, else 4 channels in 8 bytes) for a tile of PR output rows
-//     x PT neighbouring output columns, and a warp's lanes take neighbouring vectors: every load and
-//     store of a warp is one contiguous run, and no input is staged (neighbouring tiles share their
-//     input columns through L1). The block's weights (its channels x KH*KW taps, widened to fp32) sit
-//     in shared memory, channels fastest; blocks loop over tiles so that a grid of a few waves stages
-//     them once per block, and with a 3x3 filter on 4-channel vectors each thread keeps its 9 taps in
-//     registers for all its tiles (no shared-memory traffic in the loop).
+//     vector of V neighbouring channels for a tile of PR output rows x PT neighbouring output columns,
+//     and a warp's lanes take neighbouring vectors: every load and store of a warp is one contiguous
+//     run, and no input is staged (neighbouring tiles share their input columns through L1). Two
+//     kinds of configuration (dw_nhwc_run's NARROW):
+//     wide, for grids of several waves: one 16-byte load per vector (4 channels in fp32, 8 in fp16 /
+//       bf16 where C % 8 == 0 and x, y are 16-byte aligned, else 4 channels in 8 bytes).
+//     narrow, for small grids (batch 1, 7x7 and 14x14 planes): 1 channel of fp32, 2 of fp16 / bf16, so
+//       4x the threads, each with a quarter of the work.
+//     The taps: where a thread's take at most DW_REG_TAPS floats (3x3 on up to 4 channels, 5x5 on 2,
+//     7x7 on 1) it reads them from global memory into registers once, with no shared memory and no
+//     barrier (at batch 1, staging 128 channels' taps was most of a block's time); else its block
+//     stages its channels' taps in shared memory (widened to fp32, channels fastest), and blocks loop
+//     over tiles so that a grid of a few waves stages them once per block.
 //     K, S > 0: K x K filter, stride S, dilation 1, all unrolled: the tile reads its (PR-1)*S + K input
 //     rows once each; of each row, its (PT-1)*S + K vectors are loaded together (addresses clamped
 //     into the image and the value zeroed on padding, so that no load waits behind a branch) and feed
@@ -25,7 +30,8 @@
 
 namespace {
 
-// Channels per block at most: their weights (fp32) fit 48 KB up to DW_NHWC_MAX_TAPS taps.
+// Channels per block at most: their staged weights (fp32, dw_staged_row) fit 48 KB up to
+// DW_NHWC_MAX_TAPS taps.
 constexpr int DW_BLOCK_CHANNELS = 128;
 
 // x is (B, H, W, C), w is (C, KH, KW) (MCKK and MKKC coincide with one channel per group), y is
@@ -60,23 +66,32 @@ __device__ __forceinline__ unsigned dw_narrow2(float a, float b, const __nv_bflo
 // readable: the zeros replace the loaded bits, one select per 32-bit word, before widening).
 template <int V>
 __device__ __forceinline__ void dw_load(const float* p, bool ok, float (&v)[V]) {
-#pragma unroll
-    for (int q = 0; q < V / 4; ++q) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(p) + q);
-        v[4 * q] = ok ? f.x : 0.0f; v[4 * q + 1] = ok ? f.y : 0.0f;
-        v[4 * q + 2] = ok ? f.z : 0.0f; v[4 * q + 3] = ok ? f.w : 0.0f;
+    static_assert(V == 1 || V == 2 || V == 4, "4, 8 or 16 bytes of fp32");
+    float f[4];
+    if constexpr (V == 4) {
+        const float4 q = __ldg(reinterpret_cast<const float4*>(p));
+        f[0] = q.x; f[1] = q.y; f[2] = q.z; f[3] = q.w;
+    } else if constexpr (V == 2) {
+        const float2 q = __ldg(reinterpret_cast<const float2*>(p));
+        f[0] = q.x; f[1] = q.y;
+    } else {
+        f[0] = __ldg(p);
     }
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = ok ? f[e] : 0.0f;
 }
 template <int V, class T>
 __device__ __forceinline__ void dw_load(const T* p, bool ok, float (&v)[V]) {
-    static_assert(V == 4 || V == 8, "8 or 16 bytes of f16 / bf16");
+    static_assert(V == 2 || V == 4 || V == 8, "4, 8 or 16 bytes of f16 / bf16");
     unsigned u[V / 2];
     if constexpr (V == 8) {
         const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
         u[0] = q.x; u[1] = q.y; u[2] = q.z; u[3] = q.w;
-    } else {
+    } else if constexpr (V == 4) {
         const uint2 q = __ldg(reinterpret_cast<const uint2*>(p));
         u[0] = q.x; u[1] = q.y;
+    } else {
+        u[0] = __ldg(reinterpret_cast<const unsigned*>(p));
     }
 #pragma unroll
     for (int i = 0; i < V / 2; ++i) {
@@ -87,19 +102,18 @@ __device__ __forceinline__ void dw_load(const T* p, bool ok, float (&v)[V]) {
 
 template <int V>
 __device__ __forceinline__ void dw_store(float* p, const float (&v)[V]) {
-#pragma unroll
-    for (int q = 0; q < V / 4; ++q)
-        reinterpret_cast<float4*>(p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    if constexpr (V == 4) *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    else if constexpr (V == 2) *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+    else *p = v[0];
 }
 template <int V, class T>
 __device__ __forceinline__ void dw_store(T* p, const float (&v)[V]) {
     unsigned u[V / 2];
 #pragma unroll
     for (int i = 0; i < V / 2; ++i) u[i] = dw_narrow2(v[2 * i], v[2 * i + 1], p);
-    if constexpr (V == 8)
-        *reinterpret_cast<uint4*>(p) = make_uint4(u[0], u[1], u[2], u[3]);
-    else
-        *reinterpret_cast<uint2*>(p) = make_uint2(u[0], u[1]);
+    if constexpr (V == 8) *reinterpret_cast<uint4*>(p) = make_uint4(u[0], u[1], u[2], u[3]);
+    else if constexpr (V == 4) *reinterpret_cast<uint2*>(p) = make_uint2(u[0], u[1]);
+    else *reinterpret_cast<unsigned*>(p) = u[0];
 }
 
 // The vector at column iw of an input row (xr: the row's start at the thread's channels; a row on
@@ -117,67 +131,85 @@ __device__ __forceinline__ void dw_fma(float (&acc)[V], const float (&wv)[V], co
     for (int e = 0; e < V; ++e) acc[e] = fmaf(wv[e], v[e], acc[e]);
 }
 
-// The thread's weights: quarter q (4 channels) of tap t of its V channels is the float4 at
-// s_w[t * row + q * quarter] in shared memory, or with IN_REGS (a 3x3 filter on 4 channels: 36
-// registers; 8 channels would take 72 and halve the warps an SM holds) copies of all K*K taps in
-// registers, loaded once.
-template <int K, int V>
-struct DwTaps {
-    static constexpr bool IN_REGS = K == 3 && V == 4;
-    const float* s_w;
-    int row, quarter;
-    float r[IN_REGS ? K * K : 1][V];
+// Floats of taps a thread keeps in registers at most (3x3 on 4 channels: 36, 5x5 on 2, 7x7 on 1; 3x3
+// on 8 would take 72 and halve the warps an SM holds).
+constexpr int DW_REG_TAPS = 50;
 
-    __device__ __forceinline__ DwTaps(const float* s_w_, int row_, int quarter_)
-        : s_w(s_w_), row(row_), quarter(quarter_) {
-        if constexpr (IN_REGS) {
+// Whether a thread of the K x K kernel (K = 0: the generic one) on V channels holds its taps in
+// registers, read once from global memory; else the block stages its channels' taps in shared memory.
+__host__ __device__ constexpr bool dw_taps_in_regs(int K, int V) { return K > 0 && K * K * V <= DW_REG_TAPS; }
+
+// Taps in registers: channel e of tap t is w[(c + e) * K*K + t], each thread reading its own channels'
+// taps (a few KB of weights in all, served by L1 / L2).
+template <int K, int V, class T>
+struct DwRegTaps {
+    float r[K * K][V];
+    __device__ __forceinline__ DwRegTaps(const T* w, int c) {
 #pragma unroll
-            for (int t = 0; t < K * K; ++t) get_shared(t, r[t]);
-        }
-    }
-    __device__ __forceinline__ void get_shared(int t, float (&wv)[V]) const {
+        for (int t = 0; t < K * K; ++t)
 #pragma unroll
-        for (int q = 0; q < V / 4; ++q) {
-            const float4 f = *reinterpret_cast<const float4*>(s_w + t * row + q * quarter);
-            wv[4 * q] = f.x; wv[4 * q + 1] = f.y; wv[4 * q + 2] = f.z; wv[4 * q + 3] = f.w;
-        }
+            for (int e = 0; e < V; ++e) r[t][e] = conv_load(w, (long long)(c + e) * (K * K) + t);
     }
     __device__ __forceinline__ void get(int t, float (&wv)[V]) const {
-        if constexpr (IN_REGS) {
 #pragma unroll
-            for (int e = 0; e < V; ++e) wv[e] = r[t][e];
-        } else {
-            get_shared(t, wv);
+        for (int e = 0; e < V; ++e) wv[e] = r[t][e];
+    }
+};
+
+// Taps staged in shared memory as [tap][part of a vector][block vector][PART channels], PART = 4 (2 or 1
+// for narrower vectors): part q of thread vector vl's tap t is at s_w[t * row + q * part_stride +
+// PART * vl], so that a warp's loads of one part (LDS.128 at PART = 4) read consecutive addresses.
+template <int V>
+struct DwSharedTaps {
+    static constexpr int PART = V < 4 ? V : 4;
+    const float* s_w;  // thread vector vl's first part: s_w + PART * vl
+    int row, part_stride;
+    __device__ __forceinline__ void get(int t, float (&wv)[V]) const {
+#pragma unroll
+        for (int q = 0; q < V / PART; ++q) {
+            const float* at = s_w + t * row + q * part_stride;
+            if constexpr (PART == 4) {
+                const float4 f = *reinterpret_cast<const float4*>(at);
+                wv[4 * q] = f.x; wv[4 * q + 1] = f.y; wv[4 * q + 2] = f.z; wv[4 * q + 3] = f.w;
+            } else if constexpr (PART == 2) {
+                const float2 f = *reinterpret_cast<const float2*>(at);
+                wv[0] = f.x; wv[1] = f.y;
+            } else {
+                wv[0] = *at;
+            }
         }
     }
 };
 
-// One thread = PR output rows x PT output columns x V channels; blockIdx.y picks the block's channels.
-template <int K, int S, int PR, int PT, int V, int THREADS, class T>
-__global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const T* __restrict__ x,
-                                                          const T* __restrict__ w, const T* __restrict__ bias,
-                                                          T* __restrict__ y) {
-    static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
-    const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
-    extern __shared__ float4 s_w4[];  // [tap][quarter of a vector][block vector][4 channels]
-    const int v0 = blockIdx.y * s.block_vecs, nv = min(s.block_vecs, s.vecs - v0);
+// Floats per tap of the staged taps: the block's V*block_vecs channels, padded to PART past a multiple
+// of 32, so that the staging's writes of consecutive taps of a channel fall PART banks apart.
+__host__ __device__ constexpr int dw_staged_row(int V, int block_vecs) {
+    return (V * block_vecs + 31) / 32 * 32 + (V < 4 ? V : 4);
+}
 
-    // Weights of channels [V*v0, V*(v0 + nv)): channels fastest, so that the shared-memory writes do
-    // not conflict; the strided global reads of a warp hit lines the block's other taps read too (L1).
-    // A vector's quarters lie 4*block_vecs floats apart, so that a warp's LDS.128 of one quarter reads
-    // consecutive float4s (no bank conflict at V = 8).
-    float* s_w = reinterpret_cast<float*>(s_w4);
-    const int nc = V * nv, row = V * s.block_vecs, quarter = 4 * s.block_vecs;
-    for (int e = threadIdx.x; e < KK * nc; e += THREADS) {
-        const int t = e / nc, cl = e - t * nc, vec = cl / V, in_vec = cl - vec * V;
-        s_w[t * row + in_vec / 4 * quarter + 4 * vec + in_vec % 4] = conv_load(w, (long long)(V * v0 + cl) * KK + t);
+// Stages the taps of the block's channels [V*v0, V*(v0 + nv)) (nv vectors of V) in that layout. They are
+// one contiguous run of w (channel after channel, its KK taps each), read in order: every warp load is
+// coalesced, and the shared-memory writes conflict at most PART ways. Returns thread vector vl's view.
+template <int V, int THREADS, class T>
+__device__ __forceinline__ DwSharedTaps<V> dw_stage_taps(float* s_w, const T* w, const dw_nhwc_shape& s, int KK,
+                                                         int v0, int nv, int vl) {
+    constexpr int PART = DwSharedTaps<V>::PART;
+    const int row = dw_staged_row(V, s.block_vecs), part_stride = PART * s.block_vecs;
+    const T* run = w + (long long)V * v0 * KK;
+#pragma unroll 4
+    for (int e = threadIdx.x; e < V * nv * KK; e += THREADS) {
+        const int cl = e / KK, t = e - cl * KK, vec = cl / V, in_vec = cl - vec * V;
+        s_w[t * row + in_vec / PART * part_stride + PART * vec + in_vec % PART] = conv_load(run, e);
     }
-    __syncthreads();  // the only barrier: threads without work may leave after it
+    return DwSharedTaps<V>{s_w + PART * vl, row, part_stride};
+}
 
-    const int vl = threadIdx.x % s.block_vecs, tl = threadIdx.x / s.block_vecs;
-    if (tl >= s.tiles_per_block || vl >= nv) return;
-    const int c = V * (v0 + vl);
-    const DwTaps<K, V> taps(s_w + 4 * vl, row, quarter);
+// The thread's tiles (from tile tl of block x, gridDim.x * tiles_per_block apart) for its V channels
+// from c, with its taps (DwRegTaps or DwSharedTaps).
+template <int K, int S, int PR, int PT, int V, class T, class Taps>
+__device__ __forceinline__ void dw_nhwc_tiles(const dw_nhwc_shape& s, const T* __restrict__ x, const Taps& taps,
+                                              const T* __restrict__ bias, T* __restrict__ y, int c, int tl) {
+    const int KH = K ? K : s.KH, KW = K ? K : s.KW;
     float bv[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) bv[e] = bias ? conv_load(bias, c + e) : 0.0f;
@@ -202,7 +234,7 @@ __global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const
             // only where the taps sit in registers and need constant indices): unrolled, the compiler
             // hoists every row's loads and takes 255 registers or spills; one row's loads in flight per
             // thread suffice with the warps an SM then holds.
-#pragma unroll(DwTaps<K, V>::IN_REGS ? ROWS : 1)
+#pragma unroll(dw_taps_in_regs(K, V) ? ROWS : 1)
             for (int i = 0; i < ROWS; ++i) {
                 const int ih = ih0 + i;
                 const bool row_ok = (unsigned)ih < (unsigned)s.H;
@@ -261,6 +293,29 @@ __global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const
     }
 }
 
+// One thread = PR output rows x PT output columns x V channels; blockIdx.y picks the block's channels.
+template <int K, int S, int PR, int PT, int V, int THREADS, class T>
+__global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const T* __restrict__ x,
+                                                          const T* __restrict__ w, const T* __restrict__ bias,
+                                                          T* __restrict__ y) {
+    static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
+    constexpr bool IN_REGS = dw_taps_in_regs(K, V);
+    const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
+    extern __shared__ float4 s_w4[];  // !IN_REGS: the staged taps
+    const int v0 = blockIdx.y * s.block_vecs, nv = min(s.block_vecs, s.vecs - v0);
+    const int vl = threadIdx.x % s.block_vecs, tl = threadIdx.x / s.block_vecs;
+    const int c = V * (v0 + vl);
+    if constexpr (!IN_REGS) {
+        // Every thread takes part in staging before the barrier, even one without a vector or a tile.
+        const auto staged = dw_stage_taps<V, THREADS>(reinterpret_cast<float*>(s_w4), w, s, KK, v0, nv, vl);
+        __syncthreads();  // the only barrier: threads without work may leave after it
+        if (tl >= s.tiles_per_block || vl >= nv) return;
+        dw_nhwc_tiles<K, S, PR, PT, V>(s, x, staged, bias, y, c, tl);
+    } else {
+        if (tl >= s.tiles_per_block || vl >= nv) return;
+        dw_nhwc_tiles<K, S, PR, PT, V>(s, x, DwRegTaps<K, V, T>(w, c), bias, y, c, tl);
+    }
+}
 template <int PR, int PT, int V, int THREADS, class T>
 struct DwNhwcKernels {
     template <int K, int S>
@@ -269,20 +324,20 @@ struct DwNhwcKernels {
     };
 };
 
-// The kernel for the problem's filter: the unrolled ones with 16-byte vectors, the generic one
-// elsewhere and for the 4-channel f16 / bf16 path.
-template <int PR, int PT, int V, int THREADS, class T>
+// The kernel for the problem's filter: the unrolled ones, the generic one elsewhere and for the wide
+// configurations' 4-channel f16 / bf16 path.
+template <int PR, int PT, int V, int THREADS, bool NARROW, class T>
 static auto dw_kernel_for(const conv_problem* p) {
     using Kernels = DwNhwcKernels<PR, PT, V, THREADS, T>;
-    if constexpr (V * sizeof(T) == 16) return gd_kernel_for_filter<Kernels::template At>(p);
+    if constexpr (NARROW || V * sizeof(T) == 16) return gd_kernel_for_filter<Kernels::template At>(p);
     return Kernels::template At<0, 0>::kernel;
 }
 
 // Blocks of one launch along x: at most a few waves (the blocks loop over the rest of the tiles),
-// so that each block's weight staging is paid for by several tiles.
+// so that each block's weight staging (taps not in registers) is paid for by several tiles.
 constexpr int DW_WAVES = 4;
 
-template <int PR, int PT, int THREADS>
+template <int PR, int PT, int THREADS, bool NARROW>
 struct DwNhwcLaunch {
     template <class T, int V>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
@@ -299,8 +354,11 @@ struct DwNhwcLaunch {
         s.tiles_h = conv_ceil_div(s.OH, PR);
         s.tiles = (int)(p->B * s.tiles_h * s.tiles_w);  // <= B*OH*OW < 2^31
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
-        const auto kernel = dw_kernel_for<PR, PT, V, THREADS, T>(p);
-        const size_t smem = (size_t)s.KH * s.KW * s.block_vecs * V * sizeof(float);
+        const auto kernel = dw_kernel_for<PR, PT, V, THREADS, NARROW, T>(p);
+        // The unrolled kernels' K is KH; the generic kernel always stages its taps.
+        const bool generic = kernel == DwNhwcKernels<PR, PT, V, THREADS, T>::template At<0, 0>::kernel;
+        const bool in_regs = !generic && dw_taps_in_regs((int)p->KH, V);
+        const size_t smem = in_regs ? 0 : (size_t)s.KH * s.KW * dw_staged_row(V, s.block_vecs) * sizeof(float);
         int64_t wave = 0;
         int status = conv_wave_blocks(kernel, THREADS, smem, &wave);
         if (status != CONV_OK) return status;
@@ -351,23 +409,33 @@ int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t) {
     return dw_aligned_to(t, 4 * conv_dtype_size(p->x_dtype));
 }
 
-// f16 / bf16: 8 channels (16 bytes) per vector where C and the operands allow it, else 4 (8 bytes).
-template <int PR, int PT, int THREADS>
+// Wide: f16 / bf16 take 8 channels (16 bytes) per vector where C and the operands allow it, else 4 (8
+// bytes); fp32 4. Narrow: 4 bytes, 2 channels of f16 / bf16, 1 of fp32.
+template <int PR, int PT, int THREADS, bool NARROW>
 int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
-    using L = DwNhwcLaunch<PR, PT, THREADS>;
-    const bool wide = p->C % 8 == 0 && dw_aligned_to(t, 16);
+    using L = DwNhwcLaunch<PR, PT, THREADS, NARROW>;
+    const auto halves = [&](auto type) {
+        using T = decltype(type);
+        if constexpr (NARROW) {
+            return L::template run<T, 2>(p, t, stream);
+        } else {
+            if (p->C % 8 == 0 && dw_aligned_to(t, 16)) return L::template run<T, 8>(p, t, stream);
+            return L::template run<T, 4>(p, t, stream);
+        }
+    };
     switch (p->x_dtype) {
-        case CONV_F16:
-            return wide ? L::template run<__half, 8>(p, t, stream) : L::template run<__half, 4>(p, t, stream);
-        case CONV_BF16:
-            return wide ? L::template run<__nv_bfloat16, 8>(p, t, stream)
-                        : L::template run<__nv_bfloat16, 4>(p, t, stream);
-        default: return L::template run<float, 4>(p, t, stream);
+        case CONV_F16: return halves(__half());
+        case CONV_BF16: return halves(__nv_bfloat16());
+        default: return L::template run<float, NARROW ? 1 : 4>(p, t, stream);
     }
 }
 
 // grouped_direct's configurations (grouped_direct.cu).
-template int dw_nhwc_run<1, 4, 128>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<1, 2, 128>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<1, 1, 64>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<2, 2, 128>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 4, 128, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 2, 128, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 1, 64, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<2, 2, 128, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<4, 2, 128, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 1, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<2, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);

@@ -33,6 +33,9 @@ namespace {
 // for a single channel (48 KB, the limit without opting in): the channel chunk is sized to the first.
 constexpr int GD_SMEM_FLOATS = 8192;
 constexpr int GD_SMEM_MAX_FLOATS = 12288;
+// Threads below which a grid is small: about eight warps per SM of a large GPU (132 SMs), too few to
+// hide the loads' latency.
+constexpr int64_t DW_SMALL_GRID = 32768;
 // Most channels per group: ResNeXt's widest groups are 32 (64 leaves room for others).
 constexpr int GD_MAX_CG = 64;
 // The largest tile side (TR*PT rows, TW columns): a tile runs up to one less past the output's edge.
@@ -288,9 +291,9 @@ int gd_tile_run(const conv_problem* p, const conv_tensors* t, void*, size_t, voi
 
 // An NHWC depthwise configuration: its kernel where the operands are aligned for its vectors, else
 // the tiled kernel that suits depthwise planes of this width (same results within the bound).
-template <int PR, int PT, int THREADS>
+template <int PR, int PT, int THREADS, bool NARROW>
 int gd_nhwc_run(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
-    if (dw_nhwc_aligned(p, t)) return dw_nhwc_run<PR, PT, THREADS>(p, t, conv_stream(stream));
+    if (dw_nhwc_aligned(p, t)) return dw_nhwc_run<PR, PT, THREADS, NARROW>(p, t, conv_stream(stream));
     return gd_tile_run<1, 2, 16, 8>(p, t, ws, ws_bytes, stream);
 }
 
@@ -309,8 +312,9 @@ int gd_nchw_supports(const conv_problem* p) { return dw_nchw_fits(p, 1); }
 
 // Names: maps per thread (m1: depthwise, one map per group; m4: grouped, LDS.128 of 4 maps), the
 // output tile (columns x rows), rows per thread where not the tile's default. The nhwc_* ones: output
-// rows (r, where more than 1) x pixels per thread, threads per block of depthwise_nhwc.cu. The nchw_*
-// ones: output rows per thread of depthwise_nchw.cu.
+// rows (r, where more than 1) x pixels per thread, threads per block of depthwise_nhwc.cu, with
+// 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids. The nchw_* ones:
+// output rows per thread of depthwise_nchw.cu.
 const conv_config GD_CONFIGS[] = {
     {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
     {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
@@ -319,17 +323,23 @@ const conv_config GD_CONFIGS[] = {
     {"m4_t32x16", gd_tile_run<4, 2, 32, 8>, GdTileLaunch<4, 2, 32, 8>::supports},
     {"m4_t16x16", gd_tile_run<4, 4, 16, 4>, GdTileLaunch<4, 4, 16, 4>::supports},
     {"m4_t8x8", gd_tile_run<4, 1, 8, 8>, GdTileLaunch<4, 1, 8, 8>::supports},
-    {"nhwc_p4_t128", gd_nhwc_run<1, 4, 128>, gd_nhwc_supports},
-    {"nhwc_p2_t128", gd_nhwc_run<1, 2, 128>, gd_nhwc_supports},
-    {"nhwc_p1_t64", gd_nhwc_run<1, 1, 64>, gd_nhwc_supports},
-    {"nhwc_r2p2_t128", gd_nhwc_run<2, 2, 128>, gd_nhwc_supports},
+    {"nhwc_p4_t128", gd_nhwc_run<1, 4, 128, false>, gd_nhwc_supports},
+    {"nhwc_p2_t128", gd_nhwc_run<1, 2, 128, false>, gd_nhwc_supports},
+    {"nhwc_p1_t64", gd_nhwc_run<1, 1, 64, false>, gd_nhwc_supports},
+    {"nhwc_r2p2_t128", gd_nhwc_run<2, 2, 128, false>, gd_nhwc_supports},
+    {"nhwc_r4p2_t128", gd_nhwc_run<4, 2, 128, false>, gd_nhwc_supports},
+    {"nhwc_narrow_p1_t128", gd_nhwc_run<1, 1, 128, true>, gd_nhwc_supports},
+    {"nhwc_narrow_p2_t128", gd_nhwc_run<1, 2, 128, true>, gd_nhwc_supports},
+    {"nhwc_narrow_r2p2_t128", gd_nhwc_run<2, 2, 128, true>, gd_nhwc_supports},
     {"nchw_r2", gd_nchw_run<2>, gd_nchw_supports},
     {"nchw_r4", gd_nchw_run<4>, gd_nchw_supports},
     {"nchw_r7", gd_nchw_run<7>, gd_nchw_supports},
 };
 
-// Untuned choice: the NHWC kernel for depthwise NHWC, with strips that waste the fewest pixels (small
-// planes: 2 x 2 tiles, which read each input vector for 4 outputs instead of 1); the NCHW depthwise
+// Untuned choice: the NHWC kernel for depthwise NHWC, with 4-byte vectors where 16-byte ones would
+// leave the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output), else with strips that
+// waste the fewest pixels (small planes: 2 x 2 tiles, which read each input vector for 4 outputs
+// instead of 1); the NCHW depthwise
 // kernel for depthwise NCHW planes that a tile leaves mostly empty or reads at stride 2, with bands
 // of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); else map quads where a group has
 // several maps, and the tile that fits the output plane (wide planes: 32 columns; 5x5 and 7x7
@@ -337,8 +347,11 @@ const conv_config GD_CONFIGS[] = {
 // shared memory falls back to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
-    if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p))
+    if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p)) {
+        const int64_t vectors16 = p->B * conv_out_h(p) * OW * p->C / (16 / (int64_t)conv_dtype_size(p->x_dtype));
+        if (vectors16 < DW_SMALL_GRID) return "nhwc_narrow_p1_t128";
         return OW >= 28 ? "nhwc_p4_t128" : OW >= 12 ? "nhwc_p2_t128" : "nhwc_r2p2_t128";
+    }
     if (dw_nchw_fits(p, 0) == CONV_OK && (OW < 24 || p->stride_w > 1))
         return conv_out_h(p) % 7 == 0 ? "nchw_r7" : "nchw_r4";
     if (p->M / p->groups >= 2) {
