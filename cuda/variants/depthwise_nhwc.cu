@@ -33,6 +33,10 @@ namespace {
 // Channels per block at most: their staged weights (fp32, dw_staged_row) fit 48 KB up to
 // DW_NHWC_MAX_TAPS taps.
 constexpr int DW_BLOCK_CHANNELS = 128;
+// Vectors per block at most in the narrow configurations: their grids are small, so a block has few
+// tiles, and staging all of 128 channels' taps (7x7: 49 loads a thread) would be most of its work;
+// 16 vectors (a half-warp's 64-byte run per pixel) with 8 tiles per block of 128 threads stage an eighth.
+constexpr int DW_NARROW_BLOCK_VECS = 16;
 
 // x is (B, H, W, C), w is (C, KH, KW) (MCKK and MKKC coincide with one channel per group), y is
 // (B, OH, OW, C); every count < 2^31 (the dispatcher's batch chunks).
@@ -346,7 +350,8 @@ struct DwNhwcLaunch {
         s.vecs = s.C / V;
         // As few blocks along y as the channel limit allows, sharing the vectors evenly: C = 144 in
         // blocks of 128 + 16 channels would leave most lanes of the second block's warps idle.
-        const int per_block = (DW_BLOCK_CHANNELS / V < THREADS ? DW_BLOCK_CHANNELS / V : THREADS);
+        const int limit = NARROW ? DW_NARROW_BLOCK_VECS : DW_BLOCK_CHANNELS / V;
+        const int per_block = limit < THREADS ? limit : THREADS;
         const int gy = conv_ceil_div(s.vecs, per_block);
         s.block_vecs = conv_ceil_div(s.vecs, gy);
         s.tiles_per_block = THREADS / s.block_vecs;
