@@ -20,8 +20,9 @@
 // Operand alignment is checked at run time.
 int dw_nhwc_fits(const conv_problem* p, int report);
 
-// 1 if the operands are aligned for its narrowest vector loads and stores (4 elements: 16 bytes in
-// fp32, 8 in fp16 and bf16); a configuration falls back to the tiled kernel where they are not.
+// 1 if the operands are aligned to 4 elements (16 bytes in fp32, 8 in fp16 and bf16: the wide
+// configurations' narrowest vectors; the narrow ones need less but take the same test); a configuration
+// falls back to the tiled kernel where they are not.
 int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t);
 
 // Runs it on a problem it fits (dw_nhwc_fits and dw_nhwc_aligned): a thread computes PR x PT output

@@ -320,6 +320,7 @@ __global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const
         dw_nhwc_tiles<K, S, PR, PT, V>(s, x, DwRegTaps<K, V, T>(w, c), bias, y, c, tl);
     }
 }
+
 template <int PR, int PT, int V, int THREADS, class T>
 struct DwNhwcKernels {
     template <int K, int S>
