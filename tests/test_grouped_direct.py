@@ -9,9 +9,10 @@ configuration that takes it, NCHW and NHWC, f32 / f16 / bf16, bias + ReLU; then 
 configuration (depthwise_nhwc.cu, depthwise_nchw.cu) in every dtype on shapes that reach each of their
 paths (3x3 / 5x5 at strides 1 and 2 and 7x7 unrolled, the generic kernel, 8-channel f16 / bf16 vectors
 and the 4-channel ones where C % 8 != 0, the narrow configurations' 4-byte vectors (1 fp32 channel, 2
-f16 / bf16) with their taps in registers or staged (7x7, the generic kernel), channel blocks split evenly, tiles and row bands that
-do not divide the output, a channel multiplier, mixed dtypes); plus the NHWC kernel's fallbacks for operands
-its vectors cannot load, and the refusals. float64 oracle, fresh random data, outputs poisoned with NaN.
+f16 / bf16) with their taps in registers or staged (7x7 in f16 / bf16, the generic kernel), channel
+blocks split evenly, tiles and row bands that do not divide the output, a channel multiplier, mixed
+dtypes); plus the NHWC kernel's fallbacks for operands its vectors cannot load, and the refusals.
+float64 oracle, fresh random data, outputs poisoned with NaN.
 """
 import numpy as np
 import pytest
@@ -119,7 +120,7 @@ DW_SHAPES = {
     "7x7_s2_generic": ConvCase(1, 16, 12, 11, 16, 7, 7, stride=(2, 2), padding=(3, 3), groups=16),
     "3x5_dil2_generic": ConvCase(1, 8, 10, 12, 8, 3, 5, padding=(2, 4), dilation=(2, 2), groups=8),
     "3x3_s2_multiplier2": ConvCase(1, 6, 11, 13, 12, 3, 3, stride=(2, 2), padding=(1, 1), groups=6),
-    # The most taps the NHWC kernel stages (93 x 128 channels, padded rows: all but 48 of the 48 KB).
+    # The most taps the NHWC kernel stages (93 x (128 + 4 padding) floats: all but 48 bytes of 48 KB).
     "3x31_c128_most_taps": ConvCase(1, 128, 5, 34, 128, 3, 31, padding=(1, 15), groups=128),
 }
 DW_ROWS = [pytest.param(shape, dtype, config, id=f"{shape}-{dtype}-{config}")

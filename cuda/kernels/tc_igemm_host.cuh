@@ -349,6 +349,8 @@ struct TcVariant {
         tc_config<Family, TcShape128x32, TC_WHOLE_K>(TILE_128x32),
         tc_config<Family, TcShape64x64, TC_SPLIT_CLUSTER>(CLUSTER_64x64),
     };
+    // An explicit bound: sizeof(WGMMA) would instantiate the initializer (the wgmma kernels) for the tf32
+    // family too.
     static constexpr int NUM_WGMMA = 8;
     static constexpr conv_config WGMMA[NUM_WGMMA] = {
         tc_config<Family, TcWgmma128x128, TC_WHOLE_K>(WGMMA_128x128),

@@ -70,14 +70,11 @@ __device__ __forceinline__ unsigned dw_narrow2(float a, float b, const __nv_bflo
 // readable: the zeros replace the loaded bits, one select per 32-bit word, before widening).
 template <int V>
 __device__ __forceinline__ void dw_load(const float* p, bool ok, float (&v)[V]) {
-    static_assert(V == 1 || V == 2 || V == 4, "4, 8 or 16 bytes of fp32");
+    static_assert(V == 1 || V == 4, "the narrow and the wide vector of fp32");
     float f[4];
     if constexpr (V == 4) {
         const float4 q = __ldg(reinterpret_cast<const float4*>(p));
         f[0] = q.x; f[1] = q.y; f[2] = q.z; f[3] = q.w;
-    } else if constexpr (V == 2) {
-        const float2 q = __ldg(reinterpret_cast<const float2*>(p));
-        f[0] = q.x; f[1] = q.y;
     } else {
         f[0] = __ldg(p);
     }
@@ -106,8 +103,8 @@ __device__ __forceinline__ void dw_load(const T* p, bool ok, float (&v)[V]) {
 
 template <int V>
 __device__ __forceinline__ void dw_store(float* p, const float (&v)[V]) {
+    static_assert(V == 1 || V == 4, "the narrow and the wide vector of fp32");
     if constexpr (V == 4) *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-    else if constexpr (V == 2) *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
     else *p = v[0];
 }
 template <int V, class T>

@@ -33,8 +33,8 @@ namespace {
 // for a single channel (48 KB, the limit without opting in): the channel chunk is sized to the first.
 constexpr int GD_SMEM_FLOATS = 8192;
 constexpr int GD_SMEM_MAX_FLOATS = 12288;
-// Threads below which a grid is small: about eight warps per SM of a large GPU (132 SMs), too few to
-// hide the loads' latency.
+// 16-byte vectors over the output (the threads of a wide configuration at one pixel each) below which a
+// grid is small: about eight warps per SM of a large GPU (132 SMs), too few to hide the loads' latency.
 constexpr int64_t DW_SMALL_GRID = 32768;
 // Most channels per group: ResNeXt's widest groups are 32 (64 leaves room for others).
 constexpr int GD_MAX_CG = 64;
@@ -336,15 +336,14 @@ const conv_config GD_CONFIGS[] = {
     {"nchw_r7", gd_nchw_run<7>, gd_nchw_supports},
 };
 
-// Untuned choice: the NHWC kernel for depthwise NHWC, with 4-byte vectors where 16-byte ones would
-// leave the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output), else with strips that
-// waste the fewest pixels (small planes: 2 x 2 tiles, which read each input vector for 4 outputs
-// instead of 1); the NCHW depthwise
-// kernel for depthwise NCHW planes that a tile leaves mostly empty or reads at stride 2, with bands
-// of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); else map quads where a group has
-// several maps, and the tile that fits the output plane (wide planes: 32 columns; 5x5 and 7x7
-// filters: 8 rows per thread, so each loaded value feeds more taps). A tile whose window does not fit
-// shared memory falls back to the smallest, which gd_supports checked.
+// Untuned choice: the NHWC kernel for depthwise NHWC, with 4-byte vectors where 16-byte ones would leave
+// the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output), else with strips that waste
+// the fewest pixels (small planes: 2 x 2 tiles, which read each input vector for 4 outputs instead of
+// 1); the NCHW depthwise kernel for depthwise NCHW planes that a tile leaves mostly empty or reads at
+// stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); else map quads
+// where a group has several maps, and the tile that fits the output plane (wide planes: 32 columns; 5x5
+// and 7x7 filters: 8 rows per thread, so each loaded value feeds more taps). A tile whose window does
+// not fit shared memory falls back to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
     if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p)) {
