@@ -16,8 +16,9 @@ The problem matrix runs each variant's default configuration; here every configu
     bias, ReLU and y dtypes; split-K within thread-block clusters (sm_90: the sums reduced through
     distributed shared memory) on the same problems and on uneven k-ranges over 7 and 3 blocks;
   - f32, f16 and bf16 inputs and outputs, bias + ReLU, stride, padding, dilation, rectangular filters;
-  - implicit_gemm_f16's wgmma configurations (Hopper, sm_90a) on every case above, and on problems of
-    many pixel tiles and k-tiles, so that the pipeline's stages wrap around several times.
+  - implicit_gemm_f16's wgmma configurations (Hopper, sm_90a) on every case above, on problems of
+    many pixel tiles and k-tiles, so that the pipeline's stages wrap around several times, and on a
+    reduction of a single k-tile.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound.
 """
 import numpy as np
@@ -139,8 +140,10 @@ def test_cluster_config_matches_oracle(variant, config, case_id, rng):
         pytest.skip(f"{variant}[{config}]: {e}")
 
 
-# Many pixel tiles and k-tiles: every stage reused several times, tiles cut at the image edges.
+# Many pixel tiles and k-tiles: every stage reused several times, tiles cut at the image edges; and one
+# k-tile (16 channels of a 1x1 filter), fewer than any pipeline's stages.
 WGMMA_CASES = dict(CASES, **{
+    "one_k_tile_f16": ConvCase(3, 16, 13, 11, 40, 1, 1, x_dtype="f16", y_dtype="f16", bias=True, **NHWC),
     "deep_nhwc_f16": ConvCase(4, 96, 17, 15, 160, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", bias=True,
                               epilogue="relu", **NHWC),
     "deep_nchw_bf16_strided": ConvCase(3, 72, 21, 19, 200, 3, 3, stride=(2, 1), padding=(1, 1), x_dtype="bf16",
