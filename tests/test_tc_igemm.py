@@ -34,7 +34,7 @@ VARIANTS = ["implicit_gemm_tf32", "implicit_gemm_f16"]
 PLAIN = ["tile128x128_s3", "tile128x64_s4", "tile64x128_s4", "tile64x64_s6", "tile128x32_s4"]
 SPLIT = ["tile64x64_s6_splitk", "tile128x64_s4_splitk"]
 CLUSTER = ["tile64x64_s6_cluster"]
-WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4", "wgmma128x256_s3",
+WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4", "wgmma128x256_s4",
          "wgmma64x64_s4", "wgmma64x64_s6"]  # implicit_gemm_f16 only (sm_90a)
 WGMMA_CLUSTER = ["wgmma64x64_s4_cluster"]
 
