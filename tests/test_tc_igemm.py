@@ -18,7 +18,11 @@ The problem matrix runs each variant's default configuration; here every configu
   - f32, f16 and bf16 inputs and outputs, bias + ReLU, stride, padding, dilation, rectangular filters;
   - implicit_gemm_f16's wgmma configurations (Hopper, sm_90a) on every case above, on problems of
     many pixel tiles and k-tiles, so that the pipeline's stages wrap around several times, and on a
-    reduction of a single k-tile.
+    reduction of a single k-tile;
+  - its TMA configurations (1x1 layers as plain GEMMs, operand tiles copied by tensor maps) on 1x1
+    problems whose pixels, maps and channels divide no tile (the maps' zero fill), channels of less than
+    one k-tile or of many (stages reused), operands in place and staged, both epilogues, every y dtype;
+    and their refusal of every other window, stride, padding and grouping.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound.
 """
 import numpy as np
@@ -37,6 +41,8 @@ CLUSTER = ["tile64x64_s6_cluster"]
 WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4", "wgmma128x256_s4",
          "wgmma64x64_s4", "wgmma64x64_s6"]  # implicit_gemm_f16 only (sm_90a)
 WGMMA_CLUSTER = ["wgmma64x64_s4_cluster"]
+# implicit_gemm_f16 only (sm_90a), 1x1 convolutions with stride 1, no padding and one group
+TMA = ["tma128x256_s4", "tma128x128_s4", "tma128x64_s4", "tma64x128_s4", "tma64x64_s4", "tma64x64_s6"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -166,6 +172,57 @@ def test_wgmma_config_matches_oracle(config, case_id, rng):
         pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
 
 
+# 1x1, stride 1, no padding, one group: P = B*H*W and M cut at every tile's edge; channels 8, 24 and 40
+# (one k-tile, mostly zero fill), 200 (a partial last k-tile), 1024 (16 k-tiles: each stage reused 2-4
+# times); x in place (NHWC in the operand dtype) and staged (NCHW, f32, 3 channels padded to 8).
+TMA_CASES = {
+    "ungrouped_nhwc_f16_1x1": CASES["ungrouped_nhwc_f16_1x1"],
+    "one_k_tile_f16": WGMMA_CASES["one_k_tile_f16"],
+    "c200_edges_f16_relu": ConvCase(3, 200, 13, 11, 136, 1, 1, x_dtype="f16", y_dtype="f16", bias=True,
+                                    epilogue="relu", **NHWC),
+    "c1024_deep_bf16_to_f32": ConvCase(2, 1024, 9, 10, 72, 1, 1, x_dtype="bf16", y_dtype="f32", bias=True, **NHWC),
+    "c8_nchw_register_store": ConvCase(2, 8, 15, 17, 40, 1, 1, x_dtype="f16", y_dtype="f16", x_layout="NHWC",
+                                       w_layout="MKKC", y_layout="NCHW"),
+    "c24_odd_maps_bf16": ConvCase(2, 24, 11, 13, 33, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True, **NHWC),
+    "c40_wide_maps_f16": ConvCase(4, 40, 16, 16, 264, 1, 1, x_dtype="f16", y_dtype="f32", epilogue="relu", **NHWC),
+    "c3_staged_nchw_f32": ConvCase(2, 3, 12, 11, 20, 1, 1, bias=True),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(TMA_CASES))
+@pytest.mark.parametrize("config", TMA)
+def test_tma_config_matches_oracle(config, case_id, rng):
+    """The TMA-fed GEMM on 1x1 layers. Skips only where wgmma cannot run (as above)."""
+    available("implicit_gemm_f16")
+    try:
+        check("implicit_gemm_f16", config, TMA_CASES[case_id], rng)
+    except ConvUnsupportedError as e:
+        if not arch_refused(e):
+            raise
+        pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
+
+
+# Everything but a 1x1 window at stride 1 without padding in one group.
+TMA_REFUSED = {
+    "3x3": CASES["two_pass_fp32_tile"].with_(groups=1),
+    "1x1_stride2": ConvCase(2, 16, 9, 9, 24, 1, 1, stride=(2, 2), x_dtype="f16", y_dtype="f16", **NHWC),
+    "1x1_padded": ConvCase(2, 16, 9, 9, 24, 1, 1, padding=(1, 0), x_dtype="f16", y_dtype="f16", **NHWC),
+    "1x1_groups2": ConvCase(2, 32, 9, 9, 24, 1, 1, groups=2, x_dtype="f16", y_dtype="f16", **NHWC),
+    "1x3": ConvCase(2, 16, 9, 9, 24, 1, 3, x_dtype="f16", y_dtype="f16", **NHWC),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(TMA_REFUSED))
+@pytest.mark.parametrize("config", TMA)
+def test_tma_config_refuses_other_windows(config, case_id):
+    available("implicit_gemm_f16")
+    case = TMA_REFUSED[case_id].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    with pytest.raises(ConvUnsupportedError, match="TMA configurations run 1x1 convolutions|compute capability 9.0|no sm_90a code"):
+        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+
+
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
@@ -191,7 +248,7 @@ def test_swept_configs_are_the_variants():
     for variant in VARIANTS:
         configs = variant_configs(variant)
         if configs:
-            wgmma = WGMMA + WGMMA_CLUSTER if variant == "implicit_gemm_f16" else []
+            wgmma = WGMMA + WGMMA_CLUSTER + TMA if variant == "implicit_gemm_f16" else []
             assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER + wgmma), variant
 
 

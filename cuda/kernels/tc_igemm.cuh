@@ -82,11 +82,13 @@ static inline int tc_chunk_elems(int dtype) { return 16 / (int)conv_dtype_size(d
 
 // A launch shape: BM pixels x BN maps per block, warps of WM x WN, STAGES tiles in the pipeline, rows of
 // ROW_CHUNKS 16-byte chunks (4: BK = 16 tf32 / 32 f16 values per tile; 8: twice that). WGMMA: the
-// Hopper kernel of tc_wgmma.cuh (its pipeline in dynamic shared memory), else the mma.sync kernels here.
-template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int ROW_CHUNKS_ = 4, bool WGMMA_ = false>
+// Hopper kernel of tc_wgmma.cuh (its pipeline in dynamic shared memory), else the mma.sync kernels here;
+// TMA: the wgmma GEMM of tc_wgmma_tma.cuh, fed by a producer warp's tensor-map copies (1x1 layers).
+template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int ROW_CHUNKS_ = 4, bool WGMMA_ = false,
+          bool TMA_ = false>
 struct TcShape {
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, ROW_CHUNKS = ROW_CHUNKS_;
-    static constexpr bool WGMMA = WGMMA_;
+    static constexpr bool WGMMA = WGMMA_, TMA = TMA_;
 };
 
 template <class Op_, class Shape>
@@ -95,7 +97,7 @@ struct TcTile {
     using T = typename Op::T;
     static constexpr int BM = Shape::BM, BN = Shape::BN, WM = Shape::WM, WN = Shape::WN;
     static constexpr int STAGES = Shape::STAGES, ROW_CHUNKS = Shape::ROW_CHUNKS;
-    static constexpr bool WGMMA = Shape::WGMMA;
+    static constexpr bool WGMMA = Shape::WGMMA, TMA = Shape::TMA;
     static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN, THREADS = 32 * WARPS_M * WARPS_N;
     static constexpr int VEC = 16 / (int)sizeof(T);  // elements per chunk
     static constexpr int ROW_BYTES = 16 * ROW_CHUNKS, BK = ROW_CHUNKS * VEC;
@@ -295,6 +297,14 @@ __device__ void tc_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::N
         }
 }
 
+// A barrier over the warps that hold the accumulators: the block, or (TMA tiles, whose producer warp
+// has left by the epilogue) named barrier 1 over the THREADS math threads.
+template <class Tile>
+__device__ __forceinline__ void tc_math_sync() {
+    if constexpr (Tile::TMA) asm volatile("bar.sync 1, %0;\n" ::"n"(Tile::THREADS) : "memory");
+    else __syncthreads();
+}
+
 // The staged epilogue's tile: ROWS rows of BN values of TY, each row padded by 16 bytes (so that the
 // fragments' 8 rows x 4 columns of a store fall in distinct banks), in the pipeline's shared memory;
 // ROWS is the most whole warp rows that fit (fp32 128 x 128 tiles go in two passes).
@@ -338,7 +348,7 @@ __device__ void tc_store_staged(const TcParams& p, const float (&acc)[Tile::MI][
                         }
                 }
         }
-        __syncthreads();  // the pass's rows are in the tile
+        tc_math_sync<Tile>();  // the pass's rows are in the tile
         for (int c = threadIdx.x; c < S::ROWS * S::CHUNKS; c += Tile::THREADS) {
             const int r = c / S::CHUNKS, chunk = c - r * S::CHUNKS;
             const int pixel = m0 + r0 + r, m = nb + chunk * S::VEC;
@@ -347,7 +357,7 @@ __device__ void tc_store_staged(const TcParams& p, const float (&acc)[Tile::MI][
             *reinterpret_cast<uint4*>(dst + (long long)pixel * p.M + m) =
                 *reinterpret_cast<const uint4*>(smem + r * S::ROW_BYTES + chunk * 16);
         }
-        __syncthreads();  // the tile is read before the next pass overwrites it
+        tc_math_sync<Tile>();  // the tile is read before the next pass overwrites it
     }
 }
 

@@ -27,6 +27,8 @@
 #include "split_k.cuh"
 #include "tc_igemm_kernel.cuh"
 #include "tc_staging.cuh"
+#include "tc_wgmma_tma.cuh"
+#include "tma_map.cuh"
 #include "conv_kernel_util.cuh"
 #include "tensor_core_check.cuh"
 
@@ -149,9 +151,49 @@ static inline int tc_check_aligned(const char* variant, const char* what, const 
                           "in place (NHWC / MKKC in the operand dtype)", variant, what, ptr);
 }
 
+// Launches the TMA GEMM (tc_wgmma_tma.cuh) of tile Tile on x (P x Cx) and w (M x K), as k says.
+template <class Tile>
+static int tc_launch_tma(const char* variant, const TcParams& k, cudaLaunchConfig_t config, int dtype) {
+    CUtensorMap x_map, w_map;
+    int status = tma_map_rows(&x_map, variant, k.x, dtype, k.P, k.Cx, Tile::BM);
+    if (status == CONV_OK) status = tma_map_rows(&w_map, variant, k.w, dtype, k.M, k.K, Tile::BN);
+    if (status != CONV_OK) return status;
+    const auto kernel = tc_wgmma_tma_kernel<Tile>;
+    config.blockDim = dim3(Tile::THREADS + 32);  // the math warpgroups, then the producer warp
+    config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>();
+    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)config.dynamicSmemBytes));
+    conv_note_launch("tc_wgmma_tma_kernel");
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map));
+    return CONV_OK;
+}
+
+// Launches tc_igemm_kernel of tile Tile as k and config say (its splits a cluster under cluster split-K).
 template <class Tile, TcSplit SPLIT>
-static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g, const void* x, const void* w,
-                     const conv_tensors* t, float* partial, cudaStream_t stream) {
+static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_t config) {
+    const auto kernel = tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
+    if constexpr (Tile::WGMMA) {  // the pipeline in dynamic shared memory, past the default 48 KB limit
+        config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>();
+        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)config.dynamicSmemBytes));
+    }
+    cudaLaunchAttribute cluster;
+    if constexpr (SPLIT == TC_SPLIT_CLUSTER) {
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = 1;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = (unsigned)g.splits;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+    }
+    conv_note_launch("tc_igemm_kernel");
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k));
+    return CONV_OK;
+}
+
+template <class Tile, TcSplit SPLIT>
+static int tc_launch(const char* variant, const conv_problem* p, const TcOperands& o, const TcGrid& g,
+                     const void* x, const void* w, const conv_tensors* t, float* partial, cudaStream_t stream) {
     TcParams k;
     k.x = x;
     k.w = w;
@@ -178,28 +220,16 @@ static int tc_launch(const conv_problem* p, const TcOperands& o, const TcGrid& g
     const size_t out_elem = partial ? sizeof(float) : conv_dtype_size(p->y_dtype);
     const uintptr_t out = partial ? (uintptr_t)partial : (uintptr_t)t->y;
     k.staged_store = (partial || k.y_nhwc) && (size_t)k.Mg * out_elem % 16 == 0 && out % 16 == 0;
-    const auto kernel = tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3((unsigned)g.m_tiles, (unsigned)g.n_tiles, (unsigned)g.splits);
     config.blockDim = dim3(Tile::THREADS);
     config.stream = stream;
-    if constexpr (Tile::WGMMA) {  // the pipeline in dynamic shared memory, past the default 48 KB limit
-        config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>();
-        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)config.dynamicSmemBytes));
+    if constexpr (Tile::TMA) {
+        return tc_launch_tma<Tile>(variant, k, config, o.dtype);
+    } else {
+        (void)variant;
+        return tc_launch_igemm<Tile, SPLIT>(k, g, config);
     }
-    cudaLaunchAttribute cluster;
-    if constexpr (SPLIT == TC_SPLIT_CLUSTER) {
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = 1;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = (unsigned)g.splits;
-        config.attrs = &cluster;
-        config.numAttrs = 1;
-    }
-    conv_note_launch("tc_igemm_kernel");
-    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k));
-    return CONV_OK;
 }
 
 // The conv_run_fn of configuration (Shape, SPLIT) of a family: stages x and w where needed, runs the
@@ -241,7 +271,7 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         if (status == CONV_OK && count) status = tc_stage_channels_last(copies, count, p->x_dtype, o.dtype, stream);
         if (status != CONV_OK) return status;
         float* partial = partials ? reinterpret_cast<float*>(ws + o.xs_bytes + o.ws_bytes) : nullptr;
-        status = tc_launch<Tile, SPLIT>(p, o, g, x, w, t, partial, stream);
+        status = tc_launch<Tile, SPLIT>(Family::NAME, p, o, g, x, w, t, partial, stream);
         if (status != CONV_OK || !partial) return status;
         return conv_split_k_reduce(p, partial, g.splits, p->bias ? t->bias : nullptr, t->y, stream);
     });
@@ -274,6 +304,18 @@ static int tc_config_supports(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
                               (long long)(g.m_tiles * g.n_tiles), g.k_tiles);
+    if constexpr (Shape::TMA) {
+        if (p->KH != 1 || p->KW != 1 || p->stride_h != 1 || p->stride_w != 1 || p->pad_h || p->pad_w ||
+            p->groups != 1)
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "%s: the TMA configurations run 1x1 convolutions with stride 1, no padding and one "
+                                  "group (x as a plain pixels x channels matrix); this is %lldx%lld, stride %lldx%lld, "
+                                  "padding %lldx%lld, %lld groups", Family::NAME, (long long)p->KH, (long long)p->KW,
+                                  (long long)p->stride_h, (long long)p->stride_w, (long long)p->pad_h,
+                                  (long long)p->pad_w, (long long)p->groups);
+        const int status = tma_check_driver(Family::NAME);
+        if (status != CONV_OK) return status;
+    }
     if constexpr (Shape::WGMMA) {
         static ConvDeviceMask passed{0};
         const int status = conv_check_sm90a(Family::NAME, passed);
@@ -314,6 +356,14 @@ using TcWgmma64x128 = TcWgmmaShape<64, 128, 4>;
 using TcWgmma128x256 = TcWgmmaShape<128, 256, 4>;
 using TcWgmma64x64 = TcWgmmaShape<64, 64, 4>;
 using TcWgmma64x64s6 = TcWgmmaShape<64, 64, 6>;
+// TMA-fed wgmma (1x1 layers, tc_wgmma_tma.cuh): the same tiles plus a producer warp, every stage filling
+// ahead of the math.
+using TcTma128x256 = TcTmaShape<128, 256, 4>;
+using TcTma128x128 = TcTmaShape<128, 128, 4>;
+using TcTma128x64 = TcTmaShape<128, 64, 4>;
+using TcTma64x128 = TcTmaShape<64, 128, 4>;
+using TcTma64x64 = TcTmaShape<64, 64, 4>;
+using TcTma64x64s6 = TcTmaShape<64, 64, 6>;
 
 // Configuration (Shape, SPLIT) of a family, under `name`.
 template <class Family, class Shape, TcSplit SPLIT>
@@ -339,6 +389,12 @@ struct TcVariant {
     static constexpr const char* WGMMA_64x64 = "wgmma64x64_s4";
     static constexpr const char* WGMMA_64x64s6 = "wgmma64x64_s6";
     static constexpr const char* WGMMA_CLUSTER_64x64 = "wgmma64x64_s4_cluster";
+    static constexpr const char* TMA_128x256 = "tma128x256_s4";
+    static constexpr const char* TMA_128x128 = "tma128x128_s4";
+    static constexpr const char* TMA_128x64 = "tma128x64_s4";
+    static constexpr const char* TMA_64x128 = "tma64x128_s4";
+    static constexpr const char* TMA_64x64 = "tma64x64_s4";
+    static constexpr const char* TMA_64x64s6 = "tma64x64_s6";
 
     // The mma.sync configurations, then (Family::WGMMA) the wgmma ones.
     static constexpr conv_config MMA_SYNC[] = {
@@ -353,7 +409,7 @@ struct TcVariant {
     };
     // An explicit bound: sizeof(WGMMA) would instantiate the initializer (the wgmma kernels) for the tf32
     // family too.
-    static constexpr int NUM_WGMMA = 8;
+    static constexpr int NUM_WGMMA = 14;
     static constexpr conv_config WGMMA[NUM_WGMMA] = {
         tc_config<Family, TcWgmma128x128, TC_WHOLE_K>(WGMMA_128x128),
         tc_config<Family, TcWgmma128x64, TC_WHOLE_K>(WGMMA_128x64),
@@ -363,6 +419,12 @@ struct TcVariant {
         tc_config<Family, TcWgmma64x64, TC_WHOLE_K>(WGMMA_64x64),
         tc_config<Family, TcWgmma64x64s6, TC_WHOLE_K>(WGMMA_64x64s6),
         tc_config<Family, TcWgmma64x64, TC_SPLIT_CLUSTER>(WGMMA_CLUSTER_64x64),
+        tc_config<Family, TcTma128x256, TC_WHOLE_K>(TMA_128x256),
+        tc_config<Family, TcTma128x128, TC_WHOLE_K>(TMA_128x128),
+        tc_config<Family, TcTma128x64, TC_WHOLE_K>(TMA_128x64),
+        tc_config<Family, TcTma64x128, TC_WHOLE_K>(TMA_64x128),
+        tc_config<Family, TcTma64x64, TC_WHOLE_K>(TMA_64x64),
+        tc_config<Family, TcTma64x64s6, TC_WHOLE_K>(TMA_64x64s6),
     };
     static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
     static constexpr int NUM_CONFIGS = NUM_MMA_SYNC + (Family::WGMMA ? NUM_WGMMA : 0);

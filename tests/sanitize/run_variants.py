@@ -24,6 +24,7 @@ SHAPES = [  # x shape, w shape, stride, padding, dilation
     ((2, 2, 14, 17), (32, 2, 3, 3), 1, 0, 1),
     ((2, 3, 20, 31), (6, 3, 7, 5), (1, 2), (3, 1), 1),
     ((1, 256, 7, 7), (64, 256, 3, 3), 1, 1, 1),  # one tile of output, K = 2304: split-K
+    ((2, 40, 9, 11), (24, 40, 1, 1), 1, 0, 1),  # 1x1: the TMA configurations' GEMM, tiles cut on every side
 ]
 
 # The LeNet layers with their fused ReLU + max-pool (x shape, w shape, pool), unpadded as in the network.

@@ -1,0 +1,114 @@
+// tc_wgmma_tma.cuh — the Hopper GEMM for 1x1 convolutions (stride 1, no padding, one group, sm_90a):
+// wgmma as in tc_wgmma.cuh, its operand tiles copied by the tensor memory accelerator (TMA) from a
+// producer warp, the math warpgroups released stage by stage through mbarriers.
+//   Why a kernel of its own: with a 1x1 window, stride 1 and no padding, x in NHWC is the GEMM's A as it
+//   lies in memory, a P x C matrix (P = B*H*W pixels), and w (M, 1, 1, C) is B, an M x C one. Each k-tile
+//   of either is then one rectangular box of a 2-D tensor map: one TMA instruction per operand per stage,
+//   issued by one thread, instead of tc_igemm.cuh's im2col gather, where every thread issues 16-byte
+//   cp.async copies with their own address and bounds arithmetic between the barrier and the next wgmma.
+//   The maps use the 128-byte swizzle, which writes exactly the layout the wgmma descriptors read
+//   (TcTile::offset with 8-chunk rows), and fill zeros outside the tensor: pixels >= P, maps >= M and
+//   channels >= C need no guards.
+//   Block: BM / 64 math warpgroups (tc_wgmma_mainloop's tiles and accumulator layout), then one producer
+//   warp. Pipeline: STAGES stages, all of them filling ahead of the math. full[s]: the producer's
+//   arrival with the stage's byte count, completed by the two copies; empty[s]: one arrival per math warp
+//   once the wgmma batch that read stage s is done (wgmma.wait_group 1 in the next k-tile), which lets
+//   the producer refill it. The producer leaves after its last copy, so the epilogue synchronises the
+//   math warps only (tc_math_sync).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (the type only: the maps are encoded on the host, tma_map.cuh)
+
+#include "hopper_sync.cuh"
+#include "tc_igemm_kernel.cuh"
+
+// A launch shape: BM pixels (a warpgroup per 64) x BN maps (64, 128 or 256), STAGES stages.
+template <int BM, int BN, int STAGES>
+using TcTmaShape = TcShape<BM, BN, 16, BN, STAGES, 8, true, true>;
+
+// The pipeline's barriers (static shared memory, beside the stages in dynamic shared memory).
+template <class Tile>
+struct TcTmaBarriers {
+    uint64_t full[Tile::STAGES], empty[Tile::STAGES];
+};
+
+// The producer (one thread): k-tile t of x's pixel rows m0.. and w's map rows nb.. into stage t % STAGES,
+// once the math warps have released that stage's previous tile.
+template <class Tile>
+__device__ __forceinline__ void tc_tma_produce(const void* x_map, const void* w_map, unsigned char* smem,
+                                               TcTmaBarriers<Tile>& bars, int m0, int nb, int nk) {
+    constexpr int S = Tile::STAGES;
+    for (int t = 0; t < nk; ++t) {
+        const int s = t % S;
+        if (t >= S) mbar_wait(&bars.empty[s], (t / S - 1) & 1);
+        unsigned char* stage = smem + s * Tile::STAGE_BYTES;
+        // The boxes' bytes, zero-filled parts included: TMA always writes a whole box.
+        mbar_arrive_expect_tx(&bars.full[s], Tile::STAGE_BYTES);
+        tma_load_2d(stage, x_map, &bars.full[s], t * Tile::BK, m0);
+        tma_load_2d(stage + Tile::A_BYTES, w_map, &bars.full[s], t * Tile::BK, nb);
+    }
+}
+
+// The math warps: acc = the block's tile over nk k-tiles, as tc_wgmma_mainloop's contract (returns with
+// every wgmma done; the stages are free for the epilogue once every math warp has returned).
+template <class Tile>
+__device__ __forceinline__ void tc_tma_consume(unsigned char* smem, TcTmaBarriers<Tile>& bars,
+                                               float (&acc)[Tile::MI][Tile::NJ][4], int nk, int wg, int lane) {
+    constexpr int S = Tile::STAGES;
+    constexpr bool BF16 = Tile::Op::DTYPE == CONV_BF16;
+    float(&d)[Tile::BN / 2] = reinterpret_cast<float(&)[Tile::BN / 2]>(acc);
+    mma_zero(acc);
+    for (int t = 0; t < nk; ++t) {
+        const int s = t % S;
+        mbar_wait(&bars.full[s], (t / S) & 1);
+        const unsigned char* stage = smem + s * Tile::STAGE_BYTES;
+        const uint64_t desc_a = wgmma_desc_sw128(stage + wg * 64 * Tile::ROW_BYTES);
+        const uint64_t desc_b = wgmma_desc_sw128(stage + Tile::A_BYTES);
+        wgmma_pin(d);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < Tile::ROW_CHUNKS / 2; ++ks)
+            wgmma_m64k16<Tile::BN, BF16>(d, desc_a + 2 * ks, desc_b + 2 * ks);
+        wgmma_commit();
+        wgmma_wait<1>();  // tile t - 1's batch is done: its stage may be refilled
+        wgmma_pin(d);
+        if (t > 0 && lane == 0) mbar_arrive(&bars.empty[(t - 1) % S]);
+    }
+    wgmma_wait<0>();
+    wgmma_pin(d);
+}
+
+// Block (x, y) of a grid (pixel tiles, map tiles): the GEMM of x_map (P x C) and w_map (M x C), then the
+// epilogue. Empty where the build lacks sm_90a code (the host checks before it launches).
+template <class Tile>
+__global__ void __launch_bounds__(Tile::THREADS + 32)
+    tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map) {
+#ifdef CONV_WGMMA
+    static_assert(Tile::WGMMA && Tile::TMA && Tile::MI == 1 && Tile::BM % 64 == 0 && Tile::ROW_CHUNKS == 8,
+                  "warpgroups of 64 rows, warp tiles of 16 x BN, 128-byte rows (the swizzle's span)");
+    unsigned char* smem = tc_pipeline_smem<Tile>();
+    __shared__ TcTmaBarriers<Tile> bars;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const TcBlock blk = tc_block<Tile>(p);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < Tile::STAGES; ++s) {
+            mbar_init(&bars.full[s], 1);
+            mbar_init(&bars.empty[s], Tile::THREADS / 32);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+    if (warp == Tile::THREADS / 32) {  // the producer warp: one thread issues every copy, then all leave
+        if (lane == 0) tc_tma_produce<Tile>(&x_map, &w_map, smem, bars, blk.m0, blk.nb, p.k_tiles);
+        return;
+    }
+    float acc[Tile::MI][Tile::NJ][4];
+    tc_tma_consume<Tile>(smem, bars, acc, p.k_tiles, warp / 4, lane);
+    tc_math_sync<Tile>();  // every math warp is done with the stages before the epilogue reuses them
+    tc_with_y_type(p.y_dtype, [&](auto ty) {
+        tc_epilogue<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, warp * 16, 0, lane);
+    });
+#else
+    (void)p; (void)x_map; (void)w_map;
+#endif
+}
