@@ -19,10 +19,11 @@ The problem matrix runs each variant's default configuration; here every configu
   - implicit_gemm_f16's wgmma configurations (Hopper, sm_90a) on every case above, on problems of
     many pixel tiles and k-tiles, so that the pipeline's stages wrap around several times, and on a
     reduction of a single k-tile;
-  - its TMA configurations (1x1 layers as plain GEMMs, operand tiles copied by tensor maps) on 1x1
-    problems whose pixels, maps and channels divide no tile (the maps' zero fill), channels of less than
-    one k-tile or of many (stages reused), operands in place and staged, both epilogues, every y dtype;
-    and their refusal of every other window, stride, padding and grouping.
+  - its TMA configurations (operand tiles copied by tensor maps: 1x1 layers as plain GEMMs, the rest
+    through im2col maps) on every ungrouped case above and on layers whose pixels, maps and channels
+    divide no tile (the maps' zero fill), channels of less than one k-tile or of many (stages reused),
+    padding, stride, dilation and windows of every kind, operands in place and staged, both epilogues,
+    every y dtype; and their refusal of what the maps cannot describe.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound.
 """
 import numpy as np
@@ -172,12 +173,13 @@ def test_wgmma_config_matches_oracle(config, case_id, rng):
         pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
 
 
-# 1x1, stride 1, no padding, one group: P = B*H*W and M cut at every tile's edge; channels 8, 24 and 40
-# (one k-tile, mostly zero fill), 200 (a partial last k-tile), 1024 (16 k-tiles: each stage reused 2-4
-# times); x in place (NHWC in the operand dtype) and staged (NCHW, f32, 3 channels padded to 8).
-TMA_CASES = {
-    "ungrouped_nhwc_f16_1x1": CASES["ungrouped_nhwc_f16_1x1"],
-    "one_k_tile_f16": WGMMA_CASES["one_k_tile_f16"],
+# The TMA configurations run every ungrouped case above, and layers that reach the corners of their two
+# x maps: 1x1 at stride 1 without padding (the pixels x channels matrix) with pixels and maps cut at every
+# tile's edge, channels 8, 24 and 40 (one k-tile, mostly zero fill), 200 (a partial last k-tile per tap)
+# and 1024 (16 k-tiles: each stage reused 2-4 times); every other window through the im2col map: padding,
+# stride and dilation different along H and W, rectangular and even windows, 1x1 at stride 2, a 7x7
+# stride-2 stem on 3 channels staged from NCHW fp32, columns of pixels that cross rows and images.
+TMA_CASES = dict({k: c for k, c in WGMMA_CASES.items() if c.groups == 1}, **{
     "c200_edges_f16_relu": ConvCase(3, 200, 13, 11, 136, 1, 1, x_dtype="f16", y_dtype="f16", bias=True,
                                     epilogue="relu", **NHWC),
     "c1024_deep_bf16_to_f32": ConvCase(2, 1024, 9, 10, 72, 1, 1, x_dtype="bf16", y_dtype="f32", bias=True, **NHWC),
@@ -186,14 +188,24 @@ TMA_CASES = {
     "c24_odd_maps_bf16": ConvCase(2, 24, 11, 13, 33, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True, **NHWC),
     "c40_wide_maps_f16": ConvCase(4, 40, 16, 16, 264, 1, 1, x_dtype="f16", y_dtype="f32", epilogue="relu", **NHWC),
     "c3_staged_nchw_f32": ConvCase(2, 3, 12, 11, 20, 1, 1, bias=True),
-}
+    "im2col_3x3_c200_f16": ConvCase(3, 200, 9, 9, 136, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
+                                    bias=True, epilogue="relu", **NHWC),
+    "im2col_rect_dilated_strided_bf16": ConvCase(2, 40, 17, 15, 72, 3, 5, stride=(1, 2), padding=(2, 1),
+                                                 dilation=(2, 1), x_dtype="bf16", y_dtype="f32", bias=True, **NHWC),
+    "im2col_even_window_asym_stride": ConvCase(2, 16, 14, 19, 24, 4, 2, stride=(3, 1), padding=(1, 0),
+                                               x_dtype="f16", y_dtype="f16", **NHWC),
+    "im2col_1x1_stride2": ConvCase(3, 48, 14, 13, 80, 1, 1, stride=(2, 2), x_dtype="f16", y_dtype="f16", **NHWC),
+    "im2col_7x7_stem_nchw_f32": ConvCase(2, 3, 29, 31, 64, 7, 7, stride=(2, 2), padding=(3, 3), bias=True),
+    "im2col_many_tiles_f16": ConvCase(8, 64, 28, 28, 256, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
+                                      bias=True, **NHWC),
+})
 
 
 @requires_gpu
 @pytest.mark.parametrize("case_id", list(TMA_CASES))
 @pytest.mark.parametrize("config", TMA)
 def test_tma_config_matches_oracle(config, case_id, rng):
-    """The TMA-fed GEMM on 1x1 layers. Skips only where wgmma cannot run (as above)."""
+    """The TMA-fed GEMM. Skips only where wgmma cannot run (as above)."""
     available("implicit_gemm_f16")
     try:
         check("implicit_gemm_f16", config, TMA_CASES[case_id], rng)
@@ -203,23 +215,28 @@ def test_tma_config_matches_oracle(config, case_id, rng):
         pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
 
 
-# Everything but a 1x1 window at stride 1 without padding in one group.
+# What the TMA configurations refuse, and the refusal's words: grouped layers (one GEMM only), strides past
+# the im2col map's 8, windows whose extent less the padding passes the map's 128-pixel corners.
 TMA_REFUSED = {
-    "3x3": CASES["two_pass_fp32_tile"].with_(groups=1),
-    "1x1_stride2": ConvCase(2, 16, 9, 9, 24, 1, 1, stride=(2, 2), x_dtype="f16", y_dtype="f16", **NHWC),
-    "1x1_padded": ConvCase(2, 16, 9, 9, 24, 1, 1, padding=(1, 0), x_dtype="f16", y_dtype="f16", **NHWC),
-    "1x1_groups2": ConvCase(2, 32, 9, 9, 24, 1, 1, groups=2, x_dtype="f16", y_dtype="f16", **NHWC),
-    "1x3": ConvCase(2, 16, 9, 9, 24, 1, 3, x_dtype="f16", y_dtype="f16", **NHWC),
+    "3x3_groups2": (CASES["two_pass_fp32_tile"], "ungrouped convolutions"),
+    "1x1_groups2": (ConvCase(2, 32, 9, 9, 24, 1, 1, groups=2, x_dtype="f16", y_dtype="f16", **NHWC),
+                    "ungrouped convolutions"),
+    "depthwise": (CASES["depthwise"], "ungrouped convolutions"),
+    "stride9": (ConvCase(1, 16, 40, 40, 8, 1, 1, stride=(9, 9), x_dtype="f16", y_dtype="f16", **NHWC),
+                "at most 8 pixels"),
+    "dilation70": (ConvCase(1, 16, 150, 9, 8, 3, 1, dilation=(70, 1), x_dtype="f16", y_dtype="f16", **NHWC),
+                   "im2col box"),
 }
 
 
 @requires_gpu
 @pytest.mark.parametrize("case_id", list(TMA_REFUSED))
 @pytest.mark.parametrize("config", TMA)
-def test_tma_config_refuses_other_windows(config, case_id):
+def test_tma_config_refuses_what_its_maps_cannot_describe(config, case_id):
     available("implicit_gemm_f16")
-    case = TMA_REFUSED[case_id].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
-    with pytest.raises(ConvUnsupportedError, match="TMA configurations run 1x1 convolutions|compute capability 9.0|no sm_90a code"):
+    case, words = TMA_REFUSED[case_id]
+    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    with pytest.raises(ConvUnsupportedError, match=f"{words}|compute capability 9.0|no sm_90a code"):
         pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
 
 

@@ -1,7 +1,7 @@
 // hopper_sync.cuh — Hopper's asynchronous copies and their barriers, for the TMA-fed wgmma GEMM
 // (tc_wgmma_tma.cuh): shared-memory mbarriers (arrive, expect a byte count, wait for a phase), the tensor
-// memory accelerator's 2-D tile copy that completes on such a barrier. Like wgmma.cuh, everything here is
-// empty unless compiled for sm_90a (CONV_WGMMA): its only user is a wgmma kernel.
+// memory accelerator's tile and im2col copies that complete on such a barrier. Like wgmma.cuh,
+// everything here is empty unless compiled for sm_90a (CONV_WGMMA): its only user is a wgmma kernel.
 //   An mbarrier counts arrivals and, after expect_tx, bytes; when both reach zero its phase completes
 //   and the count starts over. Waiting names the parity of the phase waited for: a barrier starts in
 //   phase 0, so the k-th use (k = 0, 1, ...) of a barrier completes phase k, parity k & 1.
@@ -65,17 +65,45 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
 #endif
 }
 
-// The tile of a 2-D tensor map at element coordinates (inner, outer) into shared memory at dst, in the
-// map's swizzle, with zeros where it lies outside the tensor; its bytes complete_tx on `bar`. `map`: a
-// __grid_constant__ kernel parameter (or global memory).
-__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, uint64_t* bar, int inner, int outer) {
+// The tile of a 2-D or 3-D tensor map at element coordinates (innermost first) into shared memory at dst,
+// in the map's swizzle, with zeros where it lies outside the tensor; its bytes complete_tx on `bar`.
+// `map`: a __grid_constant__ kernel parameter (or global memory).
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, uint64_t* bar, int c0, int c1) {
 #ifdef CONV_WGMMA
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
         "[%2];\n" ::"r"(smem_address(dst)),
-        "l"(map), "r"(smem_address(bar)), "r"(inner), "r"(outer)
+        "l"(map), "r"(smem_address(bar)), "r"(c0), "r"(c1)
         : "memory");
 #else
-    (void)dst; (void)map; (void)bar; (void)inner; (void)outer;
+    (void)dst; (void)map; (void)bar; (void)c0; (void)c1;
+#endif
+}
+
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* map, uint64_t* bar, int c0, int c1, int c2) {
+#ifdef CONV_WGMMA
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+        "[%2];\n" ::"r"(smem_address(dst)),
+        "l"(map), "r"(smem_address(bar)), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+#else
+    (void)dst; (void)map; (void)bar; (void)c0; (void)c1; (void)c2;
+#endif
+}
+
+// An im2col column of a 4-D (N, H, W, C) tensor map: channels c.. of the map's pixels-per-column pixels,
+// the first at (n, h + off_h, w + off_w), the next ones stepping through the map's bounding box (shifted by
+// the offsets) at its traversal strides, W fastest, then H, then N; zeros outside the tensor.
+__device__ __forceinline__ void tma_load_im2col(void* dst, const void* map, uint64_t* bar, int c, int w, int h, int n,
+                                                unsigned short off_w, unsigned short off_h) {
+#ifdef CONV_WGMMA
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+        "%6}], [%2], {%7, %8};\n" ::"r"(smem_address(dst)),
+        "l"(map), "r"(smem_address(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(off_w), "h"(off_h)
+        : "memory");
+#else
+    (void)dst; (void)map; (void)bar; (void)c; (void)w; (void)h; (void)n; (void)off_w; (void)off_h;
 #endif
 }

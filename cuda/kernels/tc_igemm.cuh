@@ -131,6 +131,7 @@ struct TcParams {
     const void* bias;              // M values of y_dtype, or NULL
     int y_dtype;
     bool y_nhwc, relu;
+    bool x_im2col;      // TMA tiles: x through an im2col map (else a 1x1 layer's pixels x channels matrix)
     bool staged_store;  // rows of y (or partial) are whole aligned 16-byte chunks: tc_store_staged
     float* partial;     // split-K: raw sums as fp32 [splits][P][M] instead of y; NULL otherwise
 };

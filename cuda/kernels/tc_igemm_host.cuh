@@ -96,7 +96,8 @@ static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, TcSplit split)
     TcGrid g;
     const int64_t P = p->B * conv_out_h(p) * conv_out_w(p), K = p->KH * p->KW * o.Cp;
     const int64_t bk = Shape::ROW_CHUNKS * tc_chunk_elems(o.dtype);
-    g.k_tiles = (int)((K + bk - 1) / bk);
+    // TMA tiles copy one tap per k-tile (tc_wgmma_tma.cuh): the channels' tiles, per tap.
+    g.k_tiles = Shape::TMA ? (int)(p->KH * p->KW * ((o.Cp + bk - 1) / bk)) : (int)((K + bk - 1) / bk);
     g.m_tiles = (P + Shape::BM - 1) / Shape::BM;
     g.group_tiles = (o.Mg + Shape::BN - 1) / Shape::BN;
     g.n_tiles = o.gemms * g.group_tiles;
@@ -151,12 +152,21 @@ static inline int tc_check_aligned(const char* variant, const char* what, const 
                           "in place (NHWC / MKKC in the operand dtype)", variant, what, ptr);
 }
 
-// Launches the TMA GEMM (tc_wgmma_tma.cuh) of tile Tile on x (P x Cx) and w (M x K), as k says.
+// Whether a TMA tile reads x through an im2col map: every layer but a 1x1 window at stride 1 without
+// padding, whose x is a plain pixels x channels matrix.
+static inline bool tc_tma_im2col(const conv_problem* p) {
+    return p->KH != 1 || p->KW != 1 || p->stride_h != 1 || p->stride_w != 1 || p->pad_h || p->pad_w;
+}
+
+// Launches the TMA GEMM (tc_wgmma_tma.cuh) of tile Tile on x (B, H, W, Cx) and w (M, KH, KW, Cp), as k says.
 template <class Tile>
-static int tc_launch_tma(const char* variant, const TcParams& k, cudaLaunchConfig_t config, int dtype) {
+static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k, cudaLaunchConfig_t config,
+                         int dtype) {
     CUtensorMap x_map, w_map;
-    int status = tma_map_rows(&x_map, variant, k.x, dtype, k.P, k.Cx, Tile::BM);
-    if (status == CONV_OK) status = tma_map_rows(&w_map, variant, k.w, dtype, k.M, k.K, Tile::BN);
+    k.x_im2col = tc_tma_im2col(p);
+    int status = k.x_im2col ? tma_map_im2col(&x_map, variant, k.x, dtype, p, k.Cx, Tile::BM)
+                            : tma_map_rows(&x_map, variant, k.x, dtype, k.P, k.Cx, Tile::BM);
+    if (status == CONV_OK) status = tma_map_filters(&w_map, variant, k.w, dtype, k.M, p->KH * p->KW, k.Cp, Tile::BN);
     if (status != CONV_OK) return status;
     const auto kernel = tc_wgmma_tma_kernel<Tile>;
     config.blockDim = dim3(Tile::THREADS + 32);  // the math warpgroups, then the producer warp
@@ -215,6 +225,7 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     k.y_dtype = p->y_dtype;
     k.y_nhwc = p->y_layout == CONV_NHWC;
     k.relu = p->epilogue == CONV_EPILOGUE_RELU;
+    k.x_im2col = false;
     k.partial = partial;
     // Rows of y (NHWC) or of the partials, and each group's first map, start on 16-byte boundaries.
     const size_t out_elem = partial ? sizeof(float) : conv_dtype_size(p->y_dtype);
@@ -225,7 +236,7 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     config.blockDim = dim3(Tile::THREADS);
     config.stream = stream;
     if constexpr (Tile::TMA) {
-        return tc_launch_tma<Tile>(variant, k, config, o.dtype);
+        return tc_launch_tma<Tile>(variant, p, k, config, o.dtype);
     } else {
         (void)variant;
         return tc_launch_igemm<Tile, SPLIT>(k, g, config);
@@ -305,15 +316,12 @@ static int tc_config_supports(const conv_problem* p) {
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
                               (long long)(g.m_tiles * g.n_tiles), g.k_tiles);
     if constexpr (Shape::TMA) {
-        if (p->KH != 1 || p->KW != 1 || p->stride_h != 1 || p->stride_w != 1 || p->pad_h || p->pad_w ||
-            p->groups != 1)
+        if (p->groups != 1)
             return conv_set_error(CONV_ERR_UNSUPPORTED,
-                                  "%s: the TMA configurations run 1x1 convolutions with stride 1, no padding and one "
-                                  "group (x as a plain pixels x channels matrix); this is %lldx%lld, stride %lldx%lld, "
-                                  "padding %lldx%lld, %lld groups", Family::NAME, (long long)p->KH, (long long)p->KW,
-                                  (long long)p->stride_h, (long long)p->stride_w, (long long)p->pad_h,
-                                  (long long)p->pad_w, (long long)p->groups);
-        const int status = tma_check_driver(Family::NAME);
+                                  "%s: the TMA configurations run ungrouped convolutions (one GEMM); this one has %lld "
+                                  "groups", Family::NAME, (long long)p->groups);
+        int status = tma_check_driver(Family::NAME);
+        if (status == CONV_OK && tc_tma_im2col(p)) status = tma_im2col_supports(Family::NAME, p);
         if (status != CONV_OK) return status;
     }
     if constexpr (Shape::WGMMA) {
@@ -356,8 +364,8 @@ using TcWgmma64x128 = TcWgmmaShape<64, 128, 4>;
 using TcWgmma128x256 = TcWgmmaShape<128, 256, 4>;
 using TcWgmma64x64 = TcWgmmaShape<64, 64, 4>;
 using TcWgmma64x64s6 = TcWgmmaShape<64, 64, 6>;
-// TMA-fed wgmma (1x1 layers, tc_wgmma_tma.cuh): the same tiles plus a producer warp, every stage filling
-// ahead of the math.
+// TMA-fed wgmma (ungrouped layers, tc_wgmma_tma.cuh): the same tiles plus a producer warp, every stage
+// filling ahead of the math.
 using TcTma128x256 = TcTmaShape<128, 256, 4>;
 using TcTma128x128 = TcTmaShape<128, 128, 4>;
 using TcTma128x64 = TcTmaShape<128, 64, 4>;

@@ -1,14 +1,17 @@
-// tc_wgmma_tma.cuh — the Hopper GEMM for 1x1 convolutions (stride 1, no padding, one group, sm_90a):
-// wgmma as in tc_wgmma.cuh, its operand tiles copied by the tensor memory accelerator (TMA) from a
-// producer warp, the math warpgroups released stage by stage through mbarriers.
-//   Why a kernel of its own: with a 1x1 window, stride 1 and no padding, x in NHWC is the GEMM's A as it
-//   lies in memory, a P x C matrix (P = B*H*W pixels), and w (M, 1, 1, C) is B, an M x C one. Each k-tile
-//   of either is then one rectangular box of a 2-D tensor map: one TMA instruction per operand per stage,
-//   issued by one thread, instead of tc_igemm.cuh's im2col gather, where every thread issues 16-byte
-//   cp.async copies with their own address and bounds arithmetic between the barrier and the next wgmma.
+// tc_wgmma_tma.cuh — the Hopper GEMM fed by the tensor memory accelerator (ungrouped layers, sm_90a):
+// wgmma as in tc_wgmma.cuh, its operand tiles copied by TMA from a producer warp, the math warpgroups
+// released stage by stage through mbarriers.
+//   Why a kernel of its own: tc_igemm.cuh's im2col gather has every thread issue 16-byte cp.async copies
+//   with their own address and bounds arithmetic between the barrier and the next wgmma. Here one thread
+//   issues one copy per operand per stage, and the TMA unit does the address arithmetic:
+//     - x: for a 1x1 window at stride 1 without padding, NHWC x is the GEMM's A as it lies in memory, a
+//       P x C' matrix (P = B*H*W pixels), read in boxes of a tiled map; for any other window, an im2col
+//       map gathers BM output pixels' inputs for one tap (kh, kw) and 64 channels, padding, stride,
+//       dilation and the image edges included (tma_map.cuh);
+//     - w (M, KH, KW, C'): a 3-D map's box of BN maps, one tap, 64 channels.
 //   The maps use the 128-byte swizzle, which writes exactly the layout the wgmma descriptors read
-//   (TcTile::offset with 8-chunk rows), and fill zeros outside the tensor: pixels >= P, maps >= M and
-//   channels >= C need no guards.
+//   (TcTile::offset with 8-chunk rows), and fill zeros outside the tensor: pixels >= P, maps >= M,
+//   channels >= C' and padding need no guards.
 //   Block: BM / 64 math warpgroups (tc_wgmma_mainloop's tiles and accumulator layout), then one producer
 //   warp. Pipeline: STAGES stages, all of them filling ahead of the math. full[s]: the producer's
 //   arrival with the stage's byte count, completed by the two copies; empty[s]: one arrival per math warp
@@ -32,20 +35,35 @@ struct TcTmaBarriers {
     uint64_t full[Tile::STAGES], empty[Tile::STAGES];
 };
 
-// The producer (one thread): k-tile t of x's pixel rows m0.. and w's map rows nb.. into stage t % STAGES,
-// once the math warps have released that stage's previous tile.
+// The producer (one thread): k-tile t into stage t % STAGES, once the math warps have released that
+// stage's previous tile. k-tiles run over the taps (kh, kw), and within a tap over 64-channel ranges c
+// (BK channels; the last range's channels past C' read zeros from both maps): x's column of BM output pixels
+// from m0 for that tap and range, w's box of BN maps from nb.
 template <class Tile>
-__device__ __forceinline__ void tc_tma_produce(const void* x_map, const void* w_map, unsigned char* smem,
-                                               TcTmaBarriers<Tile>& bars, int m0, int nb, int nk) {
+__device__ __forceinline__ void tc_tma_produce(const TcParams& p, const void* x_map, const void* w_map,
+                                               unsigned char* smem, TcTmaBarriers<Tile>& bars, int m0, int nb) {
     constexpr int S = Tile::STAGES;
-    for (int t = 0; t < nk; ++t) {
+    // The window corner of output pixel m0 (image n, row oh, column ow): the im2col column's start.
+    const int n = m0 / p.OHW, r = m0 - n * p.OHW, oh = r / p.OW, ow = r - oh * p.OW;
+    const int h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+    const int c_tiles = (p.Cp + Tile::BK - 1) / Tile::BK;
+    int c = 0, kh = 0, kw = 0;  // k-tile t's channel range and tap
+    for (int t = 0; t < p.k_tiles; ++t) {
         const int s = t % S;
         if (t >= S) mbar_wait(&bars.empty[s], (t / S - 1) & 1);
         unsigned char* stage = smem + s * Tile::STAGE_BYTES;
         // The boxes' bytes, zero-filled parts included: TMA always writes a whole box.
         mbar_arrive_expect_tx(&bars.full[s], Tile::STAGE_BYTES);
-        tma_load_2d(stage, x_map, &bars.full[s], t * Tile::BK, m0);
-        tma_load_2d(stage + Tile::A_BYTES, w_map, &bars.full[s], t * Tile::BK, nb);
+        if (p.x_im2col)
+            tma_load_im2col(stage, x_map, &bars.full[s], c * Tile::BK, w0, h0, n, (unsigned short)(kw * p.dil_w),
+                            (unsigned short)(kh * p.dil_h));
+        else
+            tma_load_2d(stage, x_map, &bars.full[s], c * Tile::BK, m0);
+        tma_load_3d(stage + Tile::A_BYTES, w_map, &bars.full[s], c * Tile::BK, kh * p.KW + kw, nb);
+        if (++c == c_tiles) {
+            c = 0;
+            if (++kw == p.KW) kw = 0, ++kh;
+        }
     }
 }
 
@@ -78,8 +96,8 @@ __device__ __forceinline__ void tc_tma_consume(unsigned char* smem, TcTmaBarrier
     wgmma_pin(d);
 }
 
-// Block (x, y) of a grid (pixel tiles, map tiles): the GEMM of x_map (P x C) and w_map (M x C), then the
-// epilogue. Empty where the build lacks sm_90a code (the host checks before it launches).
+// Block (x, y) of a grid (pixel tiles, map tiles): the GEMM of x_map and w_map, then the epilogue.
+// Empty where the build lacks sm_90a code (the host checks before it launches).
 template <class Tile>
 __global__ void __launch_bounds__(Tile::THREADS + 32)
     tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map) {
@@ -99,7 +117,7 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
     }
     __syncthreads();
     if (warp == Tile::THREADS / 32) {  // the producer warp: one thread issues every copy, then all leave
-        if (lane == 0) tc_tma_produce<Tile>(&x_map, &w_map, smem, bars, blk.m0, blk.nb, p.k_tiles);
+        if (lane == 0) tc_tma_produce<Tile>(p, &x_map, &w_map, smem, bars, blk.m0, blk.nb);
         return;
     }
     float acc[Tile::MI][Tile::NJ][4];
