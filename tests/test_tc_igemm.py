@@ -106,6 +106,17 @@ def arch_refused(e):
     return "compute capability 9.0" in str(e) or "no sm_90a code" in str(e)
 
 
+def check_where_it_runs(variant, config, case, rng):
+    """check(), skipped where the configuration refuses this GPU or build (arch_refused) and raising on
+    any other refusal."""
+    try:
+        return check(variant, config, case, rng)
+    except ConvUnsupportedError as e:
+        if not arch_refused(e):
+            raise
+        pytest.skip(f"{variant}[{config}]: {e}")
+
+
 @requires_gpu
 @pytest.mark.parametrize("case_id", list(CASES))
 @pytest.mark.parametrize("config", PLAIN)
@@ -139,12 +150,7 @@ def test_cluster_config_matches_oracle(variant, config, case_id, rng):
     dtypes, bias and ReLU after the whole sum. The configuration refuses problems it would not split, so
     running here means it split. Skips only on a GPU older than sm_90, which has no clusters."""
     available(variant)
-    try:
-        check(variant, config, CASES[case_id], rng)
-    except ConvUnsupportedError as e:
-        if not arch_refused(e):
-            raise
-        pytest.skip(f"{variant}[{config}]: {e}")
+    check_where_it_runs(variant, config, CASES[case_id], rng)
 
 
 # Many pixel tiles and k-tiles: every stage reused several times, tiles cut at the image edges; and one
@@ -165,12 +171,7 @@ def test_wgmma_config_matches_oracle(config, case_id, rng):
     """The Hopper mainloop on the same tiles and epilogues. Skips only on a GPU that is not compute
     capability 9.0, where sm_90a code cannot run, or in a build without sm_90a code."""
     available("implicit_gemm_f16")
-    try:
-        check("implicit_gemm_f16", config, WGMMA_CASES[case_id], rng)
-    except ConvUnsupportedError as e:
-        if not arch_refused(e):
-            raise
-        pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
+    check_where_it_runs("implicit_gemm_f16", config, WGMMA_CASES[case_id], rng)
 
 
 # The TMA configurations run every ungrouped case above, and layers that reach the corners of their two
@@ -207,12 +208,7 @@ TMA_CASES = dict({k: c for k, c in WGMMA_CASES.items() if c.groups == 1}, **{
 def test_tma_config_matches_oracle(config, case_id, rng):
     """The TMA-fed GEMM. Skips only where wgmma cannot run (as above)."""
     available("implicit_gemm_f16")
-    try:
-        check("implicit_gemm_f16", config, TMA_CASES[case_id], rng)
-    except ConvUnsupportedError as e:
-        if not arch_refused(e):
-            raise
-        pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
+    check_where_it_runs("implicit_gemm_f16", config, TMA_CASES[case_id], rng)
 
 
 # What the TMA configurations refuse, and the refusal's words: grouped layers (one GEMM only), strides past
