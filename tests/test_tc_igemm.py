@@ -23,7 +23,11 @@ The problem matrix runs each variant's default configuration; here every configu
     through im2col maps) on every ungrouped case above and on layers whose pixels, maps and channels
     divide no tile (the maps' zero fill), channels of less than one k-tile or of many (stages reused),
     padding, stride, dilation and windows of every kind, operands in place and staged, both epilogues,
-    every y dtype; and their refusal of what the maps cannot describe.
+    every y dtype; and their refusal of what the maps cannot describe;
+  - its NCHW configurations (x read from fp32 NCHW in registers) on every ungrouped fp32 NCHW case
+    above and on 1x1 and larger windows whose channels are no whole chunk, reductions of one, two and
+    many k-tiles, pixels across rows and images, padding (extra too), stride, dilation, both epilogues
+    and y dtypes; and their refusal of other x.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound.
 """
 import numpy as np
@@ -44,6 +48,8 @@ WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4"
 WGMMA_CLUSTER = ["wgmma64x64_s4_cluster"]
 # implicit_gemm_f16 only (sm_90a), 1x1 convolutions with stride 1, no padding and one group
 TMA = ["tma128x256_s4", "tma128x128_s4", "tma128x64_s4", "tma64x128_s4", "tma64x64_s4", "tma64x64_s6"]
+# implicit_gemm_f16 only (sm_90a), x fp32 NCHW read in place and converted in registers, one group
+NCHW_CONFIGS = ["nchw128x128_s3", "nchw128x64_s4", "nchw64x64_s4"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -236,6 +242,52 @@ def test_tma_config_refuses_what_its_maps_cannot_describe(config, case_id):
         pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
 
 
+# The NCHW configurations: every ungrouped fp32 NCHW case above, and 1x1 layers of 13 channels (one
+# k-tile, channels 13-15 of the last chunk read as zeros), 128 (two k-tiles: no refill in the loop), 520
+# (nine, each stage reused); pixels that cross rows and images on odd grids; windows with padding (extra
+# zeros after the last row and column too), stride, dilation, rectangular and even; a 7x7 stride-2 stem;
+# y NHWC f16 (the staged store) and NCHW f32 with bias and ReLU; MKKC filters.
+NCHW_CASES = dict({k: c for k, c in WGMMA_CASES.items()
+                   if c.groups == 1 and c.x_dtype == "f32" and c.x_layout == "NCHW"}, **{
+    "c13_one_k_tile": ConvCase(3, 13, 9, 11, 40, 1, 1, bias=True),
+    "c128_two_k_tiles_relu": ConvCase(2, 128, 15, 13, 72, 1, 1, bias=True, epilogue="relu"),
+    "c520_many_k_tiles_nhwc_f16": ConvCase(2, 520, 7, 9, 136, 1, 1, y_dtype="f16", y_layout="NHWC", bias=True),
+    "c64_many_pixel_tiles": ConvCase(4, 64, 28, 28, 160, 1, 1, w_layout="MKKC"),
+    "3x3_pad_extra_stride2": ConvCase(2, 24, 17, 15, 48, 3, 3, stride=(2, 2), padding=(1, 1), extra=(1, 1),
+                                      bias=True),
+    "rect_dilated_mixed_stride": ConvCase(2, 40, 19, 16, 72, 3, 5, stride=(1, 2), padding=(2, 1),
+                                          dilation=(2, 1), y_dtype="bf16", y_layout="NHWC"),
+    "even_window": ConvCase(2, 16, 14, 19, 24, 4, 2, stride=(3, 1), padding=(1, 0)),
+    "7x7_stem_s2": ConvCase(2, 3, 29, 31, 64, 7, 7, stride=(2, 2), padding=(3, 3), bias=True, epilogue="relu"),
+})
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(NCHW_CASES))
+@pytest.mark.parametrize("config", NCHW_CONFIGS)
+def test_nchw_config_matches_oracle(config, case_id, rng):
+    """The wgmma mainloop with x converted in registers. Skips only where wgmma cannot run."""
+    available("implicit_gemm_f16")
+    check_where_it_runs("implicit_gemm_f16", config, NCHW_CASES[case_id], rng)
+
+
+NCHW_REFUSED = {
+    "nhwc_x": ConvCase(2, 16, 9, 9, 24, 1, 1, x_layout="NHWC"),
+    "f16_x": ConvCase(2, 16, 9, 9, 24, 3, 3, padding=(1, 1), x_dtype="f16"),
+    "groups2": ConvCase(2, 16, 9, 9, 24, 3, 3, padding=(1, 1), groups=2),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(NCHW_REFUSED))
+@pytest.mark.parametrize("config", NCHW_CONFIGS)
+def test_nchw_config_refuses_other_x(config, case_id):
+    available("implicit_gemm_f16")
+    case = NCHW_REFUSED[case_id].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    with pytest.raises(ConvUnsupportedError, match="read x as fp32 NCHW|compute capability 9.0|no sm_90a code"):
+        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+
+
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
@@ -261,7 +313,7 @@ def test_swept_configs_are_the_variants():
     for variant in VARIANTS:
         configs = variant_configs(variant)
         if configs:
-            wgmma = WGMMA + WGMMA_CLUSTER + TMA if variant == "implicit_gemm_f16" else []
+            wgmma = WGMMA + WGMMA_CLUSTER + TMA + NCHW_CONFIGS if variant == "implicit_gemm_f16" else []
             assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER + wgmma), variant
 
 

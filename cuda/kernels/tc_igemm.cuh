@@ -83,12 +83,13 @@ static inline int tc_chunk_elems(int dtype) { return 16 / (int)conv_dtype_size(d
 // A launch shape: BM pixels x BN maps per block, warps of WM x WN, STAGES tiles in the pipeline, rows of
 // ROW_CHUNKS 16-byte chunks (4: BK = 16 tf32 / 32 f16 values per tile; 8: twice that). WGMMA: the
 // Hopper kernel of tc_wgmma.cuh (its pipeline in dynamic shared memory), else the mma.sync kernels here;
-// TMA: the wgmma GEMM of tc_wgmma_tma.cuh, fed by a producer warp's tensor-map copies (1x1 layers).
+// TMA: the wgmma GEMM of tc_wgmma_tma.cuh, fed by a producer warp's tensor-map copies; NCHW: the wgmma
+// mainloop with x read from the caller's fp32 NCHW tensor and converted in registers (tc_nchw_feed.cuh).
 template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int ROW_CHUNKS_ = 4, bool WGMMA_ = false,
-          bool TMA_ = false>
+          bool TMA_ = false, bool NCHW_ = false>
 struct TcShape {
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, ROW_CHUNKS = ROW_CHUNKS_;
-    static constexpr bool WGMMA = WGMMA_, TMA = TMA_;
+    static constexpr bool WGMMA = WGMMA_, TMA = TMA_, NCHW = NCHW_;
 };
 
 template <class Op_, class Shape>
@@ -97,7 +98,7 @@ struct TcTile {
     using T = typename Op::T;
     static constexpr int BM = Shape::BM, BN = Shape::BN, WM = Shape::WM, WN = Shape::WN;
     static constexpr int STAGES = Shape::STAGES, ROW_CHUNKS = Shape::ROW_CHUNKS;
-    static constexpr bool WGMMA = Shape::WGMMA, TMA = Shape::TMA;
+    static constexpr bool WGMMA = Shape::WGMMA, TMA = Shape::TMA, NCHW = Shape::NCHW;
     static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN, THREADS = 32 * WARPS_M * WARPS_N;
     static constexpr int VEC = 16 / (int)sizeof(T);  // elements per chunk
     static constexpr int ROW_BYTES = 16 * ROW_CHUNKS, BK = ROW_CHUNKS * VEC;
@@ -120,9 +121,9 @@ struct TcTile {
 // ---- the kernel's arguments ----
 
 struct TcParams {
-    const void* x;  // (B, H, W, Cx = G*Cp), operand dtype
+    const void* x;  // (B, H, W, Cx = G*Cp), operand dtype; NCHW tiles: the caller's (B, C, H, W) fp32
     const void* w;  // (M, KH, KW, Cp) = (M, K), operand dtype
-    int H, W, Cp, Cx, KW;
+    int H, W, C, Cp, Cx, KW;        // C: x's channels (NCHW tiles read no channel past it)
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
     int OW, OHW, P, M, K;
     int Mg, map_tiles;             // maps per group, and block tiles of them per group
@@ -184,7 +185,8 @@ struct TcLoader {
         d_kw = d_taps - d_kh * p.KW;
     }
 
-    // Issues the copies of the current k-tile into one pipeline stage (A tile, then B tile).
+    // Issues the copies of the current k-tile into one pipeline stage (A tile, then B tile; NCHW tiles
+    // the B tile only).
     __device__ void load(unsigned char* stage, const TcParams& p) const {
         const T* x = static_cast<const T*>(p.x);
         const T* w = static_cast<const T*>(p.w);
@@ -192,12 +194,14 @@ struct TcLoader {
         // kh*dil_h may be large past k's end (kh grows past KH): unsigned, wrap-around defined, and only
         // used where k_ok.
         const unsigned dh = (unsigned)kh * (unsigned)p.dil_h, dw = (unsigned)kw * (unsigned)p.dil_w;
+        if constexpr (!Tile::NCHW) {  // else A comes from TcNchwFeed
 #pragma unroll
-        for (int i = 0; i < Tile::A_ITERS; ++i) {
-            const unsigned ih = (unsigned)a_ih0[i] + dh, iw = (unsigned)a_iw0[i] + dw;
-            const bool valid = k_ok && (a_valid >> i & 1) && ih < (unsigned)p.H && iw < (unsigned)p.W;
-            const T* src = valid ? x + a_image[i] + ((long long)ih * p.W + iw) * p.Cx + c : x;
-            cp_async_16_zfill(stage + Tile::offset(row0 + i * Tile::ROWS_PER_PASS, chunk), src, valid);
+            for (int i = 0; i < Tile::A_ITERS; ++i) {
+                const unsigned ih = (unsigned)a_ih0[i] + dh, iw = (unsigned)a_iw0[i] + dw;
+                const bool valid = k_ok && (a_valid >> i & 1) && ih < (unsigned)p.H && iw < (unsigned)p.W;
+                const T* src = valid ? x + a_image[i] + ((long long)ih * p.W + iw) * p.Cx + c : x;
+                cp_async_16_zfill(stage + Tile::offset(row0 + i * Tile::ROWS_PER_PASS, chunk), src, valid);
+            }
         }
         unsigned char* b_tile = stage + Tile::A_BYTES;
 #pragma unroll
@@ -405,11 +409,11 @@ __device__ __forceinline__ void tc_with_y_type(int dtype, F&& f) {
 template <class Tile>
 struct TcCopies {
     TcLoader<Tile> loader;
-    int nk;  // tiles of this block's range, >= 1: the host leaves no split empty
+    int kt0, nk;  // the range's first k-tile, and its tiles, >= 1: the host leaves no split empty
 
     template <int AHEAD>
     __device__ __forceinline__ void start(const TcParams& p, unsigned char* smem, int m0, int group, int n0) {
-        const int kt0 = blockIdx.z * p.tiles_per_split;
+        kt0 = blockIdx.z * p.tiles_per_split;
         nk = min(p.tiles_per_split, p.k_tiles - kt0);
         loader.init(p, m0, group, n0, kt0 * Tile::BK);
 #pragma unroll

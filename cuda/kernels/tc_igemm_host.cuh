@@ -30,6 +30,7 @@
 #include "tc_wgmma_tma.cuh"
 #include "tma_map.cuh"
 #include "conv_kernel_util.cuh"
+#include "grid_dependency.cuh"
 #include "tensor_core_check.cuh"
 
 constexpr int TC_SPLIT_TARGET_BLOCKS = 264;  // two blocks per SM of a 132-SM H100
@@ -63,7 +64,8 @@ struct TcOperands {
     size_t xs_bytes, ws_bytes; // their workspace parts (0 when not staged)
 };
 
-static inline TcOperands tc_operands(const conv_problem* p, int dtype, bool pack_groups) {
+// x_direct: the configuration reads x as the caller's tensor (NCHW tiles, tc_nchw_feed.cuh), never staged.
+static inline TcOperands tc_operands(const conv_problem* p, int dtype, bool pack_groups, bool x_direct = false) {
     TcOperands o;
     const int64_t vec = tc_chunk_elems(dtype);
     o.dtype = dtype;
@@ -74,7 +76,7 @@ static inline TcOperands tc_operands(const conv_problem* p, int dtype, bool pack
     o.Cg = p->C / o.gemms;
     o.Mg = p->M / o.gemms;
     o.Cp = (o.Cg + vec - 1) / vec * vec;
-    o.stage_x = p->x_dtype != dtype || p->x_layout != CONV_NHWC || o.Cp != o.Cg;
+    o.stage_x = !x_direct && (p->x_dtype != dtype || p->x_layout != CONV_NHWC || o.Cp != o.Cg);
     o.stage_w = p->w_dtype != dtype || p->w_layout != CONV_MKKC || o.Cp != o.Cg || o.pack > 1;
     const size_t elem = conv_dtype_size(dtype);
     o.xs_bytes = o.stage_x ? tc_align_up((size_t)(p->B * p->H * p->W * o.gemms * o.Cp) * elem) : 0;
@@ -158,7 +160,8 @@ static inline bool tc_tma_im2col(const conv_problem* p) {
     return p->KH != 1 || p->KW != 1 || p->stride_h != 1 || p->stride_w != 1 || p->pad_h || p->pad_w;
 }
 
-// Launches the TMA GEMM (tc_wgmma_tma.cuh) of tile Tile on x (B, H, W, Cx) and w (M, KH, KW, Cp), as k says.
+// Launches the TMA GEMM (tc_wgmma_tma.cuh) of tile Tile on x (B, H, W, Cx) and w (M, KH, KW, Cp), as k
+// says (config: grid, stream and attributes).
 template <class Tile>
 static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k, cudaLaunchConfig_t config,
                          int dtype) {
@@ -178,7 +181,8 @@ static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k,
     return CONV_OK;
 }
 
-// Launches tc_igemm_kernel of tile Tile as k and config say (its splits a cluster under cluster split-K).
+// Launches tc_igemm_kernel of tile Tile as k and config say (its splits a cluster under cluster split-K:
+// config has room for one more attribute).
 template <class Tile, TcSplit SPLIT>
 static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_t config) {
     const auto kernel = tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
@@ -187,27 +191,28 @@ static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_
         CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)config.dynamicSmemBytes));
     }
-    cudaLaunchAttribute cluster;
     if constexpr (SPLIT == TC_SPLIT_CLUSTER) {
+        cudaLaunchAttribute& cluster = config.attrs[config.numAttrs++];
         cluster.id = cudaLaunchAttributeClusterDimension;
         cluster.val.clusterDim.x = 1;
         cluster.val.clusterDim.y = 1;
         cluster.val.clusterDim.z = (unsigned)g.splits;
-        config.attrs = &cluster;
-        config.numAttrs = 1;
     }
     conv_note_launch("tc_igemm_kernel");
     CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k));
     return CONV_OK;
 }
 
+// Launches the GEMM of configuration (Tile, SPLIT); after_staging: the previous launch in the stream is
+// the operand staging it reads, so it goes as that kernel's programmatic dependent (grid_dependency.cuh).
 template <class Tile, TcSplit SPLIT>
 static int tc_launch(const char* variant, const conv_problem* p, const TcOperands& o, const TcGrid& g,
-                     const void* x, const void* w, const conv_tensors* t, float* partial, cudaStream_t stream) {
+                     const void* x, const void* w, const conv_tensors* t, float* partial, bool after_staging,
+                     cudaStream_t stream) {
     TcParams k;
     k.x = x;
     k.w = w;
-    k.H = (int)p->H; k.W = (int)p->W; k.Cp = (int)o.Cp; k.Cx = (int)(o.gemms * o.Cp); k.KW = (int)p->KW;
+    k.H = (int)p->H; k.W = (int)p->W; k.C = (int)p->C; k.Cp = (int)o.Cp; k.Cx = (int)(o.gemms * o.Cp); k.KW = (int)p->KW;
     k.stride_h = (int)p->stride_h; k.stride_w = (int)p->stride_w;
     k.pad_h = (int)p->pad_h; k.pad_w = (int)p->pad_w;
     k.dil_h = (int)p->dilation_h; k.dil_w = (int)p->dilation_w;
@@ -235,6 +240,9 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     config.gridDim = dim3((unsigned)g.m_tiles, (unsigned)g.n_tiles, (unsigned)g.splits);
     config.blockDim = dim3(Tile::THREADS);
     config.stream = stream;
+    cudaLaunchAttribute attrs[2];
+    config.attrs = attrs;
+    if (after_staging && grid_dependency_supported()) attrs[config.numAttrs++] = grid_dependent_launch();
     if constexpr (Tile::TMA) {
         return tc_launch_tma<Tile>(variant, p, k, config, o.dtype);
     } else {
@@ -249,7 +257,7 @@ template <class Family, class Shape, TcSplit SPLIT>
 static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
                   void* stream_) {
     const cudaStream_t stream = conv_stream(stream_);
-    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>);
+    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW);
     return Family::with_op(p, [&](auto op) -> int {
         using Tile = TcTile<decltype(op), Shape>;
         const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
@@ -276,13 +284,13 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
                                                (int)(p->M / p->groups)}};
             w = ws + o.xs_bytes;
         }
-        int status = o.stage_x ? CONV_OK : tc_check_aligned(Family::NAME, "x", x);
+        int status = o.stage_x || Shape::NCHW ? CONV_OK : tc_check_aligned(Family::NAME, "x", x);
         if (status == CONV_OK && !o.stage_w) status = tc_check_aligned(Family::NAME, "w", w);
         // x and w share one dtype (the problem's check), so one launch converts both.
         if (status == CONV_OK && count) status = tc_stage_channels_last(copies, count, p->x_dtype, o.dtype, stream);
         if (status != CONV_OK) return status;
         float* partial = partials ? reinterpret_cast<float*>(ws + o.xs_bytes + o.ws_bytes) : nullptr;
-        status = tc_launch<Tile, SPLIT>(Family::NAME, p, o, g, x, w, t, partial, stream);
+        status = tc_launch<Tile, SPLIT>(Family::NAME, p, o, g, x, w, t, partial, count > 0, stream);
         if (status != CONV_OK || !partial) return status;
         return conv_split_k_reduce(p, partial, g.splits, p->bias ? t->bias : nullptr, t->y, stream);
     });
@@ -305,7 +313,7 @@ static const void* tc_kernel_of(const conv_problem* p) {
 // it, a wgmma one a GPU of compute capability 9.0 and this build's sm_90a code.
 template <class Family, class Shape, TcSplit SPLIT>
 static int tc_config_supports(const conv_problem* p) {
-    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>);
+    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW);
     const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
     if (g.n_tiles > 65535)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
@@ -323,6 +331,13 @@ static int tc_config_supports(const conv_problem* p) {
         int status = tma_check_driver(Family::NAME);
         if (status == CONV_OK && tc_tma_im2col(p)) status = tma_im2col_supports(Family::NAME, p);
         if (status != CONV_OK) return status;
+    }
+    if constexpr (Shape::NCHW) {
+        if (p->x_layout != CONV_NCHW || p->x_dtype != CONV_F32 || p->groups != 1)
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "%s: the NCHW configurations read x as fp32 NCHW in an ungrouped convolution; this "
+                                  "one has x %s %s and %lld groups", Family::NAME, conv_dtype_name(p->x_dtype),
+                                  p->x_layout == CONV_NCHW ? "NCHW" : "NHWC", (long long)p->groups);
     }
     if constexpr (Shape::WGMMA) {
         static ConvDeviceMask passed{0};
@@ -372,6 +387,12 @@ using TcTma128x64 = TcTmaShape<128, 64, 4>;
 using TcTma64x128 = TcTmaShape<64, 128, 4>;
 using TcTma64x64 = TcTmaShape<64, 64, 4>;
 using TcTma64x64s6 = TcTmaShape<64, 64, 6>;
+// NCHW (fp32 NCHW x read in place, tc_nchw_feed.cuh): the wgmma tiles the tuner picked most for fp32 I/O.
+// On the H100's cnn5 fast runs (batch 1 and 32, 246 tunings) 128 x 64 won 18, 64 x 64 and 128 x 128 4
+// each, mostly 1x1 layers at batch 32, where x's traffic is the layer's time.
+using TcNchw128x128 = TcNchwShape<128, 128, 3>;
+using TcNchw128x64 = TcNchwShape<128, 64, 4>;
+using TcNchw64x64 = TcNchwShape<64, 64, 4>;
 
 // Configuration (Shape, SPLIT) of a family, under `name`.
 template <class Family, class Shape, TcSplit SPLIT>
@@ -403,6 +424,9 @@ struct TcVariant {
     static constexpr const char* TMA_64x128 = "tma64x128_s4";
     static constexpr const char* TMA_64x64 = "tma64x64_s4";
     static constexpr const char* TMA_64x64s6 = "tma64x64_s6";
+    static constexpr const char* NCHW_128x128 = "nchw128x128_s3";
+    static constexpr const char* NCHW_128x64 = "nchw128x64_s4";
+    static constexpr const char* NCHW_64x64 = "nchw64x64_s4";
 
     // The mma.sync configurations, then (Family::WGMMA) the wgmma ones.
     static constexpr conv_config MMA_SYNC[] = {
@@ -417,7 +441,7 @@ struct TcVariant {
     };
     // An explicit bound: sizeof(WGMMA) would instantiate the initializer (the wgmma kernels) for the tf32
     // family too.
-    static constexpr int NUM_WGMMA = 14;
+    static constexpr int NUM_WGMMA = 17;
     static constexpr conv_config WGMMA[NUM_WGMMA] = {
         tc_config<Family, TcWgmma128x128, TC_WHOLE_K>(WGMMA_128x128),
         tc_config<Family, TcWgmma128x64, TC_WHOLE_K>(WGMMA_128x64),
@@ -433,6 +457,9 @@ struct TcVariant {
         tc_config<Family, TcTma64x128, TC_WHOLE_K>(TMA_64x128),
         tc_config<Family, TcTma64x64, TC_WHOLE_K>(TMA_64x64),
         tc_config<Family, TcTma64x64s6, TC_WHOLE_K>(TMA_64x64s6),
+        tc_config<Family, TcNchw128x128, TC_WHOLE_K>(NCHW_128x128),
+        tc_config<Family, TcNchw128x64, TC_WHOLE_K>(NCHW_128x64),
+        tc_config<Family, TcNchw64x64, TC_WHOLE_K>(NCHW_64x64),
     };
     static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
     static constexpr int NUM_CONFIGS = NUM_MMA_SYNC + (Family::WGMMA ? NUM_WGMMA : 0);

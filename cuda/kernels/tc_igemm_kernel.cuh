@@ -3,6 +3,7 @@
 // partial sums, or the cluster reduction).
 #pragma once
 
+#include "grid_dependency.cuh"
 #include "tc_igemm.cuh"
 #include "tc_wgmma.cuh"
 
@@ -37,11 +38,13 @@ __device__ __forceinline__ unsigned char* tc_pipeline_smem() {
 
 // Block (x, y, z) of a grid (pixel tiles, G x map tiles per group, splits): the mainloop, then y or,
 // under workspace split-K (p.partial), its partial sums; CLUSTER: each (x, y) tile's splits are one
-// thread-block cluster (dimensions 1 x 1 x gridDim.z <= 8, p.partial NULL) that reduces them. Empty
+// thread-block cluster (dimensions 1 x 1 x gridDim.z <= 8, p.partial NULL) that reduces them. May be
+// launched as the programmatic dependent of the operand staging (grid_dependency.cuh). Empty
 // where the architecture lacks the instructions (the host checks before it launches).
 template <class Tile, bool CLUSTER>
 __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
     if constexpr (tc_kernel_compiled<Tile, CLUSTER>()) {
+        grid_wait_prior();  // launched as the staging's dependent: its x and w are written
         unsigned char* smem = tc_pipeline_smem<Tile>();
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const TcBlock blk = tc_block<Tile>(p);

@@ -1,27 +1,38 @@
 // tc_staging.cu — the staging copies of tc_staging.cuh, x's and w's in one launch: blocks [0, a.blocks)
 // do the first copy, the rest the second, each grid-striding over its own part. 64-bit indices
-// throughout: a padded copy of a chunk-sized x can pass 2^31 elements. Per copy, one of two bodies:
+// throughout: a padded copy of a chunk-sized x can pass 2^31 elements. Per copy, one of three bodies:
 //   stage_elementwise: one thread per destination element, reads and writes coalesced along the
 //   channels: channels-last sources, and channels-first ones with few channels (G*C < 32: a few
 //   sectors per warp either way);
-//   stage_transpose: channels-first sources with G*C >= 32, through a 32 x 32 shared tile, so that
-//   reads run along `inner` and writes along the channels, both coalesced.
+//   stage_transpose: channels-first sources with G*C >= 32 and inner >= 32, through a 32 x 32 shared
+//   tile, so that reads run along `inner` and writes along the channels, both coalesced;
+//   stage_rows: channels-first sources with inner < 32 (filters: inner is the taps), one thread per
+//   (row, channel) looping over inner. A transpose tile there would be mostly empty: 1x1 filters of
+//   M x C made M*C/32 blocks of 32 values each, thousands of blocks for a few hundred KB, which cost
+//   more than the GEMM on batch-1 layers (H100: 2048 x 512 filters, 32768 blocks).
+// The GEMM that reads the staged operands is launched as a programmatic dependent (grid_dependency.cuh):
+// each block of this kernel lets it start at once, and it waits for this grid's writes before reading.
 #include "tc_staging.cuh"
 
 #include <climits>
 #include <utility>
 
+#include "grid_dependency.cuh"
 #include "tensor_io.cuh"
 
 namespace {
 
 constexpr int TILE = 32, TILE_ROWS = 8;  // transpose tiles of 32 x 32
 constexpr int THREADS = TILE * TILE_ROWS;
+// stage_rows: reads in flight per thread. More would cost registers, and the kernel's register count is
+// the most any of its bodies needs: at 16 (~100 registers) the transpose body, memory-bound, lost
+// occupancy and large staged layers ran 10-80% slower (H100, cnn5 batch 32).
+constexpr int ROWS_BATCH = 4;
 
 // A copy with its launch geometry.
 struct StageJob {
     TcStageCopy copy;
-    bool transpose;
+    bool transpose, rows;              // the body: stage_transpose, stage_rows, or elementwise
     bool narrow;                       // elementwise: every index of the copy fits an int
     long long i_tiles, c_tiles, work;  // transpose: tiles of inner and of channels; work: tiles or elements
     unsigned blocks;                   // of the launch's grid
@@ -37,6 +48,36 @@ __device__ __forceinline__ int stage_source(const TcStageChannels& ch, int q, in
 // The pack place of row o (0 unpacked).
 __device__ __forceinline__ int stage_place(const TcStageChannels& ch, long long o) {
     return ch.pack == 1 ? 0 : (int)(o / ch.rows % ch.pack);
+}
+
+// One thread per (row o, destination channel cc), grid-striding, writing dst[o][i][cc] for every i <
+// inner: per i a warp's writes run along the channels, and its reads of 32 rows of `inner` consecutive
+// values are lines read once each into L1.
+template <class TS, class TD>
+__device__ void stage_rows(const StageJob& j, unsigned block) {
+    const TS* __restrict__ src = static_cast<const TS*>(j.copy.src);
+    TD* __restrict__ dst = static_cast<TD*>(j.copy.dst);
+    const TcStageChannels& ch = j.copy.ch;
+    const long long Cs = ch.groups * ch.C, Cd = ch.groups * ch.Cp;
+    const int inner = (int)j.copy.inner;
+    const long long stride = (long long)j.blocks * THREADS;
+    for (long long t = (long long)block * THREADS + threadIdx.x; t < j.work; t += stride) {
+        const long long o = t / Cd;
+        const int cc = (int)(t - o * Cd);
+        const int c = stage_source(ch, stage_place(ch, o), cc);
+        const TS* s = src + (o * Cs + (c >= 0 ? c : 0)) * inner;
+        TD* d = dst + o * inner * Cd + cc;
+        // ROWS_BATCH reads issued before their writes: one after another, each write waiting on its
+        // read, a 5x5 filter's 25 values cost 25 memory latencies (H100: 5 us more per layer).
+        for (int i0 = 0; i0 < inner; i0 += ROWS_BATCH) {
+            float v[ROWS_BATCH];
+#pragma unroll
+            for (int u = 0; u < ROWS_BATCH; ++u) v[u] = c >= 0 && i0 + u < inner ? conv_load(s, i0 + u) : 0.0f;
+#pragma unroll
+            for (int u = 0; u < ROWS_BATCH; ++u)
+                if (i0 + u < inner) d[(long long)(i0 + u) * Cd] = conv_store_as<TD>(v[u]);
+        }
+    }
 }
 
 // One thread per destination element, grid-striding. I: the index type, int where the copy's sizes fit
@@ -95,24 +136,31 @@ __device__ void stage_transpose(const StageJob& j, unsigned block, float (&tile)
 // Blocks [0, a.blocks) run copy a, the next b.blocks copy b (b.blocks = 0: none). The branch is uniform
 // per block, so the transpose's barriers are too. The job is selected by value, field by field: a
 // reference to one of two kernel parameters would put both in local memory.
+// Eight blocks per SM (32 registers): the copies are memory-bound and want every warp the SM holds.
 template <class TS, class TD>
-__global__ void __launch_bounds__(THREADS) tc_stage_kernel(StageJob a, StageJob b) {
+__global__ void __launch_bounds__(THREADS, 8) tc_stage_kernel(StageJob a, StageJob b) {
     __shared__ float tile[TILE][TILE + 1];  // [channel][position], padded against bank conflicts
+    grid_launch_dependents();  // the GEMM may start; it waits for this grid before reading (tc_igemm_host.cuh)
     const bool second = blockIdx.x >= a.blocks;
     const StageJob j = second ? b : a;
     const unsigned block = second ? blockIdx.x - a.blocks : blockIdx.x;
     if (j.transpose) stage_transpose<TS, TD>(j, block, tile);
+    else if (j.rows) stage_rows<TS, TD>(j, block);
     else if (j.narrow) stage_elementwise<int, TS, TD>(j, block);
     else stage_elementwise<long long, TS, TD>(j, block);
 }
 
-// The launch geometry of a copy: at most 65535 x 32 tiles' or 2^31 elements' worth of blocks, looping.
+// The body and launch geometry of a copy: at most 65535 x 32 tiles' or 2^31 elements' worth of blocks, looping.
 StageJob stage_job(const TcStageCopy& c) {
     StageJob j{};
     j.copy = c;
     const long long Cd = c.ch.groups * c.ch.Cp;
-    j.transpose = c.channels_first && c.ch.groups * c.ch.C >= TILE;
-    if (j.transpose) {
+    j.rows = c.channels_first && c.inner < TILE;
+    j.transpose = c.channels_first && !j.rows && c.ch.groups * c.ch.C >= TILE;
+    if (j.rows) {
+        j.work = c.outer * Cd;
+        j.blocks = j.work ? conv_grid_for(j.work, THREADS) : 0;
+    } else if (j.transpose) {
         j.i_tiles = (c.inner + TILE - 1) / TILE;
         j.c_tiles = (Cd + TILE - 1) / TILE;
         j.work = c.outer * j.i_tiles * j.c_tiles;

@@ -13,12 +13,15 @@
 #pragma once
 
 #include "tc_igemm.cuh"
+#include "tc_nchw_feed.cuh"
 #include "wgmma.cuh"
 
 // A launch shape for the wgmma mainloop: BM pixels (a warpgroup per 64) x BN maps (64 or 128), STAGES
-// >= 3 stages of 128-byte rows in dynamic shared memory.
+// >= 3 stages of 128-byte rows in dynamic shared memory; the NCHW one reads x through TcNchwFeed.
 template <int BM, int BN, int STAGES>
 using TcWgmmaShape = TcShape<BM, BN, 16, BN, STAGES, 8, true>;
+template <int BM, int BN, int STAGES>
+using TcNchwShape = TcShape<BM, BN, 16, BN, STAGES, 8, true, false, true>;
 
 // Dynamic shared memory a wgmma block asks for: its stages, and room to align them to 1024 bytes.
 template <class Tile>
@@ -39,6 +42,8 @@ __device__ __forceinline__ void tc_wgmma_mainloop(const TcParams& p, unsigned ch
     float(&d)[Tile::BN / 2] = reinterpret_cast<float(&)[Tile::BN / 2]>(acc);
     TcCopies<Tile> copies;
     copies.template start<S - 2>(p, smem, m0, group, n0);
+    [[maybe_unused]] TcNchwFeed<Tile> feed;  // NCHW tiles: A from registers, tile t+1 stored during tile t
+    if constexpr (Tile::NCHW) feed.start(p, smem, m0, copies.kt0, copies.nk);
     mma_zero(acc);
     for (int t = 0; t < copies.nk; ++t) {
         // Tile t has landed and is visible to the tensor cores; every warpgroup has finished the wgmma
@@ -57,6 +62,9 @@ __device__ __forceinline__ void tc_wgmma_mainloop(const TcParams& p, unsigned ch
         for (int ks = 0; ks < Tile::ROW_CHUNKS / 2; ++ks)  // k-step ks: 32 bytes in, 2 in the descriptor
             wgmma_m64k16<Tile::BN, BF16>(d, desc_a + 2 * ks, desc_b + 2 * ks);
         wgmma_commit();
+        // Stage (t+1) % S last held tile t+1-S <= t-2, whose wgmma every warpgroup finished before the
+        // barrier above. The stores reach the tensor cores through the next k-tile's fence and barrier.
+        if constexpr (Tile::NCHW) feed.step(p, smem, t, copies.kt0, copies.nk);
         wgmma_wait<1>();
         wgmma_pin(d);
     }

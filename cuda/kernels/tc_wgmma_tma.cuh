@@ -96,7 +96,9 @@ __device__ __forceinline__ void tc_tma_consume(unsigned char* smem, TcTmaBarrier
     wgmma_pin(d);
 }
 
-// Block (x, y) of a grid (pixel tiles, map tiles): the GEMM of x_map and w_map, then the epilogue.
+// Block (x, y) of a grid (pixel tiles, map tiles): the GEMM of x_map and w_map, then the epilogue. May be
+// launched as the programmatic dependent of the operand staging: only the producer reads global memory
+// the staging wrote, so only it waits (grid_dependency.cuh), after the block's set-up.
 // Empty where the build lacks sm_90a code (the host checks before it launches).
 template <class Tile>
 __global__ void __launch_bounds__(Tile::THREADS + 32)
@@ -117,7 +119,10 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
     }
     __syncthreads();
     if (warp == Tile::THREADS / 32) {  // the producer warp: one thread issues every copy, then all leave
-        if (lane == 0) tc_tma_produce<Tile>(p, &x_map, &w_map, smem, bars, blk.m0, blk.nb);
+        if (lane == 0) {
+            grid_wait_prior();  // launched as the staging's dependent: its x and w are written
+            tc_tma_produce<Tile>(p, &x_map, &w_map, smem, bars, blk.m0, blk.nb);
+        }
         return;
     }
     float acc[Tile::MI][Tile::NJ][4];
