@@ -6,8 +6,7 @@
 // batch-1 layers of a few microseconds feel.
 //   The first kernel calls grid_launch_dependents() in every block; the second is launched with
 //   grid_dependent_launch() and calls grid_wait_prior() before its first read of the first's output.
-// Both device calls are no-ops before sm_90, and grid_wait_prior() returns at once in a kernel that was
-// not launched as a dependent, so a kernel may call it whatever launched it.
+// Both device calls are no-ops before sm_90.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +17,9 @@ __device__ __forceinline__ void grid_launch_dependents() {
 #endif
 }
 
-// Waits until the grids this one depends on have completed and their writes are visible.
+// Waits until the grids this one depends on have completed and their writes are visible. Callers wait
+// only where they were launched as a dependent (a kernel parameter says so), so that launches with
+// nothing to wait for carry no wait on their first copies' path.
 __device__ __forceinline__ void grid_wait_prior() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");

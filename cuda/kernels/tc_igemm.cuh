@@ -123,7 +123,7 @@ struct TcTile {
 struct TcParams {
     const void* x;  // (B, H, W, Cx = G*Cp), operand dtype; NCHW tiles: the caller's (B, C, H, W) fp32
     const void* w;  // (M, KH, KW, Cp) = (M, K), operand dtype
-    int H, W, C, Cp, Cx, KW;        // C: x's channels (NCHW tiles read no channel past it)
+    int H, W, Cp, Cx, KW;
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
     int OW, OHW, P, M, K;
     int Mg, map_tiles;             // maps per group, and block tiles of them per group
@@ -134,7 +134,9 @@ struct TcParams {
     bool y_nhwc, relu;
     bool x_im2col;      // TMA tiles: x through an im2col map (else a 1x1 layer's pixels x channels matrix)
     bool staged_store;  // rows of y (or partial) are whole aligned 16-byte chunks: tc_store_staged
+    bool wait_prior;    // launched as the staging's programmatic dependent: wait for it (grid_dependency.cuh)
     float* partial;     // split-K: raw sums as fp32 [splits][P][M] instead of y; NULL otherwise
+    int C;              // x's channels (NCHW tiles read none past it)
 };
 
 // ---- the tile iterator ----

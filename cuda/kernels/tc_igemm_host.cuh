@@ -10,7 +10,8 @@
 //   empty: ResNeXt's 4 maps per group fill a 32-map tile as 8 groups. Cp = pack*C/G rounded up to whole
 //   16-byte chunks, each GEMM's channels padded on their own when staged.
 //   Workspace, in order (each part 256-byte aligned, absent when not needed):
-//     xs  x staged as (B, H, W, G*Cp) in the operand dtype: x in NCHW, in another dtype, or C/G not whole chunks;
+//     xs  x staged as (B, H, W, G*Cp) in the operand dtype: x in NCHW, in another dtype, or C/G not whole chunks
+//         (never for the NCHW configurations, whose mainloop reads fp32 NCHW x in place: tc_nchw_feed.cuh);
 //     ws  w staged as (M, KH, KW, Cp) likewise: w in MCKK, in another dtype, or C/G not whole chunks;
 //     partial  split-K's fp32 [splits][P][M] (the largest any split-K configuration of the family uses).
 //   Split-K: a configuration marked SPLIT cuts the k-tiles into ranges so that the grid reaches about
@@ -231,6 +232,7 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     k.y_nhwc = p->y_layout == CONV_NHWC;
     k.relu = p->epilogue == CONV_EPILOGUE_RELU;
     k.x_im2col = false;
+    k.wait_prior = after_staging && grid_dependency_supported();
     k.partial = partial;
     // Rows of y (NHWC) or of the partials, and each group's first map, start on 16-byte boundaries.
     const size_t out_elem = partial ? sizeof(float) : conv_dtype_size(p->y_dtype);
@@ -242,7 +244,7 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     config.stream = stream;
     cudaLaunchAttribute attrs[2];
     config.attrs = attrs;
-    if (after_staging && grid_dependency_supported()) attrs[config.numAttrs++] = grid_dependent_launch();
+    if (k.wait_prior) attrs[config.numAttrs++] = grid_dependent_launch();
     if constexpr (Tile::TMA) {
         return tc_launch_tma<Tile>(variant, p, k, config, o.dtype);
     } else {

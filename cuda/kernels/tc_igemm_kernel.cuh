@@ -44,7 +44,7 @@ __device__ __forceinline__ unsigned char* tc_pipeline_smem() {
 template <class Tile, bool CLUSTER>
 __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
     if constexpr (tc_kernel_compiled<Tile, CLUSTER>()) {
-        grid_wait_prior();  // launched as the staging's dependent: its x and w are written
+        if (p.wait_prior) grid_wait_prior();  // the staging's x and w are written
         unsigned char* smem = tc_pipeline_smem<Tile>();
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const TcBlock blk = tc_block<Tile>(p);

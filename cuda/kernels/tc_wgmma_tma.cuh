@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
     __syncthreads();
     if (warp == Tile::THREADS / 32) {  // the producer warp: one thread issues every copy, then all leave
         if (lane == 0) {
-            grid_wait_prior();  // launched as the staging's dependent: its x and w are written
+            if (p.wait_prior) grid_wait_prior();  // the staging's x and w are written
             tc_tma_produce<Tile>(p, &x_map, &w_map, smem, bars, blk.m0, blk.nb);
         }
         return;
