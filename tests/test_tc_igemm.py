@@ -231,15 +231,20 @@ TMA_REFUSED = {
 }
 
 
+def check_refused(config, case, words):
+    """implicit_gemm_f16[config] refuses case with a message holding `words` (or, on a GPU or build
+    without wgmma, the architecture's refusal)."""
+    available("implicit_gemm_f16")
+    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    with pytest.raises(ConvUnsupportedError, match=f"{words}|compute capability 9.0|no sm_90a code"):
+        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+
+
 @requires_gpu
 @pytest.mark.parametrize("case_id", list(TMA_REFUSED))
 @pytest.mark.parametrize("config", TMA)
 def test_tma_config_refuses_what_its_maps_cannot_describe(config, case_id):
-    available("implicit_gemm_f16")
-    case, words = TMA_REFUSED[case_id]
-    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
-    with pytest.raises(ConvUnsupportedError, match=f"{words}|compute capability 9.0|no sm_90a code"):
-        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+    check_refused(config, *TMA_REFUSED[case_id])
 
 
 # The NCHW configurations: every ungrouped fp32 NCHW case above, and 1x1 layers of 13 channels (one
@@ -282,10 +287,7 @@ NCHW_REFUSED = {
 @pytest.mark.parametrize("case_id", list(NCHW_REFUSED))
 @pytest.mark.parametrize("config", NCHW_CONFIGS)
 def test_nchw_config_refuses_other_x(config, case_id):
-    available("implicit_gemm_f16")
-    case = NCHW_REFUSED[case_id].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
-    with pytest.raises(ConvUnsupportedError, match="read x as fp32 NCHW|compute capability 9.0|no sm_90a code"):
-        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+    check_refused(config, NCHW_REFUSED[case_id], "read x as fp32 NCHW")
 
 
 @requires_gpu
