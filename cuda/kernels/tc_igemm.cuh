@@ -121,7 +121,7 @@ struct TcTile {
 // ---- the kernel's arguments ----
 
 struct TcParams {
-    const void* x;  // (B, H, W, Cx = G*Cp), operand dtype; NCHW tiles: the caller's (B, C, H, W) fp32
+    const void* x;  // (B, H, W, Cx = G*Cp), operand dtype; NCHW tiles: the caller's (B, Cx = C, H, W) fp32
     const void* w;  // (M, KH, KW, Cp) = (M, K), operand dtype
     int H, W, Cp, Cx, KW;
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
@@ -134,10 +134,13 @@ struct TcParams {
     bool y_nhwc, relu;
     bool x_im2col;      // TMA tiles: x through an im2col map (else a 1x1 layer's pixels x channels matrix)
     bool staged_store;  // rows of y (or partial) are whole aligned 16-byte chunks: tc_store_staged
-    bool wait_prior;    // launched as the staging's programmatic dependent: wait for it (grid_dependency.cuh)
     float* partial;     // split-K: raw sums as fp32 [splits][P][M] instead of y; NULL otherwise
-    int C;              // x's channels (NCHW tiles read none past it)
 };
+// TcParams stays at these 128 bytes: with two more fields (136 bytes and more) nvcc compiled every
+// tensor-core kernel into ~40% less PTX (its stores no longer unrolled as before), and on that build the
+// fp16 / bf16 layers, whose code changed in nothing else, ran 7-10% slower on the H100 (bench/
+// PERF_NOTES.md). New per-launch values go in as kernel parameters of their own, as wait_prior does.
+static_assert(sizeof(TcParams) == 128, "TcParams grew: see the note above before adding a field");
 
 // ---- the tile iterator ----
 

@@ -165,7 +165,7 @@ static inline bool tc_tma_im2col(const conv_problem* p) {
 // says (config: grid, stream and attributes).
 template <class Tile>
 static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k, cudaLaunchConfig_t config,
-                         int dtype) {
+                         int dtype, bool wait_prior) {
     CUtensorMap x_map, w_map;
     k.x_im2col = tc_tma_im2col(p);
     int status = k.x_im2col ? tma_map_im2col(&x_map, variant, k.x, dtype, p, k.Cx, Tile::BM)
@@ -178,14 +178,14 @@ static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k,
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)config.dynamicSmemBytes));
     conv_note_launch("tc_wgmma_tma_kernel");
-    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map));
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map, wait_prior));
     return CONV_OK;
 }
 
 // Launches tc_igemm_kernel of tile Tile as k and config say (its splits a cluster under cluster split-K:
 // config has room for one more attribute).
 template <class Tile, TcSplit SPLIT>
-static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_t config) {
+static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_t config, bool wait_prior) {
     const auto kernel = tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
     if constexpr (Tile::WGMMA) {  // the pipeline in dynamic shared memory, past the default 48 KB limit
         config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>();
@@ -200,7 +200,7 @@ static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_
         cluster.val.clusterDim.z = (unsigned)g.splits;
     }
     conv_note_launch("tc_igemm_kernel");
-    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k));
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, wait_prior));
     return CONV_OK;
 }
 
@@ -213,7 +213,8 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     TcParams k;
     k.x = x;
     k.w = w;
-    k.H = (int)p->H; k.W = (int)p->W; k.C = (int)p->C; k.Cp = (int)o.Cp; k.Cx = (int)(o.gemms * o.Cp); k.KW = (int)p->KW;
+    k.H = (int)p->H; k.W = (int)p->W; k.Cp = (int)o.Cp; k.KW = (int)p->KW;
+    k.Cx = (int)(Tile::NCHW ? p->C : o.gemms * o.Cp);  // x's channels per pixel (NCHW tiles: the caller's C)
     k.stride_h = (int)p->stride_h; k.stride_w = (int)p->stride_w;
     k.pad_h = (int)p->pad_h; k.pad_w = (int)p->pad_w;
     k.dil_h = (int)p->dilation_h; k.dil_w = (int)p->dilation_w;
@@ -232,7 +233,6 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     k.y_nhwc = p->y_layout == CONV_NHWC;
     k.relu = p->epilogue == CONV_EPILOGUE_RELU;
     k.x_im2col = false;
-    k.wait_prior = after_staging && grid_dependency_supported();
     k.partial = partial;
     // Rows of y (NHWC) or of the partials, and each group's first map, start on 16-byte boundaries.
     const size_t out_elem = partial ? sizeof(float) : conv_dtype_size(p->y_dtype);
@@ -244,12 +244,13 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     config.stream = stream;
     cudaLaunchAttribute attrs[2];
     config.attrs = attrs;
-    if (k.wait_prior) attrs[config.numAttrs++] = grid_dependent_launch();
+    const bool wait_prior = after_staging && grid_dependency_supported();
+    if (wait_prior) attrs[config.numAttrs++] = grid_dependent_launch();
     if constexpr (Tile::TMA) {
-        return tc_launch_tma<Tile>(variant, p, k, config, o.dtype);
+        return tc_launch_tma<Tile>(variant, p, k, config, o.dtype, wait_prior);
     } else {
         (void)variant;
-        return tc_launch_igemm<Tile, SPLIT>(k, g, config);
+        return tc_launch_igemm<Tile, SPLIT>(k, g, config, wait_prior);
     }
 }
 

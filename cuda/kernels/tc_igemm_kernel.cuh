@@ -39,12 +39,13 @@ __device__ __forceinline__ unsigned char* tc_pipeline_smem() {
 // Block (x, y, z) of a grid (pixel tiles, G x map tiles per group, splits): the mainloop, then y or,
 // under workspace split-K (p.partial), its partial sums; CLUSTER: each (x, y) tile's splits are one
 // thread-block cluster (dimensions 1 x 1 x gridDim.z <= 8, p.partial NULL) that reduces them. May be
-// launched as the programmatic dependent of the operand staging (grid_dependency.cuh). Empty
+// launched as the programmatic dependent of the operand staging (grid_dependency.cuh), with wait_prior
+// set. Empty
 // where the architecture lacks the instructions (the host checks before it launches).
 template <class Tile, bool CLUSTER>
-__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
+__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p, bool wait_prior) {
     if constexpr (tc_kernel_compiled<Tile, CLUSTER>()) {
-        if (p.wait_prior) grid_wait_prior();  // the staging's x and w are written
+        if (wait_prior) grid_wait_prior();  // the staging's x and w are written
         unsigned char* smem = tc_pipeline_smem<Tile>();
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const TcBlock blk = tc_block<Tile>(p);
@@ -62,6 +63,6 @@ __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
             });
         }
     } else {
-        (void)p;
+        (void)p; (void)wait_prior;
     }
 }

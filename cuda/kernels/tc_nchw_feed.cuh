@@ -57,7 +57,7 @@ struct TcNchwFeed {
             const int pixel = ok ? m0 + r : 0;
             const int b = pixel / p.OHW, rem = pixel - b * p.OHW, oh = rem / p.OW, ow = rem - oh * p.OW;
             valid |= (unsigned)ok << i;
-            image[i] = (long long)b * p.C * p.H * p.W;
+            image[i] = (long long)b * p.Cx * p.H * p.W;  // Cx: x's channels C, for NCHW tiles
             ih0[i] = oh * p.stride_h - p.pad_h;
             iw0[i] = ow * p.stride_w - p.pad_w;
         }
@@ -78,7 +78,7 @@ struct TcNchwFeed {
             const float* src = x + image[i] + ((long long)c * p.H + (ok ? ih : 0)) * p.W + (ok ? iw : 0);
             const long long plane = (long long)p.H * p.W;
 #pragma unroll
-            for (int e = 0; e < 8; ++e) v[i][e] = ok && c + e < p.C ? __ldg(src + e * plane) : 0.0f;
+            for (int e = 0; e < 8; ++e) v[i][e] = ok && c + e < p.Cx ? __ldg(src + e * plane) : 0.0f;
         }
     }
 

@@ -98,11 +98,12 @@ __device__ __forceinline__ void tc_tma_consume(unsigned char* smem, TcTmaBarrier
 
 // Block (x, y) of a grid (pixel tiles, map tiles): the GEMM of x_map and w_map, then the epilogue. May be
 // launched as the programmatic dependent of the operand staging: only the producer reads global memory
-// the staging wrote, so only it waits (grid_dependency.cuh), after the block's set-up.
+// the staging wrote, so only it waits (wait_prior; grid_dependency.cuh), after the block's set-up.
 // Empty where the build lacks sm_90a code (the host checks before it launches).
 template <class Tile>
 __global__ void __launch_bounds__(Tile::THREADS + 32)
-    tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map) {
+    tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+                        bool wait_prior) {
 #ifdef CONV_WGMMA
     static_assert(Tile::WGMMA && Tile::TMA && Tile::MI == 1 && Tile::BM % 64 == 0 && Tile::ROW_CHUNKS == 8,
                   "warpgroups of 64 rows, warp tiles of 16 x BN, 128-byte rows (the swizzle's span)");
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
     __syncthreads();
     if (warp == Tile::THREADS / 32) {  // the producer warp: one thread issues every copy, then all leave
         if (lane == 0) {
-            if (p.wait_prior) grid_wait_prior();  // the staging's x and w are written
+            if (wait_prior) grid_wait_prior();  // the staging's x and w are written
             tc_tma_produce<Tile>(p, &x_map, &w_map, smem, bars, blk.m0, blk.nb);
         }
         return;
@@ -132,6 +133,6 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
         tc_epilogue<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, warp * 16, 0, lane);
     });
 #else
-    (void)p; (void)x_map; (void)w_map;
+    (void)p; (void)x_map; (void)w_map; (void)wait_prior;
 #endif
 }
