@@ -106,26 +106,6 @@ __device__ TX mma_weight(const mma_shape& s, const TX* __restrict__ w, int m, in
     return m < s.M && c < s.C && kw < s.KW ? conv_ldg(w + ((m * s.C + c) * s.KH + kh) * s.KW + kw) : TX(0.0f);
 }
 
-// 4-byte asynchronous copy global -> shared; src_bytes = 0 writes a zero instead.
-__device__ __forceinline__ void mma_cp_async4(float* dst, const float* src, int src_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void mma_cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void mma_cp_async_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
-
 // Issues the copies of unit's input band (x's type, [c][row][raw_cols], zeros outside the image)
 // into s_raw; one warp per row, lanes along it. fp16 bands: plain loads and stores (see the top).
 template <class TX>
@@ -141,12 +121,12 @@ __device__ void mma_issue_band(const mma_shape& s, const TX* __restrict__ x, int
             const int iw = j - s.pad_w;
             const bool ok = row_ok && (unsigned)iw < (unsigned)s.W;
             if constexpr (std::is_same_v<TX, float>)
-                mma_cp_async4(dst + j, ok ? src + iw : x, ok ? 4 : 0);
+                cp_async_4_zfill(dst + j, ok ? src + iw : x, ok);
             else
                 dst[j] = ok ? src[iw] : TX(0.0f);
         }
     }
-    if constexpr (std::is_same_v<TX, float>) mma_cp_async_commit();
+    if constexpr (std::is_same_v<TX, float>) cp_async_commit();
 }
 
 // One persistent block: A fragments and tap offsets once, then per unit a band of fp16 input
@@ -187,7 +167,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
     for (int unit = blockIdx.x; unit < s.units; unit += gridDim.x) {
         const int b = unit / s.tiles, tile = unit - b * s.tiles, oh_first = tile * s.tile_step;
         const int npix = min(s.tile_rows, s.OH - oh_first) * s.OW;
-        mma_cp_async_wait_all();
+        cp_async_wait<0>();  // the unit's band (every group this thread committed)
         __syncthreads();  // this unit's band has landed; nobody still reads the pairs
 
         // band -> fp16 pairs (the second element dil_w columns to the right).
