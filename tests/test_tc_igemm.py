@@ -48,6 +48,7 @@ WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4"
 WGMMA_CLUSTER = ["wgmma64x64_s4_cluster"]
 # implicit_gemm_f16 only (sm_90a), 1x1 convolutions with stride 1, no padding and one group
 TMA = ["tma128x256_s4", "tma128x128_s4", "tma128x64_s4", "tma64x128_s4", "tma64x64_s4", "tma64x64_s6"]
+TMA_CLUSTER = ["tma64x64_s4_cluster"]  # the TMA GEMM with cluster split-K: small grids only
 # implicit_gemm_f16 only (sm_90a), x fp32 NCHW read in place and converted in registers, one group
 NCHW_CONFIGS = ["nchw128x128_s3", "nchw128x64_s4", "nchw64x64_s4"]
 
@@ -217,6 +218,37 @@ def test_tma_config_matches_oracle(config, case_id, rng):
     check_where_it_runs("implicit_gemm_f16", config, TMA_CASES[case_id], rng)
 
 
+# Grids small enough for the TMA cluster configuration to split (it refuses others, so each case runs
+# split): the pixels x channels map on one pixel tile with 16 k-tiles (f16, y NHWC, bias) and on 4 x 2
+# tiles of a staged fp32 NCHW x with NCHW y (the register store of the reduction); the im2col map on a
+# padded 3x3 layer of 200 channels (4 channel tiles per tap, the last one mostly zeros: ranges that start
+# inside a tap) with bias and ReLU, and on a strided, dilated rectangular window in bf16 to fp32.
+TMA_CLUSTER_CASES = {
+    "c1024_one_tile_f16": ConvCase(1, 1024, 7, 7, 64, 1, 1, x_dtype="f16", y_dtype="f16", bias=True, **NHWC),
+    "c256_staged_nchw_f32": ConvCase(1, 256, 14, 14, 128, 1, 1, bias=True),
+    "im2col_3x3_c200_relu": ConvCase(1, 200, 9, 9, 136, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
+                                     bias=True, epilogue="relu", **NHWC),
+    "im2col_rect_dilated_bf16": ConvCase(1, 96, 15, 13, 40, 3, 5, stride=(2, 1), padding=(2, 2), dilation=(1, 2),
+                                         x_dtype="bf16", y_dtype="f32", **NHWC),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("config", TMA_CLUSTER)
+def test_tma_cluster_config_refuses_unsplit_grids(config):
+    """An ungrouped grid that fills the GPU without a split is not the TMA cluster configuration's either."""
+    check_refused(config, ConvCase(16, 64, 16, 16, 256, 1, 1, x_dtype="f16", y_dtype="f16", **NHWC),
+                  "split-K not used here")
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(TMA_CLUSTER_CASES))
+@pytest.mark.parametrize("config", TMA_CLUSTER)
+def test_tma_cluster_config_matches_oracle(config, case_id, rng):
+    available("implicit_gemm_f16")
+    check_where_it_runs("implicit_gemm_f16", config, TMA_CLUSTER_CASES[case_id], rng)
+
+
 # What the TMA configurations refuse, and the refusal's words: grouped layers (one GEMM only), strides past
 # the im2col map's 8, windows whose extent less the padding passes the map's 128-pixel corners.
 TMA_REFUSED = {
@@ -315,7 +347,7 @@ def test_swept_configs_are_the_variants():
     for variant in VARIANTS:
         configs = variant_configs(variant)
         if configs:
-            wgmma = WGMMA + WGMMA_CLUSTER + TMA + NCHW_CONFIGS if variant == "implicit_gemm_f16" else []
+            wgmma = WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS if variant == "implicit_gemm_f16" else []
             assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER + wgmma), variant
 
 

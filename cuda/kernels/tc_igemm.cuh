@@ -467,7 +467,8 @@ struct TcClusterTile {
 };
 
 // The blocks of one cluster (1 x 1 x splits) hold one output tile's partial sums over their k-ranges:
-// each writes its sums to its own shared memory, then block r of S reduces rows [r*BM/S, (r+1)*BM/S)
+// each writes its sums to its own shared memory (THREADS threads; others of the block call
+// tc_cluster_store_idle), then block r of S reduces rows [r*BM/S, (r+1)*BM/S)
 // of the tile over all S blocks' memories (distributed shared memory, in rank order: deterministic),
 // applies bias and ReLU and writes y in its layout and dtype. No workspace and no second launch: the
 // point, at batch 1, where a launch costs more than the reduction.
@@ -512,5 +513,16 @@ __device__ void tc_cluster_store(const TcParams& p, const float (&acc)[Tile::MI]
         y[at] = conv_store_as<TY>(conv_epilogue_value(v, bias ? conv_load(bias, m) : 0.0f, p.relu));
     }
     cluster.sync();  // no block leaves (freeing its memory) while another still reads it
+#endif
+}
+
+// tc_cluster_store's cluster barriers, for the threads of a block that hold no sums (the TMA kernel's
+// producer warp): a cluster barrier waits for every thread of every block in the cluster.
+__device__ __forceinline__ void tc_cluster_store_idle() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // tc_cluster_store's first barrier: the sums are written
+    cluster.sync();  // and its second: they have been read
 #endif
 }

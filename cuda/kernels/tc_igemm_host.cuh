@@ -161,19 +161,31 @@ static inline bool tc_tma_im2col(const conv_problem* p) {
     return p->KH != 1 || p->KW != 1 || p->stride_h != 1 || p->stride_w != 1 || p->pad_h || p->pad_w;
 }
 
+// Makes a launch of grid g one thread-block cluster per tile's splits (1 x 1 x splits): config has room
+// for one more attribute.
+static inline void tc_cluster_splits(cudaLaunchConfig_t& config, const TcGrid& g) {
+    cudaLaunchAttribute& cluster = config.attrs[config.numAttrs++];
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = (unsigned)g.splits;
+}
+
 // Launches the TMA GEMM (tc_wgmma_tma.cuh) of tile Tile on x (B, H, W, Cx) and w (M, KH, KW, Cp), as k
-// says (config: grid, stream and attributes).
-template <class Tile>
-static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k, cudaLaunchConfig_t config,
-                         int dtype, bool wait_prior) {
+// says (config: grid, stream and attributes; under cluster split-K its splits a cluster, config having
+// room for one more attribute).
+template <class Tile, TcSplit SPLIT>
+static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k, const TcGrid& g,
+                         cudaLaunchConfig_t config, int dtype, bool wait_prior) {
     CUtensorMap x_map, w_map;
     k.x_im2col = tc_tma_im2col(p);
     int status = k.x_im2col ? tma_map_im2col(&x_map, variant, k.x, dtype, p, k.Cx, Tile::BM)
                             : tma_map_rows(&x_map, variant, k.x, dtype, k.P, k.Cx, Tile::BM);
     if (status == CONV_OK) status = tma_map_filters(&w_map, variant, k.w, dtype, k.M, p->KH * p->KW, k.Cp, Tile::BN);
     if (status != CONV_OK) return status;
-    const auto kernel = tc_wgmma_tma_kernel<Tile>;
+    const auto kernel = tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
     config.blockDim = dim3(Tile::THREADS + 32);  // the math warpgroups, then the producer warp
+    if constexpr (SPLIT == TC_SPLIT_CLUSTER) tc_cluster_splits(config, g);
     config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>();
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)config.dynamicSmemBytes));
@@ -192,13 +204,7 @@ static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_
         CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)config.dynamicSmemBytes));
     }
-    if constexpr (SPLIT == TC_SPLIT_CLUSTER) {
-        cudaLaunchAttribute& cluster = config.attrs[config.numAttrs++];
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = 1;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = (unsigned)g.splits;
-    }
+    if constexpr (SPLIT == TC_SPLIT_CLUSTER) tc_cluster_splits(config, g);
     conv_note_launch("tc_igemm_kernel");
     CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, wait_prior));
     return CONV_OK;
@@ -247,7 +253,7 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     const bool wait_prior = after_staging && grid_dependency_supported();
     if (wait_prior) attrs[config.numAttrs++] = grid_dependent_launch();
     if constexpr (Tile::TMA) {
-        return tc_launch_tma<Tile>(variant, p, k, config, o.dtype, wait_prior);
+        return tc_launch_tma<Tile, SPLIT>(variant, p, k, g, config, o.dtype, wait_prior);
     } else {
         (void)variant;
         return tc_launch_igemm<Tile, SPLIT>(k, g, config, wait_prior);
@@ -305,7 +311,10 @@ static const void* tc_kernel_of(const conv_problem* p) {
     const void* kernel = nullptr;
     Family::with_op(p, [&](auto op) -> int {
         using Tile = TcTile<decltype(op), Shape>;
-        kernel = reinterpret_cast<const void*>(&tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>);
+        if constexpr (Shape::TMA)
+            kernel = reinterpret_cast<const void*>(&tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>);
+        else
+            kernel = reinterpret_cast<const void*>(&tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>);
         return CONV_OK;
     });
     return kernel;
@@ -427,6 +436,7 @@ struct TcVariant {
     static constexpr const char* TMA_64x128 = "tma64x128_s4";
     static constexpr const char* TMA_64x64 = "tma64x64_s4";
     static constexpr const char* TMA_64x64s6 = "tma64x64_s6";
+    static constexpr const char* TMA_CLUSTER_64x64 = "tma64x64_s4_cluster";
     static constexpr const char* NCHW_128x128 = "nchw128x128_s3";
     static constexpr const char* NCHW_128x64 = "nchw128x64_s4";
     static constexpr const char* NCHW_64x64 = "nchw64x64_s4";
@@ -444,7 +454,7 @@ struct TcVariant {
     };
     // An explicit bound: sizeof(WGMMA) would instantiate the initializer (the wgmma kernels) for the tf32
     // family too.
-    static constexpr int NUM_WGMMA = 17;
+    static constexpr int NUM_WGMMA = 18;
     static constexpr conv_config WGMMA[NUM_WGMMA] = {
         tc_config<Family, TcWgmma128x128, TC_WHOLE_K>(WGMMA_128x128),
         tc_config<Family, TcWgmma128x64, TC_WHOLE_K>(WGMMA_128x64),
@@ -460,6 +470,7 @@ struct TcVariant {
         tc_config<Family, TcTma64x128, TC_WHOLE_K>(TMA_64x128),
         tc_config<Family, TcTma64x64, TC_WHOLE_K>(TMA_64x64),
         tc_config<Family, TcTma64x64s6, TC_WHOLE_K>(TMA_64x64s6),
+        tc_config<Family, TcTma64x64, TC_SPLIT_CLUSTER>(TMA_CLUSTER_64x64),
         tc_config<Family, TcNchw128x128, TC_WHOLE_K>(NCHW_128x128),
         tc_config<Family, TcNchw128x64, TC_WHOLE_K>(NCHW_128x64),
         tc_config<Family, TcNchw64x64, TC_WHOLE_K>(NCHW_64x64),

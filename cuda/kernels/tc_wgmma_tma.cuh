@@ -35,20 +35,22 @@ struct TcTmaBarriers {
     uint64_t full[Tile::STAGES], empty[Tile::STAGES];
 };
 
-// The producer (one thread): k-tile t into stage t % STAGES, once the math warps have released that
-// stage's previous tile. k-tiles run over the taps (kh, kw), and within a tap over 64-channel ranges c
-// (BK channels; the last range's channels past C' read zeros from both maps): x's column of BM output pixels
-// from m0 for that tap and range, w's box of BN maps from nb.
+// The producer (one thread): k-tile kt0 + t into stage t % STAGES for t < nk, once the math warps have
+// released that stage's previous tile. k-tiles run over the taps (kh, kw), and within a tap over 64-channel
+// ranges c (BK channels; the last range's channels past C' read zeros from both maps): x's column of BM
+// output pixels from m0 for that tap and range, w's box of BN maps from nb.
 template <class Tile>
 __device__ __forceinline__ void tc_tma_produce(const TcParams& p, const void* x_map, const void* w_map,
-                                               unsigned char* smem, TcTmaBarriers<Tile>& bars, int m0, int nb) {
+                                               unsigned char* smem, TcTmaBarriers<Tile>& bars, int m0, int nb,
+                                               int kt0, int nk) {
     constexpr int S = Tile::STAGES;
     // The window corner of output pixel m0 (image n, row oh, column ow): the im2col column's start.
     const int n = m0 / p.OHW, r = m0 - n * p.OHW, oh = r / p.OW, ow = r - oh * p.OW;
     const int h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
     const int c_tiles = (p.Cp + Tile::BK - 1) / Tile::BK;
-    int c = 0, kh = 0, kw = 0;  // k-tile t's channel range and tap
-    for (int t = 0; t < p.k_tiles; ++t) {
+    const int tap = kt0 / c_tiles;
+    int c = kt0 - tap * c_tiles, kh = tap / p.KW, kw = tap - kh * p.KW;  // k-tile t's channel range and tap
+    for (int t = 0; t < nk; ++t) {
         const int s = t % S;
         if (t >= S) mbar_wait(&bars.empty[s], (t / S - 1) & 1);
         unsigned char* stage = smem + s * Tile::STAGE_BYTES;
@@ -96,11 +98,13 @@ __device__ __forceinline__ void tc_tma_consume(unsigned char* smem, TcTmaBarrier
     wgmma_pin(d);
 }
 
-// Block (x, y) of a grid (pixel tiles, map tiles): the GEMM of x_map and w_map, then the epilogue. May be
-// launched as the programmatic dependent of the operand staging: only the producer reads global memory
-// the staging wrote, so only it waits (wait_prior; grid_dependency.cuh), after the block's set-up.
+// Block (x, y, z) of a grid (pixel tiles, map tiles, splits): the GEMM of x_map and w_map over the block's
+// k-range (p.tiles_per_split k-tiles from z's), then the epilogue; CLUSTER: each (x, y) tile's splits are
+// one thread-block cluster that reduces them (tc_cluster_store), as in tc_igemm_kernel. May be launched as
+// the programmatic dependent of the operand staging: only the producer reads global memory the staging
+// wrote, so only it waits (wait_prior; grid_dependency.cuh), after the block's set-up.
 // Empty where the build lacks sm_90a code (the host checks before it launches).
-template <class Tile>
+template <class Tile, bool CLUSTER>
 __global__ void __launch_bounds__(Tile::THREADS + 32)
     tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                         bool wait_prior) {
@@ -111,6 +115,7 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
     __shared__ TcTmaBarriers<Tile> bars;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const TcBlock blk = tc_block<Tile>(p);
+    const int kt0 = blockIdx.z * p.tiles_per_split, nk = min(p.tiles_per_split, p.k_tiles - kt0);
     if (threadIdx.x == 0) {
         for (int s = 0; s < Tile::STAGES; ++s) {
             mbar_init(&bars.full[s], 1);
@@ -122,15 +127,19 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
     if (warp == Tile::THREADS / 32) {  // the producer warp: one thread issues every copy, then all leave
         if (lane == 0) {
             if (wait_prior) grid_wait_prior();  // the staging's x and w are written
-            tc_tma_produce<Tile>(p, &x_map, &w_map, smem, bars, blk.m0, blk.nb);
+            tc_tma_produce<Tile>(p, &x_map, &w_map, smem, bars, blk.m0, blk.nb, kt0, nk);
         }
+        if constexpr (CLUSTER) tc_cluster_store_idle();  // the cluster's barriers count every thread
         return;
     }
     float acc[Tile::MI][Tile::NJ][4];
-    tc_tma_consume<Tile>(smem, bars, acc, p.k_tiles, warp / 4, lane);
+    tc_tma_consume<Tile>(smem, bars, acc, nk, warp / 4, lane);
     tc_math_sync<Tile>();  // every math warp is done with the stages before the epilogue reuses them
     tc_with_y_type(p.y_dtype, [&](auto ty) {
-        tc_epilogue<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, warp * 16, 0, lane);
+        if constexpr (CLUSTER)
+            tc_cluster_store<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, warp * 16, 0, lane);
+        else
+            tc_epilogue<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, warp * 16, 0, lane);
     });
 #else
     (void)p; (void)x_map; (void)w_map; (void)wait_prior;
