@@ -1,15 +1,32 @@
-// grid_dependency.cuh — programmatic dependent launch (sm_90): a kernel launched right after another
-// in the same stream, as its programmatic dependent, may start while the first still runs, and waits
-// for the first grid's memory only where it reads it. Used where one call launches two kernels, the
-// second reading what the first wrote (the tensor-core GEMM after its operand staging): the second's
-// launch, block scheduling and prologue overlap the first instead of following its last block, which
-// batch-1 layers of a few microseconds feel.
-//   The first kernel calls grid_launch_dependents() in every block; the second is launched with
-//   grid_dependent_launch() and calls grid_wait_prior() before its first read of the first's output.
+// grid_dependency.cuh — programmatic dependent launch (sm_90): a kernel launched as the programmatic
+// dependent of the previous kernel in its stream may be scheduled while that one still runs, and waits
+// for it on the GPU where it must. The kernels of the performance families go this way (the tensor-core
+// implicit GEMMs with their operand staging, the split-K reduction, implicit_gemm's simple64x64 kernel,
+// grouped_direct's kernels; not implicit_gemm's pipelined simt* kernel: igemm_pipeline.cuh says why),
+// so that a call's launch, block scheduling and set-up overlap the stream's previous kernel instead of
+// following its last block: the few microseconds a batch-1 layer takes are otherwise half launch gap.
+//   The contract, kept by each such kernel:
+//   - grid_wait_prior() before its first read or write of global memory another kernel may touch (x, w,
+//     bias, y, the workspace): the previous kernel (which may still read what this one overwrites, or
+//     write what it reads) has then completed and its writes are visible. Work that touches no global
+//     memory (shared-memory barriers, index arithmetic) may come first. A kernel waited for completes
+//     only after its own wait, so each waits for everything before it in the stream.
+//   - grid_launch_dependents() in every block, after its wait, once the block has read its inputs,
+//     before its stores (CUTLASS's GEMMs signal there too); the copy kernels (operand staging, split-K
+//     reduction) right after their wait. The next kernel then launches while this one stores, onto SMs
+//     this one is leaving. Signalled earlier, dependents' blocks came in beside a running grid, a few
+//     SMs took two blocks of a grid that should have spread one per SM, and layers ran up to 45% slower
+//     (H100, bench/PERF_NOTES.md).
+//   Launches without the attribute (other libraries' kernels, ours before sm_90) follow the stream as
+//   usual, and the wait is a no-op in a kernel that is not a dependent.
 // Both device calls are no-ops before sm_90.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <cstdlib>
+
+#include "cuda_util.cuh"
 
 __device__ __forceinline__ void grid_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -17,28 +34,66 @@ __device__ __forceinline__ void grid_launch_dependents() {
 #endif
 }
 
-// Waits until the grids this one depends on have completed and their writes are visible. Callers wait
-// only where they were launched as a dependent (a kernel parameter says so), so that launches with
-// nothing to wait for carry no wait on their first copies' path.
+// Waits until the grid this one depends on has completed and its writes are visible.
 __device__ __forceinline__ void grid_wait_prior() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
 
-// Whether the current device runs dependents early (compute capability 9.0 on): elsewhere the caller
-// launches as usual rather than rely on how an older driver treats the attribute.
+// The start of a copy kernel: waits for the previous kernel, then lets the next one launch. In this
+// order only two grids ever overlap; signalled before the wait, a reduction let the next call's GEMM
+// launch while this call's GEMM still ran (see above).
+__device__ __forceinline__ void grid_dependency_enter() {
+    grid_wait_prior();
+    grid_launch_dependents();
+}
+
+// Whether launches go as dependents: on devices that run dependents early (compute capability 9.0 on;
+// elsewhere launches go as usual rather than rely on how an older driver treats the attribute), unless
+// PYCONV_DEPENDENT_LAUNCH=0 (read once per process) turns it off, e.g. to time or profile each call on
+// its own.
 static inline bool grid_dependency_supported() {
+    static const bool enabled = [] {
+        const char* env = getenv("PYCONV_DEPENDENT_LAUNCH");
+        return !(env && env[0] == '0' && env[1] == '\0');
+    }();
     int device = 0, major = 0;
-    return cudaGetDevice(&device) == cudaSuccess &&
+    return enabled && cudaGetDevice(&device) == cudaSuccess &&
            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
 }
 
-// The launch attribute that makes a cudaLaunchKernelEx launch the programmatic dependent of the
-// previous kernel in its stream.
-static inline cudaLaunchAttribute grid_dependent_launch() {
-    cudaLaunchAttribute a = {};
+// Adds the attribute that makes a cudaLaunchKernelEx launch the programmatic dependent of the previous
+// kernel in its stream, where the device supports it; config.attrs has room for one more.
+static inline void grid_dependent_launch(cudaLaunchConfig_t& config) {
+    if (!grid_dependency_supported()) return;
+    cudaLaunchAttribute& a = config.attrs[config.numAttrs++];
+    a = cudaLaunchAttribute{};
     a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     a.val.programmaticStreamSerializationAllowed = 1;
-    return a;
 }
+
+// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent (the kernel keeps the
+// contract above). Returns the launch's error.
+template <class... Params, class... Args>
+static cudaError_t grid_launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                         cudaStream_t stream, Args... args) {
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = attr;
+    grid_dependent_launch(config);
+    return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+// Launches kernel(args...) on (grid, block, smem, stream) as a programmatic dependent, recording its name
+// (kernel_name) for a later fault's message, and returns the launch's error status from the enclosing
+// function if it fails.
+#define CONV_LAUNCH_DEPENDENT(kernel_name, kernel, grid, block, smem, stream, ...)                       \
+    do {                                                                                               \
+        conv_note_launch(kernel_name);                                                                 \
+        CONV_CUDA_CHECK(grid_launch_dependent(kernel, grid, block, smem, stream, __VA_ARGS__));        \
+    } while (0)

@@ -19,6 +19,7 @@
 // ReLU are run-time values of the epilogue.
 #pragma once
 
+#include "grid_dependency.cuh"
 #include "igemm_epilogue.cuh"
 #include "igemm_tile_loaders.cuh"
 
@@ -59,6 +60,7 @@ __device__ void igemm_block(const ConvGemmShape& s, const TX* __restrict__ x, co
             mma.multiply(As, Bs);
             __syncthreads();
         }
+        grid_launch_dependents();  // the operands are read: the next kernel may launch during the stores
         igemm_store(out, epi, s, m0, mma, smem);
     }
 }
@@ -69,7 +71,10 @@ template <class Math, class TX, bool X_NHWC, bool KKC>
 __global__ void __launch_bounds__(Math::THREADS)
 conv_igemm_kernel(ConvGemmShape s, const TX* __restrict__ x, const TX* __restrict__ w, IgemmEpilogue epi) {
 #if defined(__CUDA_ARCH__)
-    if constexpr (__CUDA_ARCH__ >= Math::MIN_ARCH) igemm_block<Math, TX, X_NHWC, KKC>(s, x, w, epi);
+    if constexpr (__CUDA_ARCH__ >= Math::MIN_ARCH) {
+        grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
+        igemm_block<Math, TX, X_NHWC, KKC>(s, x, w, epi);
+    }
 #endif
 }
 
@@ -77,9 +82,8 @@ template <class Math, class TX, bool X_NHWC, bool KKC>
 static int igemm_launch(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
     const ConvGemmShape s = conv_gemm_shape(p);
     const dim3 grid((unsigned)conv_tiles(s.NPIX, Math::BN), conv_grid_y(conv_tiles(s.M, Math::BM)));
-    conv_igemm_kernel<Math, TX, X_NHWC, KKC><<<grid, Math::THREADS, 0, stream>>>(
-        s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), IgemmEpilogue::of(p, t));
-    CONV_LAUNCH_CHECK(conv_igemm_kernel);
+    CONV_LAUNCH_DEPENDENT("conv_igemm_kernel", conv_igemm_kernel<Math, TX, X_NHWC, KKC>, grid, Math::THREADS, 0,
+                          stream, s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), IgemmEpilogue::of(p, t));
     return CONV_OK;
 }
 

@@ -5,6 +5,7 @@
 //   32 x 33 shared tile so that the store runs along the pixels, coalesced, instead of M strides apart.
 #include "split_k.cuh"
 
+#include "grid_dependency.cuh"
 #include "implicit_gemm.cuh"
 #include "tensor_io.cuh"
 
@@ -19,6 +20,7 @@ __global__ void __launch_bounds__(SPLIT_TILE * SPLIT_ROWS)
 conv_split_k_reduce_kernel(const float* __restrict__ partial, int splits, int P, int M, int OHW,
                            const TY* __restrict__ bias, bool relu, TY* __restrict__ y) {
     __shared__ float tile[SPLIT_TILE][SPLIT_TILE + 1];  // [map][pixel], padded against bank conflicts
+    grid_dependency_enter();  // the GEMM's partial sums are written
     const long long split_stride = (long long)P * M;     // may pass 2^31 over all splits
     const int p0 = blockIdx.x * SPLIT_TILE;
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -62,13 +64,10 @@ int split_k_launch(const conv_problem* p, const float* partial, int splits, cons
     const dim3 block(SPLIT_TILE, SPLIT_ROWS);
     const TY* b = p->bias ? static_cast<const TY*>(bias) : nullptr;
     const bool relu = p->epilogue == CONV_EPILOGUE_RELU;
-    if (p->y_layout == CONV_NHWC)
-        conv_split_k_reduce_kernel<TY, true>
-            <<<grid, block, 0, stream>>>(partial, splits, P, M, OHW, b, relu, static_cast<TY*>(y));
-    else
-        conv_split_k_reduce_kernel<TY, false>
-            <<<grid, block, 0, stream>>>(partial, splits, P, M, OHW, b, relu, static_cast<TY*>(y));
-    CONV_LAUNCH_CHECK(conv_split_k_reduce_kernel);
+    const auto kernel = p->y_layout == CONV_NHWC ? conv_split_k_reduce_kernel<TY, true>
+                                                 : conv_split_k_reduce_kernel<TY, false>;
+    CONV_LAUNCH_DEPENDENT("conv_split_k_reduce_kernel", kernel, grid, block, 0, stream, partial, splits, P, M, OHW, b,
+                          relu, static_cast<TY*>(y));
     return CONV_OK;
 }
 

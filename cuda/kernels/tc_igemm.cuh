@@ -139,7 +139,7 @@ struct TcParams {
 // TcParams stays at these 128 bytes: with two more fields (136 bytes and more) nvcc compiled every
 // tensor-core kernel into ~40% less PTX (its stores no longer unrolled as before), and on that build the
 // fp16 / bf16 layers, whose code changed in nothing else, ran 7-10% slower on the H100 (bench/
-// PERF_NOTES.md). New per-launch values go in as kernel parameters of their own, as wait_prior does.
+// PERF_NOTES.md). New per-launch values go in as kernel parameters of their own, after TcParams.
 static_assert(sizeof(TcParams) == 128, "TcParams grew: see the note above before adding a field");
 
 // ---- the tile iterator ----

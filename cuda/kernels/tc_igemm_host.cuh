@@ -176,7 +176,7 @@ static inline void tc_cluster_splits(cudaLaunchConfig_t& config, const TcGrid& g
 // room for one more attribute).
 template <class Tile, TcSplit SPLIT>
 static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k, const TcGrid& g,
-                         cudaLaunchConfig_t config, int dtype, bool wait_prior) {
+                         cudaLaunchConfig_t config, int dtype) {
     CUtensorMap x_map, w_map;
     k.x_im2col = tc_tma_im2col(p);
     int status = k.x_im2col ? tma_map_im2col(&x_map, variant, k.x, dtype, p, k.Cx, Tile::BM)
@@ -190,14 +190,14 @@ static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k,
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)config.dynamicSmemBytes));
     conv_note_launch("tc_wgmma_tma_kernel");
-    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map, wait_prior));
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map));
     return CONV_OK;
 }
 
 // Launches tc_igemm_kernel of tile Tile as k and config say (its splits a cluster under cluster split-K:
 // config has room for one more attribute).
 template <class Tile, TcSplit SPLIT>
-static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_t config, bool wait_prior) {
+static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_t config) {
     const auto kernel = tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
     if constexpr (Tile::WGMMA) {  // the pipeline in dynamic shared memory, past the default 48 KB limit
         config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>();
@@ -206,16 +206,15 @@ static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_
     }
     if constexpr (SPLIT == TC_SPLIT_CLUSTER) tc_cluster_splits(config, g);
     conv_note_launch("tc_igemm_kernel");
-    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, wait_prior));
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k));
     return CONV_OK;
 }
 
-// Launches the GEMM of configuration (Tile, SPLIT); after_staging: the previous launch in the stream is
-// the operand staging it reads, so it goes as that kernel's programmatic dependent (grid_dependency.cuh).
+// Launches the GEMM of configuration (Tile, SPLIT), as the programmatic dependent of the stream's previous
+// kernel (grid_dependency.cuh): the operand staging where there is one, else whatever ran before.
 template <class Tile, TcSplit SPLIT>
 static int tc_launch(const char* variant, const conv_problem* p, const TcOperands& o, const TcGrid& g,
-                     const void* x, const void* w, const conv_tensors* t, float* partial, bool after_staging,
-                     cudaStream_t stream) {
+                     const void* x, const void* w, const conv_tensors* t, float* partial, cudaStream_t stream) {
     TcParams k;
     k.x = x;
     k.w = w;
@@ -250,13 +249,12 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
     config.stream = stream;
     cudaLaunchAttribute attrs[2];
     config.attrs = attrs;
-    const bool wait_prior = after_staging && grid_dependency_supported();
-    if (wait_prior) attrs[config.numAttrs++] = grid_dependent_launch();
+    grid_dependent_launch(config);
     if constexpr (Tile::TMA) {
-        return tc_launch_tma<Tile, SPLIT>(variant, p, k, g, config, o.dtype, wait_prior);
+        return tc_launch_tma<Tile, SPLIT>(variant, p, k, g, config, o.dtype);
     } else {
         (void)variant;
-        return tc_launch_igemm<Tile, SPLIT>(k, g, config, wait_prior);
+        return tc_launch_igemm<Tile, SPLIT>(k, g, config);
     }
 }
 
@@ -299,7 +297,7 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         if (status == CONV_OK && count) status = tc_stage_channels_last(copies, count, p->x_dtype, o.dtype, stream);
         if (status != CONV_OK) return status;
         float* partial = partials ? reinterpret_cast<float*>(ws + o.xs_bytes + o.ws_bytes) : nullptr;
-        status = tc_launch<Tile, SPLIT>(Family::NAME, p, o, g, x, w, t, partial, count > 0, stream);
+        status = tc_launch<Tile, SPLIT>(Family::NAME, p, o, g, x, w, t, partial, stream);
         if (status != CONV_OK || !partial) return status;
         return conv_split_k_reduce(p, partial, g.splits, p->bias ? t->bias : nullptr, t->y, stream);
     });

@@ -38,14 +38,13 @@ __device__ __forceinline__ unsigned char* tc_pipeline_smem() {
 
 // Block (x, y, z) of a grid (pixel tiles, G x map tiles per group, splits): the mainloop, then y or,
 // under workspace split-K (p.partial), its partial sums; CLUSTER: each (x, y) tile's splits are one
-// thread-block cluster (dimensions 1 x 1 x gridDim.z <= 8, p.partial NULL) that reduces them. May be
-// launched as the programmatic dependent of the operand staging (grid_dependency.cuh), with wait_prior
-// set. Empty
-// where the architecture lacks the instructions (the host checks before it launches).
+// thread-block cluster (dimensions 1 x 1 x gridDim.z <= 8, p.partial NULL) that reduces them. Launched as
+// a programmatic dependent (grid_dependency.cuh). Empty where the architecture lacks the instructions
+// (the host checks before it launches).
 template <class Tile, bool CLUSTER>
-__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p, bool wait_prior) {
+__global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
     if constexpr (tc_kernel_compiled<Tile, CLUSTER>()) {
-        if (wait_prior) grid_wait_prior();  // the staging's x and w are written
+        grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
         unsigned char* smem = tc_pipeline_smem<Tile>();
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const TcBlock blk = tc_block<Tile>(p);
@@ -53,6 +52,7 @@ __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p, boo
         float acc[Tile::MI][Tile::NJ][4];
         if constexpr (Tile::WGMMA) tc_wgmma_mainloop<Tile>(p, smem, acc, blk.m0, blk.group, blk.n0, warp / 4);
         else tc_mainloop<Tile>(p, smem, acc, blk.m0, blk.group, blk.n0, wm, wn, lane);
+        grid_launch_dependents();  // the operands are read: the next kernel may launch during the stores
         if constexpr (CLUSTER) {
             tc_with_y_type(p.y_dtype, [&](auto ty) {
                 tc_cluster_store<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, wm, wn, lane);
@@ -63,6 +63,6 @@ __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p, boo
             });
         }
     } else {
-        (void)p; (void)wait_prior;
+        (void)p;
     }
 }

@@ -10,8 +10,8 @@
 //   (row, channel) looping over inner. A transpose tile there would be mostly empty: 1x1 filters of
 //   M x C made M*C/32 blocks of 32 values each, thousands of blocks for a few hundred KB, which cost
 //   more than the GEMM on batch-1 layers (H100: 2048 x 512 filters, 32768 blocks).
-// The GEMM that reads the staged operands is launched as a programmatic dependent (grid_dependency.cuh):
-// each block of this kernel lets it start at once, and it waits for this grid's writes before reading.
+// Launched as a programmatic dependent (grid_dependency.cuh), as is the GEMM that reads the staged
+// operands: each block lets the GEMM launch at once, which waits for this grid's writes before reading.
 #include "tc_staging.cuh"
 
 #include <climits>
@@ -140,7 +140,7 @@ __device__ void stage_transpose(const StageJob& j, unsigned block, float (&tile)
 template <class TS, class TD>
 __global__ void __launch_bounds__(THREADS, 8) tc_stage_kernel(StageJob a, StageJob b) {
     __shared__ float tile[TILE][TILE + 1];  // [channel][position], padded against bank conflicts
-    grid_launch_dependents();  // the GEMM may start; it waits for this grid before reading (tc_igemm_host.cuh)
+    grid_dependency_enter();  // the GEMM may launch; x, w and the workspace are free of earlier kernels
     const bool second = blockIdx.x >= a.blocks;
     const StageJob j = second ? b : a;
     const unsigned block = second ? blockIdx.x - a.blocks : blockIdx.x;
@@ -175,8 +175,7 @@ StageJob stage_job(const TcStageCopy& c) {
 
 template <class TS, class TD>
 int stage_launch(const StageJob& a, const StageJob& b, cudaStream_t stream) {
-    tc_stage_kernel<TS, TD><<<a.blocks + b.blocks, THREADS, 0, stream>>>(a, b);
-    CONV_LAUNCH_CHECK(tc_stage_kernel);
+    CONV_LAUNCH_DEPENDENT("tc_stage_kernel", tc_stage_kernel<TS, TD>, a.blocks + b.blocks, THREADS, 0, stream, a, b);
     return CONV_OK;
 }
 

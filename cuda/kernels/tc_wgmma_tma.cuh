@@ -100,14 +100,13 @@ __device__ __forceinline__ void tc_tma_consume(unsigned char* smem, TcTmaBarrier
 
 // Block (x, y, z) of a grid (pixel tiles, map tiles, splits): the GEMM of x_map and w_map over the block's
 // k-range (p.tiles_per_split k-tiles from z's), then the epilogue; CLUSTER: each (x, y) tile's splits are
-// one thread-block cluster that reduces them (tc_cluster_store), as in tc_igemm_kernel. May be launched as
-// the programmatic dependent of the operand staging: only the producer reads global memory the staging
-// wrote, so only it waits (wait_prior; grid_dependency.cuh), after the block's set-up.
+// one thread-block cluster that reduces them (tc_cluster_store), as in tc_igemm_kernel. Launched as a
+// programmatic dependent (grid_dependency.cuh): only the producer's copies touch global memory before the
+// epilogue, which follows them, so only the producer waits, after the block's set-up.
 // Empty where the build lacks sm_90a code (the host checks before it launches).
 template <class Tile, bool CLUSTER>
 __global__ void __launch_bounds__(Tile::THREADS + 32)
-    tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
-                        bool wait_prior) {
+    tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map) {
 #ifdef CONV_WGMMA
     static_assert(Tile::WGMMA && Tile::TMA && Tile::MI == 1 && Tile::BM % 64 == 0 && Tile::ROW_CHUNKS == 8,
                   "warpgroups of 64 rows, warp tiles of 16 x BN, 128-byte rows (the swizzle's span)");
@@ -126,14 +125,16 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
     __syncthreads();
     if (warp == Tile::THREADS / 32) {  // the producer warp: one thread issues every copy, then all leave
         if (lane == 0) {
-            if (wait_prior) grid_wait_prior();  // the staging's x and w are written
+            grid_wait_prior();  // the previous kernel's writes of x and w (the staging's) are visible
             tc_tma_produce<Tile>(p, &x_map, &w_map, smem, bars, blk.m0, blk.nb, kt0, nk);
+            grid_launch_dependents();  // every copy is issued
         }
         if constexpr (CLUSTER) tc_cluster_store_idle();  // the cluster's barriers count every thread
         return;
     }
     float acc[Tile::MI][Tile::NJ][4];
     tc_tma_consume<Tile>(smem, bars, acc, nk, warp / 4, lane);
+    grid_launch_dependents();  // the operands are read: the next kernel may launch during the stores
     tc_math_sync<Tile>();  // every math warp is done with the stages before the epilogue reuses them
     tc_with_y_type(p.y_dtype, [&](auto ty) {
         if constexpr (CLUSTER)
@@ -142,6 +143,6 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
             tc_epilogue<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, warp * 16, 0, lane);
     });
 #else
-    (void)p; (void)x_map; (void)w_map; (void)wait_prior;
+    (void)p; (void)x_map; (void)w_map;
 #endif
 }

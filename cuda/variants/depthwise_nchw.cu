@@ -18,6 +18,7 @@
 // PyTorch.
 
 #include "conv_shape.cuh"
+#include "grid_dependency.cuh"
 #include "grouped_direct.h"
 #include "tensor_io.cuh"
 
@@ -47,6 +48,7 @@ __global__ void __launch_bounds__(THREADS) dw_nchw_kernel(dw_nchw_shape s, const
                                                           const TX* __restrict__ w, const TY* __restrict__ bias,
                                                           TY* __restrict__ y) {
     static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
+    grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
     const int KH = K ? K : s.KH, KW = K ? K : s.KW;
     const int item = blockIdx.x * THREADS + threadIdx.x;
     if (item >= s.items) return;
@@ -90,6 +92,7 @@ __global__ void __launch_bounds__(THREADS) dw_nchw_kernel(dw_nchw_shape s, const
             }
     }
 
+    grid_launch_dependents();  // the inputs are read: the next kernel may launch during the stores
     const float bm = bias ? conv_load(bias, m) : 0.0f;
     TY* yp = y + (plane * s.OH + oh0) * s.OW + ow;
 #pragma unroll
@@ -123,10 +126,9 @@ struct DwNchwLaunch {
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
         const unsigned blocks = (unsigned)(((int64_t)s.items + DW_NCHW_THREADS - 1) / DW_NCHW_THREADS);  // < 2^24
         const auto kernel = gd_kernel_for<Kernels<TX, TY>::template At, TX, TY>(p);
-        kernel<<<blocks, DW_NCHW_THREADS, 0, stream>>>(
-            s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), static_cast<const TY*>(t->bias),
-            static_cast<TY*>(t->y));
-        CONV_LAUNCH_CHECK(dw_nchw_kernel);
+        CONV_LAUNCH_DEPENDENT("dw_nchw_kernel", kernel, blocks, DW_NCHW_THREADS, 0, stream, s,
+                              static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
+                              static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
         return CONV_OK;
     }
 };

@@ -24,6 +24,7 @@
 // A tap on padding meets a zero and still its weight, so an Inf or NaN weight there gives NaN, as in
 // PyTorch.
 #include "conv_shape.cuh"
+#include "grid_dependency.cuh"
 #include "grouped_direct.h"
 #include "launch_util.cuh"
 #include "tensor_io.cuh"
@@ -278,6 +279,7 @@ __device__ __forceinline__ void dw_nhwc_tiles(const dw_nhwc_shape& s, const T* _
             }
         }
 
+        grid_launch_dependents();  // the tile's inputs are read (a block's first call is the one that counts)
 #pragma unroll
         for (int r = 0; r < PR; ++r) {
             if (oh0 + r >= s.OH) break;
@@ -303,6 +305,7 @@ __global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const
     constexpr bool IN_REGS = dw_taps_in_regs(K, V);
     const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
     extern __shared__ float4 s_w4[];  // !IN_REGS: the staged taps
+    grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
     const int v0 = blockIdx.y * s.block_vecs, nv = min(s.block_vecs, s.vecs - v0);
     const int vl = threadIdx.x % s.block_vecs, tl = threadIdx.x / s.block_vecs;
     const int c = V * (v0 + vl);
@@ -368,10 +371,9 @@ struct DwNhwcLaunch {
         const int64_t need = ((int64_t)s.tiles + s.tiles_per_block - 1) / s.tiles_per_block;
         const int64_t cap = (DW_WAVES * wave + gy - 1) / gy;
         const unsigned gx = conv_wave_grid(need, cap, true);
-        kernel<<<dim3(gx, (unsigned)gy), THREADS, smem, stream>>>(
-            s, static_cast<const T*>(t->x), static_cast<const T*>(t->w), static_cast<const T*>(t->bias),
-            static_cast<T*>(t->y));
-        CONV_LAUNCH_CHECK(dw_nhwc_kernel);
+        CONV_LAUNCH_DEPENDENT("dw_nhwc_kernel", kernel, dim3(gx, (unsigned)gy), THREADS, smem, stream, s,
+                              static_cast<const T*>(t->x), static_cast<const T*>(t->w),
+                              static_cast<const T*>(t->bias), static_cast<T*>(t->y));
         return CONV_OK;
     }
 };

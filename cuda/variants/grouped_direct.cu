@@ -24,6 +24,7 @@
 
 #include "conv_kernel_util.cuh"
 #include "conv_shape.cuh"
+#include "grid_dependency.cuh"
 #include "grouped_direct.h"
 #include "tensor_io.cuh"
 
@@ -127,6 +128,7 @@ __global__ void __launch_bounds__(TW * TR) gd_tile_kernel(gd_shape s, const TX* 
     extern __shared__ float4 gd_smem4[];
     float* s_w = reinterpret_cast<float*>(gd_smem4);  // [c][tap][MT]: float4-aligned
     float* s_x = s_w + s.chunk_c * KK * MT;            // [c][in_h][in_w]
+    grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
 
     // blockIdx.x = ((b * G + g) * mchunks + mc) * tiles + tile: neighbouring tiles run together.
     const int tile = blockIdx.x % s.tiles;
@@ -190,6 +192,7 @@ __global__ void __launch_bounds__(TW * TR) gd_tile_kernel(gd_shape s, const TX* 
         }
     }
 
+    grid_launch_dependents();  // the inputs are read: the next kernel may launch during the stores
     const int ow = ow0 + tx;
     if (ow >= s.OW) return;
 #pragma unroll
@@ -254,10 +257,9 @@ struct GdTileLaunch {
         const int64_t blocks = (int64_t)s.tiles * p->B * s.G * s.mchunks;
         const size_t smem = (size_t)(s.chunk_c * per_c) * sizeof(float);
         const auto kernel = gd_kernel_for<Kernels<TX, TY>::template At, TX, TY>(p);
-        kernel<<<(unsigned)blocks, THREADS, smem, stream>>>(
-            s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), static_cast<const TY*>(t->bias),
-            static_cast<TY*>(t->y));
-        CONV_LAUNCH_CHECK(gd_tile_kernel);
+        CONV_LAUNCH_DEPENDENT("gd_tile_kernel", kernel, (unsigned)blocks, THREADS, smem, stream, s,
+                              static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
+                              static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
         return CONV_OK;
     }
 
