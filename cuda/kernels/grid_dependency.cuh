@@ -13,10 +13,11 @@
 //     only after its own wait, so each waits for everything before it in the stream.
 //   - grid_launch_dependents() in every block, after its wait, once the block has read its inputs,
 //     before its stores (CUTLASS's GEMMs signal there too); the copy kernels (operand staging, split-K
-//     reduction) right after their wait. The next kernel then launches while this one stores, onto SMs
-//     this one is leaving. Signalled earlier, dependents' blocks came in beside a running grid, a few
-//     SMs took two blocks of a grid that should have spread one per SM, and layers ran up to 45% slower
-//     (H100, bench/PERF_NOTES.md).
+//     reduction) right after their wait. The next kernel then launches while this one stores. Signalled
+//     at the start instead (tried first), dependents' blocks came in beside a running grid for its whole
+//     run: batch-1 fp16 layers gained about half as much, and fp32 ones ran 15-24% slower (H100,
+//     bench/PERF_NOTES.md, tenth run; the cause, likely where the waiting blocks were placed, is not
+//     profiled).
 //   Launches without the attribute (other libraries' kernels, ours before sm_90) follow the stream as
 //   usual, and the wait is a no-op in a kernel that is not a dependent.
 // Both device calls are no-ops before sm_90.
@@ -41,9 +42,9 @@ __device__ __forceinline__ void grid_wait_prior() {
 #endif
 }
 
-// The start of a copy kernel: waits for the previous kernel, then lets the next one launch. In this
-// order only two grids ever overlap; signalled before the wait, a reduction let the next call's GEMM
-// launch while this call's GEMM still ran (see above).
+// The start of a copy kernel: waits for the previous kernel, then lets the next one launch, so that no
+// more than two grids overlap (signalled before its wait, a reduction would let the next call's GEMM
+// launch while this call's GEMM still ran).
 __device__ __forceinline__ void grid_dependency_enter() {
     grid_wait_prior();
     grid_launch_dependents();

@@ -153,9 +153,10 @@ static int igemm_pipelined_launch(const conv_problem* p, const conv_tensors* t, 
     const dim3 grid((unsigned)conv_tiles(s.NPIX, Math::BN), conv_grid_y(conv_group_m_tiles(s, Math::BM)),
                     (unsigned)split.splits);
     // A plain launch, not a programmatic dependent (grid_dependency.cuh): as a dependent this kernel ran
-    // 10-45% slower on grids of 1.1 to 1.5 waves (H100, cnn5 fp32: resnet50/res4a_branch2b at batch 32
-    // 224 -> 274 us) and gained 2-12% only on small batch-1 grids, a net loss. Its split-K reduction
-    // still goes as its dependent: the kernel signals (grid_launch_dependents) before its stores.
+    // up to 45% slower on some grids (H100, cnn5 fp32: resnet50/res4a_branch2b at batch 32 224 -> 274 us,
+    // vgg19/conv5_1 at batch 1 53 -> 77 us; not profiled) and gained 2-12% on small batch-1 ones, a net
+    // loss (exact batch 32 0.84x -> 0.79x cuDNN). Its split-K reduction still goes as its dependent: the
+    // kernel signals (grid_launch_dependents) before its stores.
     conv_igemm_pipelined_kernel<Math, TX, XLoader><<<grid, Math::THREADS, 0, stream>>>(
         s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), epi, split.tiles_per_split, w_vec);
     CONV_LAUNCH_CHECK(conv_igemm_pipelined_kernel);
