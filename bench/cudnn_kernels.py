@@ -17,10 +17,11 @@ import tempfile
 from profile_config import layer_shape
 
 
-def cudnn_kernels(shape, batch: int, dtype: str, layout: str, calls: int = 5):
+def cudnn_kernels(shape, batch: int, dtype: str, layout: str, tf32: bool = False, calls: int = 5):
     import torch  # optional: only this tool needs it
 
     torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = tf32  # f32: plain fp32 (the `exact` comparison) unless --tf32 (`fast`)
     torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     memory = torch.channels_last if layout == "NHWC" else torch.contiguous_format
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -59,11 +60,12 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--dtype", choices=("f32", "f16", "bf16"), default="f16")
     parser.add_argument("--layout", choices=("NCHW", "NHWC"), default="NHWC")
+    parser.add_argument("--tf32", action="store_true", help="f32 on TF32 tensor cores (default: plain fp32)")
     args = parser.parse_args()
     for layer in args.layers:
         shape, batch = layer_shape(layer, args.batch)
-        print(f"{layer} B={batch} {args.dtype} {args.layout}")
-        for name, k in cudnn_kernels(shape, batch, args.dtype, args.layout).items():
+        print(f"{layer} B={batch} {args.dtype}{' tf32' if args.tf32 else ''} {args.layout}")
+        for name, k in cudnn_kernels(shape, batch, args.dtype, args.layout, args.tf32).items():
             d = sorted(k["durations"])
             print(f"  {d[len(d) // 2]:8.2f} us  grid {k['grid']} block {k['block']} regs {k['registers']} "
                   f"smem {k['smem']} occupancy {k['occupancy']}%  x{len(d)}\n    {name}")
