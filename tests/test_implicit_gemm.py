@@ -2,11 +2,12 @@
 
 The problem matrix (test_problem_matrix.py) runs every variant's default configuration and
 test_conv2d.py every configuration on fp32 NCHW shapes; the tuned configurations (simt128x128,
-simt128x64, simt64x128: kernels/igemm_pipeline.cuh) pick among paths by layout, alignment and grid
-size, and each path is reached here by every configuration:
+simt128x64, simt64x128, simt32x256, simt32x128: kernels/igemm_pipeline.cuh) pick among paths by layout,
+alignment and grid size, and each path is reached here by every configuration:
   - the Xunroll loader: scalar gather (NCHW; NHWC with MCKK filters or C % 4 != 0), 16-byte quad gather
     (NHWC, MKKC, C % 4 == 0) with stride, padding, 'same' end padding and dilation, and the plain GEMM of
-    1x1 stride-1 unpadded NHWC layers;
+    1x1 stride-1 unpadded layers: along channels (NHWC) and along pixels (NCHW: 16-byte pixel quads
+    where H*W % 4 == 0 and x is aligned, else per pixel, quads straddling two images);
   - W loads as quads (C*KH*KW % 4 == 0) or scalars with a k tail;
   - split-K (batch-1 grids with a long reduction) with its reduction kernel's bias, ReLU, y dtypes and
     both y layouts (NCHW through the transposing tile, M and pixel counts not multiples of 32);
@@ -29,7 +30,7 @@ from pyconv import ConvUnsupportedError
 from pyconv._lib import check, ffi, lib
 
 VARIANT = "implicit_gemm"
-CONFIGS = ["simple64x64", "simt128x128", "simt128x64", "simt64x128"]
+CONFIGS = ["simple64x64", "simt128x128", "simt128x64", "simt64x128", "simt32x256", "simt32x128"]
 TUNED = CONFIGS[1:]
 
 NHWC_KKC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
@@ -49,10 +50,17 @@ CASES = {
     "gemm_1x1": ConvCase(3, 20, 7, 9, 72, 1, 1, **NHWC_KKC),
     "gemm_1x1_mckk_nchw_y": ConvCase(2, 16, 5, 11, 130, 1, 1, x_layout="NHWC", w_layout="MCKK"),
     "gemm_1x1_c3": ConvCase(2, 3, 6, 7, 40, 1, 1, **NHWC_KKC),
+    # 1x1 as a GEMM along pixels (NCHW x): 16-byte pixel quads (H*W % 4 == 0), and per pixel where H*W is
+    # odd (quads straddle two images), with a k tail and M not a multiple of any tile
+    "pixel_gemm_1x1": ConvCase(3, 21, 8, 6, 40, 1, 1, bias=True, epilogue="relu"),
+    "pixel_gemm_1x1_odd_hw": ConvCase(3, 20, 7, 9, 72, 1, 1, y_layout="NHWC"),
+    "pixel_gemm_1x1_f16": ConvCase(2, 12, 4, 10, 33, 1, 1, x_dtype="f16", y_dtype="f16"),
     # split-K: batch 1, a long reduction (C*KH*KW >= 64 k-tiles), few blocks
     "split_nchw_bias_relu": ConvCase(1, 64, 9, 9, 70, 3, 3, padding=(1, 1), bias=True, epilogue="relu"),
     "split_nhwc_quad": ConvCase(1, 64, 7, 7, 150, 3, 3, padding=(1, 1), bias=True, **NHWC_KKC),
     "split_gemm_1x1": ConvCase(1, 512, 7, 7, 100, 1, 1, **NHWC_KKC),
+    "split_pixel_gemm_1x1": ConvCase(1, 512, 8, 8, 100, 1, 1, bias=True),
+    "split_pixel_gemm_1x1_odd_hw": ConvCase(1, 512, 7, 7, 36, 1, 1, epilogue="relu"),
     "split_ckk_tail": ConvCase(1, 67, 6, 5, 36, 3, 3, padding=(1, 1), epilogue="relu"),  # CKK = 603
     # dtypes, through the quad loaders and the reduction
     "f16_quad_split": ConvCase(1, 64, 7, 7, 48, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", bias=True,
@@ -83,6 +91,8 @@ GROUPED_CASES = {
     "g2_gemm_1x1_mckk_nchw_y": ConvCase(2, 40, 5, 11, 130, 1, 1, groups=2, x_layout="NHWC"),
     "g4_bf16_gemm_f32_y": ConvCase(2, 48, 5, 6, 40, 1, 1, groups=4, x_dtype="bf16", **NHWC_KKC),
     "g3_1x1_cg6": ConvCase(2, 18, 6, 7, 9, 1, 1, groups=3, **NHWC_KKC),
+    "g2_pixel_gemm_1x1": ConvCase(2, 24, 6, 6, 70, 1, 1, groups=2, bias=True),
+    "g3_pixel_gemm_1x1_odd_hw": ConvCase(3, 9, 5, 5, 12, 1, 1, groups=3, x_dtype="bf16"),
     # split-K at batch 1, a long reduction per group (AlexNet conv5: 2 groups of 192 channels)
     "g2_split_nchw_bias_relu": ConvCase(1, 384, 13, 13, 256, 3, 3, padding=(1, 1), groups=2, bias=True,
                                         epilogue="relu"),
@@ -125,6 +135,18 @@ def check_config(config: str, case: ConvCase, rng) -> int:
 @pytest.mark.parametrize("config", CONFIGS)
 def test_config_path_matches_oracle(config, case_id, rng):
     check_config(config, CASES[case_id], rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("x_offset", [1, 2])
+@pytest.mark.parametrize("config", TUNED)
+def test_pixel_gemm_unaligned_x(config, x_offset, rng):
+    """x one or two elements past a 16-byte boundary: the NCHW 1x1 GEMM loads per pixel, not in quads."""
+    case = CASES["pixel_gemm_1x1"]
+    x, w, bias = pr.random_operands(case, rng)
+    y, _ = pr.run_config(VARIANT, config, case, x, w, bias, x_offset=x_offset)
+    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert rel_l2(y, ref) <= pr.error_bound(VARIANT, "f32", "f32"), f"{config}, x at +{x_offset}"
 
 
 @requires_gpu

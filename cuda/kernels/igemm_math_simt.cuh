@@ -7,8 +7,8 @@
 //   IgemmHalf2Math (`fp16`): fp16 tiles (half the shared footprint and traffic: 8-byte reads), two
 //     adjacent pixels per __hfma2 (8 instructions per k for the 16 outputs instead of 16); the fp16
 //     partial sums of each 16-long run of k are flushed into fp32 accumulators.
-//   IgemmSimtOuterMath (`implicit_gemm`'s tuned configurations): 128/64 x 128/64 block tiles, 8 x 8
-//     outputs per thread, for the double-buffered mainloop (igemm_pipeline.cuh); see below.
+//   IgemmSimtOuterMath (`implicit_gemm`'s tuned configurations): 128/64/32 x 256/128/64 block tiles,
+//     8 x 8 outputs per thread, for the double-buffered mainloop (igemm_pipeline.cuh); see below.
 // The policy interface the mainloop uses is described in igemm_mainloop.cuh.
 #pragma once
 
@@ -135,7 +135,7 @@ struct IgemmHalf2Math : IgemmMicroTile<IgemmHalfOperand, 8> {
 // 4 x 16 of pixels): no bank conflicts. The tiles are k-major, rows padded by 4 floats (LD % 32 == 4)
 // so the loaders' transposed quad stores spread over all banks. Exact fp32 products (fmaf), each
 // output's sum in k order.
-template <int BM_, int BN_, int WARPS_M, int WARPS_N>
+template <int BM_, int BN_, int WARPS_M, int WARPS_N, int MIN_BLOCKS_ = 2 * 256 / (32 * WARPS_M * WARPS_N)>
 struct IgemmSimtOuterMath {
     using Operand = IgemmFloatOperand;
     using T = float;
@@ -145,8 +145,10 @@ struct IgemmSimtOuterMath {
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;         // a warp's region
     static constexpr int LANES_M = WM / TM, LANES_N = WN / TN;         // its lanes, LANES_N fastest
     static_assert(WM * WARPS_M == BM && WN * WARPS_N == BN && LANES_M * LANES_N == 32, "8 x 8 per lane, 32 lanes");
-    // Registers: 64 accumulators + 16 operands + staged loads stay under 128 at 512 threads per SM.
-    static constexpr int MIN_BLOCKS = 2 * 256 / THREADS;
+    // Blocks per SM that the registers must allow (__launch_bounds__). The default, 512 threads per SM,
+    // caps a thread at 128 registers: 64 accumulators + 16 operands + staged loads. The thin-map tiles,
+    // whose few threads stage 4x the loads each, ask for fewer blocks instead of spilling.
+    static constexpr int MIN_BLOCKS = MIN_BLOCKS_;
     static constexpr int LDA = BM + 4, LDB = BN + 4;
     static constexpr int A_FLOATS = BK * LDA, B_FLOATS = BK * LDB, STAGE_FLOATS = A_FLOATS + B_FLOATS;
     static_assert(LDA % 32 == 4 && LDB % 32 == 4 && A_FLOATS % 4 == 0 && STAGE_FLOATS % 4 == 0,

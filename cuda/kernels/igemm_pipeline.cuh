@@ -4,8 +4,10 @@
 //   - two shared stages: tile t+1 is fetched into registers, multiplied-over tile t, then stored
 //     into the other stage: one barrier per k-tile instead of two;
 //   - the W tile in k-quads (WeightQuadLoader: 16-byte loads where CKK % 4 == 0), the Xunroll tile by
-//     one of three loaders chosen per problem (XLoader):
+//     one of four loaders chosen per problem (XLoader):
 //       XunrollQuadLoader<.., true>   1x1 stride-1 unpadded NHWC, Cg % 4 == 0: a plain GEMM operand;
+//       XunrollPixelQuadLoader        1x1 stride-1 unpadded NCHW: the GEMM operand along pixels, 16-byte
+//                                     loads where H*W % 4 == 0;
 //       XunrollQuadLoader<.., false>  NHWC x, MKKC w, Cg % 4 == 0: 16-byte loads of one tap's channels;
 //       XunrollTileLoader             anything else (scalar gather, NCHW or NHWC, MCKK or MKKC);
 //   - split-K: gridDim.z splits of the k-tiles; each writes raw fp32 partial sums into the workspace
@@ -165,21 +167,25 @@ static int igemm_pipelined_launch(const conv_problem* p, const conv_tensors* t, 
     return status;
 }
 
-// The Xunroll loader for the problem: the GEMM operand for 1x1 stride-1 unpadded NHWC, the quad gather
-// for NHWC with MKKC filters, both only where Cg % 4 == 0 (C/groups: every group's first channel is a
-// quad boundary too) and x is aligned to 4 elements (the batch chunks of the dispatcher start at whole
-// images, multiples of C elements); else the scalar gather.
+// The Xunroll loader for the problem: for 1x1 stride-1 unpadded layers the GEMM operand, along channels
+// (NHWC: only where Cg % 4 == 0 and x is aligned to 4 elements) or along pixels (NCHW); the quad gather
+// for NHWC with MKKC filters, again only where Cg % 4 == 0 (C/groups: every group's first channel is a
+// quad boundary too) and x is aligned (the batch chunks of the dispatcher start at whole images,
+// multiples of C elements); else the scalar gather.
 template <class Math, class TX>
 static int igemm_pipelined_layouts(const conv_problem* p, const conv_tensors* t, void* workspace,
                                    size_t workspace_bytes, cudaStream_t stream) {
     constexpr int BK = Math::BK, BN = Math::BN, THREADS = Math::THREADS;
     const bool x_nhwc = p->x_layout == CONV_NHWC, kkc = p->w_layout == CONV_MKKC;
     const bool quads = x_nhwc && (p->C / p->groups) % 4 == 0 && igemm_aligned(t->x, 4 * sizeof(TX));
-    const bool gemm = quads && p->KH == 1 && p->KW == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 &&
-                      p->pad_w == 0 && conv_out_h(p) == p->H && conv_out_w(p) == p->W;
-    if (gemm)
+    const bool unit = p->KH == 1 && p->KW == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 &&
+                      p->pad_w == 0 && conv_out_h(p) == p->H && conv_out_w(p) == p->W;  // Xunroll is x
+    if (quads && unit)
         return igemm_pipelined_launch<Math, TX, XunrollQuadLoader<TX, BK, BN, THREADS, true>>(p, t, workspace,
                                                                                             workspace_bytes, stream);
+    if (!x_nhwc && unit)
+        return igemm_pipelined_launch<Math, TX, XunrollPixelQuadLoader<TX, BK, BN, THREADS>>(p, t, workspace,
+                                                                                           workspace_bytes, stream);
     if (quads && kkc)
         return igemm_pipelined_launch<Math, TX, XunrollQuadLoader<TX, BK, BN, THREADS, false>>(p, t, workspace,
                                                                                              workspace_bytes, stream);

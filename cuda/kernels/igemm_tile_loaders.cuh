@@ -18,6 +18,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <stdint.h>
+
+#include <type_traits>
+
 #include "implicit_gemm.cuh"
 
 // ---- element types ----
@@ -117,26 +121,31 @@ __device__ __forceinline__ TX conv_unroll_load(const TX* __restrict__ x, const C
 }
 
 // Loads BK x BN tiles of Xunroll (rows k0..k0+BK-1, columns n0..n0+BN-1) into tile[k*LD + n].
-// Thread tid owns column tid % BN and rows tid / BN + i*STEP, so consecutive threads read
-// consecutive pixels (coalesced along ow in NCHW), and its k sequence is one arithmetic progression
-// (step STEP) across all tiles: one UnrollRow walks it with no division.
+// With THREADS >= BN, thread tid owns column tid % BN and rows tid / BN + i*STEP; with BN > THREADS (the
+// thin-map tiles, whose blocks have fewer threads than pixels) columns tid + j*THREADS and every row.
+// Either way consecutive threads read consecutive pixels (coalesced along ow in NCHW), and a thread's
+// k sequence is one arithmetic progression (step STEP) across all tiles: one UnrollRow walks it with
+// no division.
 template <class TX, bool X_NHWC, bool KKC, int BK, int BN, int THREADS>
 struct XunrollTileLoader {
-    static_assert(THREADS % BN == 0, "a thread owns one column");
-    static constexpr int STEP = THREADS / BN;
+    static constexpr bool WIDE = BN > THREADS;
+    static_assert(WIDE ? BN % THREADS == 0 : THREADS % BN == 0, "every column owned by whole threads");
+    static constexpr int COLS = WIDE ? BN / THREADS : 1;
+    static constexpr int STEP = WIDE ? 1 : THREADS / BN;
     static_assert(BK % STEP == 0, "every row of the tile is owned");
     static constexpr int ROWS = BK / STEP;
 
-    UnrollColumn col;
+    UnrollColumn col[COLS];
     UnrollRow row;
     int n, r0;
-    TX v[ROWS];
+    TX v[ROWS][COLS];
 
-    // Once per block: the column (pixel) this thread loads.
+    // Once per block: the columns (pixels) this thread loads.
     __device__ void init(const ConvGemmShape& s, int n0, int tid) {
-        n = tid % BN;
-        r0 = tid / BN;
-        col.init(s, n0, n);
+        n = WIDE ? tid : tid % BN;
+        r0 = WIDE ? 0 : tid / BN;
+#pragma unroll
+        for (int j = 0; j < COLS; ++j) col[j].init(s, n0, n + j * THREADS);
     }
     // Back to the tile at k0 (0, or the first k of a split-K range), for the next M tile of the block.
     __device__ void restart(const ConvGemmShape& s, int k0) { row.init(s, k0 + r0, STEP); }
@@ -144,14 +153,17 @@ struct XunrollTileLoader {
     __device__ void fetch(const TX* __restrict__ x, const ConvGemmShape& s) {
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) {
-            v[i] = conv_unroll_load<TX, X_NHWC, KKC>(x, s, col, row);
+#pragma unroll
+            for (int j = 0; j < COLS; ++j) v[i][j] = conv_unroll_load<TX, X_NHWC, KKC>(x, s, col[j], row);
             row.advance(s);
         }
     }
     template <class Operand, int LD>
     __device__ void store(typename Operand::type* tile) const {
 #pragma unroll
-        for (int i = 0; i < ROWS; ++i) tile[(r0 + i * STEP) * LD + n] = Operand::from(v[i]);
+        for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+            for (int j = 0; j < COLS; ++j) tile[(r0 + i * STEP) * LD + n + j * THREADS] = Operand::from(v[i][j]);
     }
 };
 
@@ -257,6 +269,83 @@ struct XunrollQuadLoader {
     }
 };
 
+// ---- the Xunroll tile in pixel quads (x NCHW, 1x1, stride 1, no padding) ----
+
+// Loads BK x BN tiles of Xunroll into tile[k*LD + n] four pixels at a time, for 1x1 stride-1 unpadded
+// layers on NCHW x: there Xunroll[k, pixel] = x[b*C*H*W + k*H*W + p] for pixel = b*H*W + p (x shifted to
+// the group's first channel, k < Cg), a plain GEMM operand whose rows run along the pixels of one image.
+// Thread tid owns the 4 pixels of quad tid % QN (consecutive threads, consecutive quads: coalesced) and
+// rows tid / QN + i*STEP. Where H*W % 4 == 0 and x is aligned to 4 elements (no quad straddles two
+// images, every quad starts aligned) a quad of one row is one 16-byte (8 for f16, bf16) load; else four
+// scalar loads, each pixel at its own image's offset. A quad goes into the tile as one 16-byte shared
+// store for fp32 tiles.
+template <class TX, int BK, int BN, int THREADS>
+struct XunrollPixelQuadLoader {
+    static constexpr int QN = BN / 4;
+    static_assert(BN % 4 == 0 && THREADS % QN == 0 && BK % (THREADS / QN) == 0, "whole quads, every one owned");
+    static constexpr int STEP = THREADS / QN, ROWS = BK / STEP;
+
+    int n, r0;        // the quad's first column in the tile, the thread's first row
+    int k;            // the next fetch's first row's k
+    int b, p;         // the quad's first pixel as (image, pixel within the image)
+    int valid;        // pixels of the quad before NPIX (0 to 4)
+    TX v[ROWS][4];
+
+    __device__ void init(const ConvGemmShape& s, int n0, int tid) {
+        n = tid % QN * 4;
+        r0 = tid / QN;
+        valid = min(max(s.NPIX - n0 - n, 0), 4);  // n0 + n may pass 2^31 near the end
+        const int pixel = valid > 0 ? n0 + n : 0;
+        b = pixel / s.OHW;  // OH*OW = H*W
+        p = pixel - b * s.OHW;
+    }
+    __device__ void restart(const ConvGemmShape&, int k0) { k = k0 + r0; }
+    __device__ void fetch(const TX* __restrict__ x, const ConvGemmShape& s) {
+        // x is the group's first channel; the test is loop-invariant.
+        const bool vec = s.OHW % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(TX)) == 0;
+        const int base = b * s.image + p;  // < B*C*H*W
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            const int kr = k + i * STEP;
+            const bool k_ok = kr < s.CKK;
+            const int channel = k_ok ? kr * s.OHW : 0;  // < C*H*W
+            if (vec) {
+                // H*W % 4 == 0: the quad is wholly inside one image, wholly valid or wholly past NPIX.
+                if (k_ok && valid > 0) igemm_ldg4(&x[base + channel], v[i]);
+                else igemm_zero4(v[i]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    // Pixel j of the quad may lie in a later image (H*W < 4: more than one later).
+                    int bj = b, pj = p + j;
+                    if (pj >= s.OHW) {
+                        bj += pj / s.OHW;
+                        pj -= pj / s.OHW * s.OHW;
+                    }
+                    v[i][j] = k_ok && j < valid ? conv_ldg(&x[bj * s.image + pj + channel]) : igemm_zero<TX>();
+                }
+            }
+        }
+        k += BK;
+    }
+    template <class Operand, int LD>
+    __device__ void store(typename Operand::type* tile) const {
+        using T = typename Operand::type;
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            T* const dst = &tile[(r0 + i * STEP) * LD + n];
+            if constexpr (std::is_same<T, float>::value) {
+                static_assert(LD % 4 == 0, "16-byte aligned rows");
+                *reinterpret_cast<float4*>(dst) = make_float4(Operand::from(v[i][0]), Operand::from(v[i][1]),
+                                                              Operand::from(v[i][2]), Operand::from(v[i][3]));
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) dst[j] = Operand::from(v[i][j]);
+            }
+        }
+    }
+};
+
 // ---- the W tile ----
 
 // Loads BM x BK tiles of W (M, CKK) (rows m0.., columns k0..) into shared memory, either k-major
@@ -298,15 +387,18 @@ struct WeightTileLoader {
 };
 
 // Loads BM x BK tiles of W (M, CKK) k-major (tile[k*LD + m]) four k at a time: thread tid owns quad
-// tid % KQ of rows tid / KQ + i*STEP. With vec (CKK % 4 == 0 and w aligned to 4 elements: every row and
+// tid % KQ of rows tid / KQ + i*STEP (in tiles of fewer quads than threads, the thin-map ones, the last
+// threads own none). With vec (CKK % 4 == 0 and w aligned to 4 elements: every row and
 // every quad starts aligned) a quad is one 16-byte (8 for f16, bf16) load, else four scalar ones with
 // the tail of k zero-filled. The transposed stores of a warp's 2 quads x 16 rows hit 32 different banks
 // when LD % 32 == 4 (the math policies' padding).
 template <class TX, int BM, int BK, int THREADS>
 struct WeightQuadLoader {
     static constexpr int KQ = BK / 4;
-    static_assert(BK % 4 == 0 && THREADS % KQ == 0 && (BM * KQ) % THREADS == 0, "whole quads, every one owned");
-    static constexpr int STEP = THREADS / KQ, COUNT = BM * KQ / THREADS;
+    static_assert(BK % 4 == 0 && THREADS % KQ == 0, "whole quads");
+    static_assert((BM * KQ) % THREADS == 0 || THREADS % (BM * KQ) == 0, "every quad owned, by one thread");
+    static constexpr int STEP = THREADS / KQ, COUNT = (BM * KQ + THREADS - 1) / THREADS;
+    static __device__ bool owns(int mm) { return BM * KQ >= THREADS || mm < BM; }
 
     int kq4, mm0;
     bool vec;
@@ -322,7 +414,7 @@ struct WeightQuadLoader {
 #pragma unroll
         for (int i = 0; i < COUNT; ++i) {
             const int mm = mm0 + i * STEP;
-            const bool row_ok = mm < s.M - m0;
+            const bool row_ok = owns(mm) && mm < s.M - m0;
             if (vec) {
                 // CKK % 4 == 0 and k0 + kq4 % 4 == 0: the quad is wholly inside k or wholly past it.
                 if (row_ok && k_left > 0) igemm_ldg4(&w[(m0 + mm) * s.CKK + k0 + kq4], v[i]);  // < M*CKK
@@ -338,7 +430,8 @@ struct WeightQuadLoader {
     __device__ void store(typename Operand::type* tile) const {
 #pragma unroll
         for (int i = 0; i < COUNT; ++i)
+            if (owns(mm0 + i * STEP))
 #pragma unroll
-            for (int j = 0; j < 4; ++j) tile[(kq4 + j) * LD + mm0 + i * STEP] = Operand::from(v[i][j]);
+                for (int j = 0; j < 4; ++j) tile[(kq4 + j) * LD + mm0 + i * STEP] = Operand::from(v[i][j]);
     }
 };

@@ -10,15 +10,18 @@
 //                 - the next tile's global loads are in flight while the current one is multiplied;
 //                 - k's (c, kh, kw) digits carried incrementally, no division per element.
 //                 Groups 1 only (simple_supports): it stays the plain GEMM to read beside `direct`.
-//   simt128x128, simt128x64, simt64x128   the tuned kernel (kernels/igemm_pipeline.cuh with
-//                 IgemmSimtOuterMath): BM x BN block tiles, 8 x 8 outputs per thread (64 FFMAs per four
-//                 LDS.128), double-buffered shared tiles (one barrier per k-step of 8), 16-byte loads of
-//                 W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0: one tap's channels), gather offsets
-//                 precomputed per pixel, 1x1 stride-1 unpadded NHWC layers as a plain GEMM, and split-K
+//   simt128x128, simt128x64, simt64x128, simt32x256, simt32x128   the tuned kernel
+//                 (kernels/igemm_pipeline.cuh with IgemmSimtOuterMath): BM x BN block tiles, 8 x 8
+//                 outputs per thread (64 FFMAs per four LDS.128), double-buffered shared tiles (one
+//                 barrier per k-step of 8), 16-byte loads of W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0:
+//                 one tap's channels), gather offsets precomputed per pixel, 1x1 stride-1 unpadded layers
+//                 as a plain GEMM (along channels in NHWC, along pixels in NCHW), and split-K
 //                 over C*KH*KW when the grid has fewer than two blocks per SM (batch-1 layers), the
 //                 partial sums reduced by kernels/split_k.cu. Any groups: one GEMM per group (its
 //                 M/G maps x B*OH*OW pixels x C/G*KH*KW), the groups' tiles side by side in one grid
-//                 (AlexNet's 2 groups of 192 channels, ResNeXt's 32 of 4 to 32).
+//                 (AlexNet's 2 groups of 192 channels, ResNeXt's 32 of 4 to 32). The 32-map tiles are for
+//                 layers of few maps (squeeze and reduce 1x1 layers of 16 to 48 maps), where a 64- or
+//                 128-map tile multiplies mostly zero rows.
 // Every configuration takes x and w in f32, f16 or bf16 (widened exactly), x and y NCHW or NHWC, w
 // MCKK or MKKC, bias and ReLU (fused into the store, or into the split-K reduction), y in f32, f16 or
 // bf16. Same fp32 products as `direct` (fmaf), summed in another order (per split, then the splits in
@@ -30,11 +33,17 @@
 using Simt128x128 = IgemmSimtOuterMath<128, 128, 2, 4>;
 using Simt128x64 = IgemmSimtOuterMath<128, 64, 2, 2>;
 using Simt64x128 = IgemmSimtOuterMath<64, 128, 1, 4>;
+// 384 threads per SM (170 registers each): each thread stages 16 elements of x per k-step, four times
+// as many as in 128 x 128; at 128 registers they spilled (ptxas -v).
+using Simt32x256 = IgemmSimtOuterMath<32, 256, 1, 4, 3>;
+using Simt32x128 = IgemmSimtOuterMath<32, 128, 1, 2, 6>;
 
 static const char SIMPLE[] = "simple64x64";
 static const char TILE128x128[] = "simt128x128";
 static const char TILE128x64[] = "simt128x64";
 static const char TILE64x128[] = "simt64x128";
+static const char TILE32x256[] = "simt32x256";
+static const char TILE32x128[] = "simt32x128";
 
 // The single-buffered kernel (igemm_mainloop.cuh, shared with fp16 and wmma) tiles M as a whole.
 static int simple_supports(const conv_problem* p) {
@@ -50,27 +59,35 @@ static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
     {TILE128x128, igemm_pipelined_run<Simt128x128>, NULL},
     {TILE128x64, igemm_pipelined_run<Simt128x64>, NULL},
     {TILE64x128, igemm_pipelined_run<Simt64x128>, NULL},
+    {TILE32x256, igemm_pipelined_run<Simt32x256>, NULL},
+    {TILE32x128, igemm_pipelined_run<Simt32x128>, NULL},
 };
 
 // The split-K workspace of whichever configuration runs: the largest any of them asks for.
 static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
-    size_t each[3] = {0, 0, 0};
-    int status = igemm_pipelined_workspace<Simt128x128>(p, &each[0]);
-    if (status == CONV_OK) status = igemm_pipelined_workspace<Simt128x64>(p, &each[1]);
-    if (status == CONV_OK) status = igemm_pipelined_workspace<Simt64x128>(p, &each[2]);
-    *bytes = std::max({each[0], each[1], each[2]});
-    return status;
+    int (*const each[])(const conv_problem*, size_t*) = {
+        igemm_pipelined_workspace<Simt128x128>, igemm_pipelined_workspace<Simt128x64>,
+        igemm_pipelined_workspace<Simt64x128>,  igemm_pipelined_workspace<Simt32x256>,
+        igemm_pipelined_workspace<Simt32x128>};
+    *bytes = 0;
+    for (auto workspace : each) {
+        size_t b = 0;
+        const int status = workspace(p, &b);
+        if (status != CONV_OK) return status;
+        *bytes = std::max(*bytes, b);
+    }
+    return CONV_OK;
 }
 
-// Few maps (LeNet's 4 to 16): the 64-map tiles of 4 x 4 waste least. Up to 64 maps (per group): 64 x
-// 128, also for any grouped layer of few maps per group (simple64x64 takes no groups). Then 128 x 64
-// while the pixels are few (under 32 tiles of 128: late layers at small batch), else 128 x 128.
+// Up to 32 maps (per group): the 32-map tiles, 32 x 128 while the pixels are few (under 32 tiles of
+// 256), else 32 x 256. Up to 64: 64 x 128. Then 128 x 64 while the pixels are few (under 32 tiles of
+// 128: late layers at small batch), else 128 x 128.
 static const char* implicit_gemm_default_config(const conv_problem* p) {
-    if (p->groups == 1 && p->M <= 32) return SIMPLE;
-    if (p->M / p->groups <= 64) return TILE64x128;
     const int64_t pixels = p->B * conv_out_h(p) * conv_out_w(p);
+    if (p->M / p->groups <= 32) return pixels < 32 * 256 ? TILE32x128 : TILE32x256;
+    if (p->M / p->groups <= 64) return TILE64x128;
     return pixels < 32 * 128 ? TILE128x64 : TILE128x128;
 }
 
-extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 4,
+extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 6,
                                                       implicit_gemm_default_config};
