@@ -4,7 +4,7 @@
 # then compute-sanitizer memcheck on the first failing matrix test of each variant, to name the kernel
 # and the access. Needs an installed pyconv and a GPU.
 # Usage: tests/sanitize/triage.sh LOGDIR [TEST_FILE ...]   (default: every tests/test_*.py)
-# JOBS=N runs N groups at once (they share the GPU; default 1).
+# JOBS=N runs N groups at once (they share the GPU; default 1). Exits 1 if any group failed.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 logdir="${1:?usage: triage.sh LOGDIR [TEST_FILE ...]}"
@@ -49,3 +49,15 @@ export -f run_group
         fi
     done
 } | xargs -P "${JOBS:-1}" -L1 bash -c 'run_group "$@"' _
+
+# The exit status: 1 where any group's pytest summary counts a failure or an error (or a group wrote no
+# summary at all: its process died), so that a caller's exit-status check sees what the table shows.
+status=0
+for log in "$logdir"/test_*.log; do
+    [ -e "$log" ] || continue
+    summary=$(tail -n 1 "$log")
+    if [[ "$summary" =~ [0-9]+\ (failed|errors?) ]] || ! [[ "$summary" =~ (passed|skipped|deselected)\ in ]]; then
+        status=1
+    fi
+done
+exit "$status"
