@@ -56,7 +56,7 @@ status=0
 for log in "$logdir"/test_*.log; do
     [ -e "$log" ] || continue
     summary=$(tail -n 1 "$log")
-    if [[ "$summary" =~ [0-9]+\ (failed|errors?) ]] || ! [[ "$summary" =~ (passed|skipped|deselected)\ in ]]; then
+    if [[ "$summary" =~ [0-9]+\ (failed|errors?) ]] || ! [[ "$summary" =~ [0-9]+\ (passed|skipped|deselected) ]]; then
         status=1
     fi
 done
