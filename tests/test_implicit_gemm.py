@@ -4,7 +4,9 @@ The problem matrix (test_problem_matrix.py) runs every variant's default configu
 test_conv2d.py every configuration on fp32 NCHW shapes; the tuned configurations (simt128x128,
 simt128x64, simt64x128, simt32x256, simt32x128: kernels/igemm_pipeline.cuh) pick among paths by layout,
 alignment and grid size, and each path is reached here by every configuration:
-  - the Xunroll loader: scalar gather (NCHW; NHWC with MCKK filters or C % 4 != 0), 16-byte quad gather
+  - the Xunroll loader: tap-order gather (NCHW x, MCKK w, C % 8 == 0, grids without split-K: the filter
+    staged in that order in the workspace), scalar gather (other NCHW; NHWC with MCKK filters or
+    C % 4 != 0), 16-byte quad gather
     (NHWC, MKKC, C % 4 == 0) with stride, padding, 'same' end padding and dilation, and the plain GEMM of
     1x1 stride-1 unpadded layers: along channels (NHWC) and along pixels (NCHW: 16-byte pixel quads
     where H*W % 4 == 0 and x is aligned, else per pixel, quads straddling two images);
@@ -35,6 +37,14 @@ TUNED = CONFIGS[1:]
 
 NHWC_KKC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
+    # tap-order gather (NCHW x, MCKK w, C/groups % 8 == 0, reductions too short for split-K): several
+    # channel blocks through all taps, padding on every side, y NHWC, f16 x, 1x1 stride 2
+    "tap_3x3_pad1": ConvCase(2, 16, 11, 13, 40, 3, 2, padding=(1, 1)),
+    "tap_stride2_dil2_rect_extra": ConvCase(2, 8, 17, 15, 70, 3, 5, stride=(2, 1), padding=(2, 1), extra=(1, 0),
+                                            dilation=(2, 1), y_layout="NHWC"),
+    "tap_f16_bias_relu": ConvCase(2, 16, 9, 10, 33, 1, 3, padding=(0, 1), x_dtype="f16", bias=True,
+                                  epilogue="relu"),
+    "tap_1x1_stride2": ConvCase(2, 16, 9, 9, 20, 1, 1, stride=(2, 2)),
     # scalar gather
     "nchw_3x3_pad1": ConvCase(2, 6, 11, 13, 40, 3, 3, padding=(1, 1)),
     "nchw_stride2_dil2_rect": ConvCase(2, 5, 17, 15, 70, 3, 5, stride=(2, 1), padding=(2, 1), dilation=(2, 1)),
@@ -74,6 +84,8 @@ CASES = {
 GROUPED_CASES = {
     # scalar gather: NCHW x (MCKK, MKKC), NHWC x with MCKK filters or Cg % 4 != 0
     "g2_nchw_mg150": ConvCase(2, 12, 11, 13, 300, 3, 3, padding=(1, 1), groups=2),  # 2-3 map tiles a group
+    # tap-order gather: Cg = 8, Mg = 18 (tiles end inside a group)
+    "g2_tap_nchw": ConvCase(2, 16, 9, 9, 36, 3, 3, padding=(1, 1), stride=(2, 2), groups=2, bias=True),
     "g3_nchw_mkkc_stride2_dil2": ConvCase(2, 9, 17, 15, 21, 3, 3, stride=(2, 2), padding=(2, 2), dilation=(2, 2),
                                          groups=3, w_layout="MKKC", bias=True, epilogue="relu"),
     "g32_nhwc_cg2": ConvCase(2, 64, 9, 8, 64, 3, 3, padding=(1, 1), groups=32, **NHWC_KKC),  # Mg = 2, M % 4 == 0
@@ -104,8 +116,10 @@ GROUPED_CASES = {
     # more map tiles (one per group) than gridDim.y's 65535: the kernel loops over them
     "g66000_1x1_tile_loop": ConvCase(1, 66000, 2, 3, 66000, 1, 1, groups=66000, bias=True),
 }
-# Cases whose batch-1 grid is small enough for every tuned configuration to split k.
+# Cases whose batch-1 grid is small enough for every tuned configuration to split k, and those whose
+# filter is staged in tap order: the ones that ask for a workspace.
 GROUPED_SPLIT = ["g2_split_nchw_bias_relu", "g32_split_quad", "g2_f16_split_mg25", "g2_f32_in_bf16_nchw_y_split"]
+GROUPED_TAPS = ["g2_tap_nchw"]
 
 
 def make_plan(config, case: ConvCase):
@@ -154,7 +168,8 @@ def test_pixel_gemm_unaligned_x(config, x_offset, rng):
 @pytest.mark.parametrize("config", TUNED)
 def test_grouped_config_path_matches_oracle(config, case_id, rng):
     ws_bytes = check_config(config, GROUPED_CASES[case_id], rng)
-    assert (ws_bytes > 0) == (case_id in GROUPED_SPLIT), f"{config} on {case_id}: split-K workspace {ws_bytes}"
+    asks = case_id in GROUPED_SPLIT or case_id in GROUPED_TAPS
+    assert (ws_bytes > 0) == asks, f"{config} on {case_id}: workspace {ws_bytes}"
 
 
 @requires_gpu

@@ -14,14 +14,17 @@
 //                 (kernels/igemm_pipeline.cuh with IgemmSimtOuterMath): BM x BN block tiles, 8 x 8
 //                 outputs per thread (64 FFMAs per four LDS.128), double-buffered shared tiles (one
 //                 barrier per k-step of 8), 16-byte loads of W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0:
-//                 one tap's channels), gather offsets precomputed per pixel, 1x1 stride-1 unpadded layers
-//                 as a plain GEMM (along channels in NHWC, along pixels in NCHW), and split-K
+//                 one tap's channels), gather offsets precomputed per pixel, NCHW x with MCKK filters
+//                 gathered in tap order where C/groups % 8 == 0 and k is not split (the filter staged
+//                 in that order first: one bounds test per pixel and k-tile), 1x1 stride-1 unpadded
+//                 layers as a plain GEMM (along channels in NHWC, along pixels in NCHW), and split-K
 //                 over C*KH*KW when the grid has fewer than two blocks per SM (batch-1 layers), the
 //                 partial sums reduced by kernels/split_k.cu. Any groups: one GEMM per group (its
 //                 M/G maps x B*OH*OW pixels x C/G*KH*KW), the groups' tiles side by side in one grid
 //                 (AlexNet's 2 groups of 192 channels, ResNeXt's 32 of 4 to 32). The 32-map tiles are for
 //                 layers of few maps (squeeze and reduce 1x1 layers of 16 to 48 maps), where a 64- or
 //                 128-map tile multiplies mostly zero rows.
+// Workspace: split-K's partial sums, or the filter in tap order (never both in one call).
 // Every configuration takes x and w in f32, f16 or bf16 (widened exactly), x and y NCHW or NHWC, w
 // MCKK or MKKC, bias and ReLU (fused into the store, or into the split-K reduction), y in f32, f16 or
 // bf16. Same fp32 products as `direct` (fmaf), summed in another order (per split, then the splits in
@@ -63,7 +66,8 @@ static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
     {TILE32x128, igemm_pipelined_run<Simt32x128>, NULL},
 };
 
-// The split-K workspace of whichever configuration runs: the largest any of them asks for.
+// The workspace of whichever configuration runs (split-K partials or the staged filter): the largest
+// any of them asks for.
 static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
     int (*const each[])(const conv_problem*, size_t*) = {
         igemm_pipelined_workspace<Simt128x128>, igemm_pipelined_workspace<Simt128x64>,
