@@ -148,14 +148,13 @@ __device__ __forceinline__ TX conv_unroll_load(const TX* __restrict__ x, const C
     return conv_ldg(&x[col.x_base + offset]);  // < B*C*H*W
 }
 
-// Loads BK x BN tiles of Xunroll (rows k0..k0+BK-1, columns n0..n0+BN-1) into tile[k*LD + n].
-// With THREADS >= BN, thread tid owns column tid % BN and rows tid / BN + i*STEP; with BN > THREADS (the
-// thin-map tiles, whose blocks have fewer threads than pixels) columns tid + j*THREADS and every row.
-// Either way consecutive threads read consecutive pixels (coalesced along ow in NCHW), and a thread's
-// k sequence is one arithmetic progression (step STEP) across all tiles: one UnrollRow walks it with
-// no division.
-template <class TX, bool X_NHWC, bool KKC, int BK, int BN, int THREADS>
-struct XunrollTileLoader {
+// Which elements of a BK x BN Xunroll tile (tile[k*LD + n]) a thread loads, for the gathers that
+// load one element at a time: with THREADS >= BN, column n = tid % BN and rows r0 + i*STEP (r0 =
+// tid / BN); with BN > THREADS (the thin-map tiles, whose blocks have fewer threads than pixels)
+// columns n + j*THREADS (n = tid) and every row. Either way consecutive threads read consecutive
+// pixels (coalesced along ow in NCHW). The loader keeps the loaded values in v and stores them.
+template <class TX, int BK, int BN, int THREADS>
+struct XunrollElementOwnership {
     static constexpr bool WIDE = BN > THREADS;
     static_assert(WIDE ? BN % THREADS == 0 : THREADS % BN == 0, "every column owned by whole threads");
     static constexpr int COLS = WIDE ? BN / THREADS : 1;
@@ -163,15 +162,41 @@ struct XunrollTileLoader {
     static_assert(BK % STEP == 0, "every row of the tile is owned");
     static constexpr int ROWS = BK / STEP;
 
-    UnrollColumn col[COLS];
-    UnrollRow row;
     int n, r0;
     TX v[ROWS][COLS];
 
-    // Once per block: the columns (pixels) this thread loads.
-    __device__ void init(const ConvGemmShape& s, int n0, int tid) {
+    __device__ void own(int tid) {
         n = WIDE ? tid : tid % BN;
         r0 = WIDE ? 0 : tid / BN;
+    }
+    template <class Operand, int LD>
+    __device__ void store(typename Operand::type* tile) const {
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+            for (int j = 0; j < COLS; ++j) tile[(r0 + i * STEP) * LD + n + j * THREADS] = Operand::from(v[i][j]);
+    }
+};
+
+// Loads BK x BN tiles of Xunroll (rows k0..k0+BK-1, columns n0..n0+BN-1), one element per load
+// (XunrollElementOwnership). A thread's k sequence is one arithmetic progression (step STEP) across all
+// tiles: one UnrollRow walks it with no division.
+template <class TX, bool X_NHWC, bool KKC, int BK, int BN, int THREADS>
+struct XunrollTileLoader : XunrollElementOwnership<TX, BK, BN, THREADS> {
+    using Own = XunrollElementOwnership<TX, BK, BN, THREADS>;
+    using Own::COLS;
+    using Own::ROWS;
+    using Own::STEP;
+    using Own::n;
+    using Own::r0;
+    using Own::v;
+
+    UnrollColumn col[COLS];
+    UnrollRow row;
+
+    // Once per block: the columns (pixels) this thread loads.
+    __device__ void init(const ConvGemmShape& s, int n0, int tid) {
+        Own::own(tid);
 #pragma unroll
         for (int j = 0; j < COLS; ++j) col[j].init(s, n0, n + j * THREADS);
     }
@@ -185,13 +210,6 @@ struct XunrollTileLoader {
             for (int j = 0; j < COLS; ++j) v[i][j] = conv_unroll_load<TX, X_NHWC, KKC>(x, s, col[j], row);
             row.advance(s);
         }
-    }
-    template <class Operand, int LD>
-    __device__ void store(typename Operand::type* tile) const {
-#pragma unroll
-        for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-            for (int j = 0; j < COLS; ++j) tile[(r0 + i * STEP) * LD + n + j * THREADS] = Operand::from(v[i][j]);
     }
 };
 
@@ -381,26 +399,23 @@ struct XunrollPixelQuadLoader {
 // (kh, kw) and the rows are consecutive channels: whether a pixel's tap is inside the image is one test
 // per column and tile, and each element one add of (c + r)*H*W to the column's offset, where the
 // gather of XunrollTileLoader carries three digits and bounds every element.
-// Ownership as in XunrollTileLoader: column tid % BN and rows tid / BN + i*STEP, or with BN > THREADS
-// columns tid + j*THREADS and every row.
+// Elements owned as in XunrollTileLoader (XunrollElementOwnership).
 template <class TX, int BK, int BN, int THREADS>
-struct XunrollTapLoader {
-    static constexpr bool WIDE = BN > THREADS;
-    static_assert(WIDE ? BN % THREADS == 0 : THREADS % BN == 0, "every column owned by whole threads");
-    static constexpr int COLS = WIDE ? BN / THREADS : 1;
-    static constexpr int STEP = WIDE ? 1 : THREADS / BN;
-    static_assert(BK % STEP == 0, "every row of the tile is owned");
-    static constexpr int ROWS = BK / STEP;
+struct XunrollTapLoader : XunrollElementOwnership<TX, BK, BN, THREADS> {
+    using Own = XunrollElementOwnership<TX, BK, BN, THREADS>;
+    using Own::COLS;
+    using Own::ROWS;
+    using Own::STEP;
+    using Own::n;
+    using Own::r0;
+    using Own::v;
 
-    int n, r0;
     TapCursor<BK> tap;       // the next tile's channels and tap
     int ih0[COLS], iw0[COLS];  // the window's corner (see UnrollColumn); ih0 = INT_MIN / 2 past NPIX
     unsigned base[COLS];     // x offset of (b, 0, ih0, iw0), mod 2^32 (see XunrollQuadLoader)
-    TX v[ROWS][COLS];
 
     __device__ void init(const ConvGemmShape& s, int n0, int tid) {
-        n = WIDE ? tid : tid % BN;
-        r0 = WIDE ? 0 : tid / BN;
+        Own::own(tid);
 #pragma unroll
         for (int j = 0; j < COLS; ++j) {
             UnrollColumn col;
@@ -427,13 +442,6 @@ struct XunrollTapLoader {
             for (int i = 0; i < ROWS; ++i) v[i][j] = ok ? conv_ldg(at + i * STEP * hw) : igemm_zero<TX>();
         }
         tap.advance(s);
-    }
-    template <class Operand, int LD>
-    __device__ void store(typename Operand::type* tile) const {
-#pragma unroll
-        for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-            for (int j = 0; j < COLS; ++j) tile[(r0 + i * STEP) * LD + n + j * THREADS] = Operand::from(v[i][j]);
     }
 };
 
