@@ -265,6 +265,8 @@ int conv2d_implicit_gemm_f16(const conv_params* params, const float* x, const fl
                              void* workspace, size_t workspace_bytes, void* stream);
 int conv2d_grouped_direct(const conv_params* params, const float* x, const float* w, float* y,
                           void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_winograd(const conv_params* params, const float* x, const float* w, float* y,
+                    void* workspace, size_t workspace_bytes, void* stream);
 
 /* ---- device helpers, so that callers need no other CUDA binding ---- */
 int conv_device_count(int* count);

@@ -1,7 +1,8 @@
 """Stream order under programmatic dependent launch (cuda/kernels/grid_dependency.cuh).
 
 The kernels of the performance families (implicit_gemm_f16, implicit_gemm_tf32, implicit_gemm,
-grouped_direct: their GEMMs, operand staging, split-K reductions and direct kernels; grid_dependency.cuh
+winograd, grouped_direct: their GEMMs, operand staging, filter transforms, split-K reductions and direct
+kernels; grid_dependency.cuh
 lists them) launch as programmatic dependents of the stream's previous kernel and may start before it
 ends; each must wait on the GPU before it reads what that kernel wrote or overwrites what it reads. Each launch
 configuration runs here four times back to back on one stream with one plan and one workspace, each
@@ -38,6 +39,10 @@ CHAIN_CASES = {
     "implicit_gemm": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), bias=True),
         ConvCase(1, 128, 9, 9, 128, 3, 3, padding=(1, 1), bias=True, **NHWC),  # split-K
+    ],
+    "winograd": [  # the filter transform (a dependent) into the workspace, then the GEMM that reads it
+        ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), bias=True),
+        ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=8, bias=True, **NHWC),
     ],
     "grouped_direct": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, bias=True),

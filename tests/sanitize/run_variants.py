@@ -27,6 +27,7 @@ SHAPES = [  # x shape, w shape, stride, padding, dilation
     ((2, 40, 9, 11), (24, 40, 1, 1), 1, 0, 1),  # 1x1: the TMA configurations' GEMM, tiles cut on every side
     ((2, 24, 8, 8), (20, 24, 1, 1), 1, 0, 1),  # 1x1 NCHW, H*W % 4 == 0: implicit_gemm's pixel quads
     ((2, 8, 13, 10), (40, 8, 3, 3), 2, 1, 1),  # C % 8 == 0, short reduction: implicit_gemm's tap-order gather
+    ((2, 12, 9, 11), (40, 12, 3, 3), 1, 2, 1),  # 3x3 stride 1: winograd's padded channels and maps, half tiles
 ]
 
 # The LeNet layers with their fused ReLU + max-pool (x shape, w shape, pool), unpadded as in the network.
