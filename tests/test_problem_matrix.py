@@ -19,6 +19,7 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import OWN_FILTER, TILE_TRANSFORMS
 from oracle import conv2d_reference, max_pool_reference, rel_l2, relu_reference
 
 import problem_runner as pr
@@ -69,14 +70,9 @@ SHAPES = {
 }
 
 
-# Variants whose algorithm exists for one filter shape only (a limit of their own, refused with the reason
-# and swept above as skips): the capability cases give them that shape, so that they still meet every
-# capability they declare, alone and in combination.
-OWN_FILTER = {"winograd": dict(KH=3, KW=3, stride=(1, 1), dilation=(1, 1))}
-# Variants that compute 2x2 output tiles through linear transforms (Winograd): an Inf operand reaches every
-# output of the tiles it touches, as NaN where +Inf and -Inf terms meet, so their non-finite outputs are
-# the oracle's but not always of the same kind.
-TILE_TRANSFORMS = {"winograd"}
+# OWN_FILTER (conftest): variants of one filter shape, refused elsewhere with the reason and swept above as
+# skips; the capability cases give them that shape, so that they still meet every capability they
+# declare, alone and in combination. TILE_TRANSFORMS: variants whose Inf outputs widen to whole tiles.
 
 
 def within_stride(name, case):

@@ -11,7 +11,7 @@ from oracle import conv2d_reference, rel_l2
 from test_devices_streams import optional_torch, precision_of, requires_torch_cuda
 
 import pyconv
-from conftest import requires_gpu
+from conftest import filter_hw, requires_gpu
 
 THREADS = 8
 CALLS = 8  # per thread, enqueued before any is checked
@@ -72,7 +72,7 @@ INFOS = {v.name: v for v in pyconv.variant_info()}
 @requires_gpu
 @pytest.mark.parametrize("name", GPU_NAMES)
 def test_threads_on_a_gpu_variant_with_different_filters(name):
-    """8 threads x one variant (LeNet C3's shape, which every variant takes), each with its own filters
+    """8 threads x one variant (LeNet C3's shape, or 3x3 filters for a variant of that shape only), each with its own filters
     and pyconv.Stream, CALLS calls each in flight at once. direct_const included: its __constant__
     filters must not be overwritten by another thread's upload while a kernel reads them."""
     info = INFOS[name]
@@ -81,7 +81,7 @@ def test_threads_on_a_gpu_variant_with_different_filters(name):
     rng = np.random.default_rng()
     x = rng.uniform(-1, 1, (4, 4, 40, 40)).astype(np.float32)
     xd = pyconv.DeviceArray.from_host(x)
-    filters = [rng.uniform(-1, 1, (16, 4, 7, 7)).astype(np.float32) for _ in range(THREADS)]
+    filters = [rng.uniform(-1, 1, (16, 4) + filter_hw(name, (7, 7))).astype(np.float32) for _ in range(THREADS)]
     refs = [conv2d_reference(x, w) for w in filters]
     precision = precision_of(info)
     pyconv.conv2d(xd, pyconv.DeviceArray.from_host(filters[0]), variant=name, precision=precision, sync=True)
@@ -107,7 +107,8 @@ def test_threads_alternating_variants_on_one_device():
     x = rng.uniform(-1, 1, (2, 4, 40, 40)).astype(np.float32)
     xd = pyconv.DeviceArray.from_host(x)
     count = max(THREADS, len(names))
-    filters = [rng.uniform(-1, 1, (16, 4, 7, 7)).astype(np.float32) for _ in range(count)]
+    filters = [rng.uniform(-1, 1, (16, 4) + filter_hw(names[i % len(names)], (7, 7))).astype(np.float32)
+               for i in range(count)]
     refs = [conv2d_reference(x, w) for w in filters]
 
     def work(index, barrier):

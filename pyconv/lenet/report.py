@@ -97,7 +97,7 @@ def variant_rows(rows: list[dict]) -> str:
     body, notes_ = [], []
     for row in rows:
         if "error" in row:
-            body.append([row["name"], row["precision"]] + ["-"] * 4 + ["did not run (below)"])
+            body.append([row["name"], row["precision"]] + ["-"] * 5 + ["did not run (below)"])
             notes_.append(f"  {row['name']}: {row['error']}")
             continue
         result = row["result"]
