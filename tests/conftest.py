@@ -36,9 +36,8 @@ def rng(request):
 # Variants that compute one filter shape only, a limit of their own (winograd: F(2x2, 3x3), 3x3 filters
 # at stride 1 and dilation 1). Tests that run every variant on one layer give these their own filter.
 OWN_FILTER = {"winograd": dict(KH=3, KW=3, stride=(1, 1), dilation=(1, 1))}
-# Variants that compute square output tiles of this edge through linear transforms (Winograd): an Inf or
-# NaN operand reaches every output of the tiles it touches (NaN where +Inf and -Inf terms meet), so their
-# non-finite outputs are the oracle's, widened to whole tiles.
+# Variants that compute square output tiles of this edge through linear transforms (Winograd): their
+# non-finite outputs are where the oracle's are, but an Inf may come out as NaN (+Inf and -Inf terms meet).
 TILE_TRANSFORMS = {"winograd": 2}
 
 
@@ -46,14 +45,4 @@ def filter_hw(name: str, default: tuple) -> tuple:
     """(KH, KW) for a test layer run on variant `name`: `default`, or the variant's only filter shape."""
     own = OWN_FILTER.get(name)
     return (own["KH"], own["KW"]) if own else default
-
-
-def widen_to_tiles(mask: np.ndarray, tile: int) -> np.ndarray:
-    """A boolean (..., OH, OW) output mask grown to the whole tile x tile blocks it touches."""
-    oh, ow = mask.shape[-2:]
-    th, tw = -(-oh // tile), -(-ow // tile)
-    padded = np.zeros(mask.shape[:-2] + (th * tile, tw * tile), bool)
-    padded[..., :oh, :ow] = mask
-    blocks = padded.reshape(mask.shape[:-2] + (th, tile, tw, tile)).any(axis=(-3, -1))
-    return np.repeat(np.repeat(blocks, tile, axis=-2), tile, axis=-1)[..., :oh, :ow]
 
