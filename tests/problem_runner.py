@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
+import pytest
+from oracle import conv2d_reference, rel_l2
 
 from pyconv._lib import check, ffi, lib
 from pyconv.api import variant_info
@@ -325,4 +327,26 @@ def assert_fused_matches(fused: np.ndarray, separate: np.ndarray, bound: float, 
     assert worst <= bound * scale, (f"{what}: fused epilogue differs from conv + separate ops by {worst:.3e} "
                                     f"(> {bound:.1e} x {scale:.3e}) at {int((np.abs(fused - separate)[~nan] > bound * scale).sum())} "
                                     f"of {fused.size} outputs")
+
+
+def skip_unless_available(variant: str) -> None:
+    """Skips the calling test, with the library's reason, where the variant cannot run here."""
+    facts = variant_facts(variant)
+    if not facts.available:
+        pytest.skip(f"{variant} unavailable here: {facts.reason}")
+
+
+def check_config(variant: str, config: str, case: ConvCase, rng: np.random.Generator, **offsets) -> int:
+    """Runs the case (at the variant's compute level) on fresh data through launch configuration `config`
+    (run_config: y poisoned with NaN; offsets as there), holds every output to be written and within the
+    variant's bound against the float64 oracle; returns the plan's workspace bytes."""
+    case = case.with_(compute=variant_caps(variant)["compute"])
+    x, w, bias = random_operands(case, rng)
+    y, ws_bytes = run_config(variant, config, case, x, w, bias, **offsets)
+    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert y.shape == ref.shape
+    assert not np.isnan(y).any(), f"{variant}[{config}]: {int(np.isnan(y).sum())} outputs not written on {case}"
+    err, bound = rel_l2(y, ref), error_bound(variant, case.x_dtype, case.y_dtype)
+    assert err <= bound, f"{variant}[{config}] on {case}: relative L2 error {err:.2e} > {bound:.2e}"
+    return ws_bytes
 

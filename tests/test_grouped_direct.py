@@ -14,9 +14,7 @@ blocks split evenly, tiles and row bands that do not divide the output, a channe
 dtypes); plus the NHWC kernel's fallbacks for operands its vectors cannot load, and the refusals.
 float64 oracle, fresh random data, outputs poisoned with NaN.
 """
-import numpy as np
 import pytest
-from oracle import conv2d_reference, rel_l2
 
 import problem_runner as pr
 from problem_runner import ConvCase
@@ -50,21 +48,6 @@ def configs():
     return variant_configs(NAME)
 
 
-def gpu_ready():
-    if not pr.variant_facts(NAME).available:
-        pytest.skip(f"{NAME} unavailable here: {pr.variant_facts(NAME).reason}")
-
-
-def check_case(case, config, rng, **offsets):
-    x, w, bias = pr.random_operands(case, rng)
-    y, _ = pr.run_config(NAME, config, case, x, w, bias, **offsets)
-    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert y.shape == ref.shape
-    assert not np.isnan(y).any(), f"{config}: {int(np.isnan(y).sum())} outputs not written on {case}"
-    err, bound = rel_l2(y, ref), pr.error_bound(NAME, case.x_dtype, case.y_dtype)
-    assert err <= bound, f"{config} on {case}: relative L2 error {err:.2e} > {bound:.2e}"
-
-
 def variant_of(k, case, layout):
     """Case k of the sweep in `layout`, with a dtype and the bias + ReLU epilogue cycling over the cases
     (so that every dtype meets every kernel family across the sweep)."""
@@ -92,11 +75,11 @@ def test_config_list_is_the_swept_one():
 
 @pytest.mark.parametrize("shape,layout,config", ROWS)
 def test_suite_shapes_every_config(shape, layout, config, rng):
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     k = list(SHAPES).index(shape)
     case = variant_of(k, SHAPES[shape], layout)
     try:
-        check_case(case, config, rng)
+        pr.check_config(NAME, config, case, rng)
     except ConvUnsupportedError as exc:
         # Refusals are the configuration's own limits: map quads need 2+ maps per group, the NHWC
         # kernel depthwise NHWC with C % 4 == 0, the NCHW one a channel per group in NCHW.
@@ -130,7 +113,7 @@ DW_ROWS = [pytest.param(shape, dtype, config, id=f"{shape}-{dtype}-{config}")
 @pytest.mark.parametrize("shape,dtype,config", DW_ROWS)
 def test_depthwise_kernels_every_dtype(shape, dtype, config, rng):
     """Each depthwise configuration on its layout, every dtype, bias + ReLU on every other shape."""
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     k = list(DW_SHAPES).index(shape)
     layout = "NHWC" if config.startswith("nhwc") else "NCHW"
     case = DW_SHAPES[shape].with_(x_layout=layout, y_layout=layout, w_layout="MKKC" if k % 2 else "MCKK",
@@ -140,16 +123,16 @@ def test_depthwise_kernels_every_dtype(shape, dtype, config, rng):
         status, message = supports(case, config)
         assert status == UNSUPPORTED and "groups == C == M" in message, message
         return
-    check_case(case, config, rng)
+    pr.check_config(NAME, config, case, rng)
 
 
 @pytest.mark.parametrize("x_dtype,y_dtype", [("f16", "f32"), ("f32", "bf16")])
 @pytest.mark.parametrize("config", NCHW_CONFIGS)
 def test_nchw_depthwise_mixed_dtypes(config, x_dtype, y_dtype, rng):
     """x and y of different dtypes: the generic kernel, with bias + ReLU."""
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     case = DW_SHAPES["3x3_s1_c40"].with_(x_dtype=x_dtype, y_dtype=y_dtype, bias=True, epilogue="relu")
-    check_case(case, config, rng)
+    pr.check_config(NAME, config, case, rng)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -158,14 +141,14 @@ def test_nchw_depthwise_mixed_dtypes(config, x_dtype, y_dtype, rng):
 def test_nhwc_misaligned_operands_fall_back(offset, config, dtype, rng):
     """x and y one element past an aligned start: the configuration runs the tiled kernel instead; four
     elements past it (8 bytes in f16 / bf16): the 4-channel vectors instead of the 8-channel ones."""
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     case = DW_SHAPES["3x3_s1_c40"].with_(x_layout="NHWC", y_layout="NHWC", x_dtype=dtype, y_dtype=dtype,
                                          bias=True, epilogue="relu")
-    check_case(case, config, rng, x_offset=offset, y_offset=offset)
+    pr.check_config(NAME, config, case, rng, x_offset=offset, y_offset=offset)
 
 
 def test_default_config_per_shape():
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     info = ffi().new("conv_plan_info*")
 
     def default_of(case):
@@ -215,7 +198,7 @@ def supports(case, config=None):
     (ConvCase(1, 4, 400, 400, 4, 3, 3, dilation=(60, 60), groups=4), "m1_t32x32", ["shared memory"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     status, message = supports(case, config)
     assert status == UNSUPPORTED, f"{config} accepted {case}"
     for word in words:

@@ -21,7 +21,6 @@ end inside a group (M/groups not a multiple of the tile: the next group's filter
 mid-quad), up to more groups' map tiles than gridDim.y holds; simple64x64 refuses groups.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound (1e-5 for fp32).
 """
-import numpy as np
 import pytest
 from conftest import requires_gpu
 from oracle import conv2d_reference, rel_l2
@@ -133,22 +132,11 @@ def make_plan(config, case: ConvCase):
     return plan, info
 
 
-def check_config(config: str, case: ConvCase, rng) -> int:
-    """Runs the case on fresh data through `config`, holds it to the variant's bound; returns the workspace bytes."""
-    x, w, bias = pr.random_operands(case, rng)
-    y, ws_bytes = pr.run_config(VARIANT, config, case, x, w, bias)
-    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert not np.isnan(y).any(), f"{config}: {int(np.isnan(y).sum())} outputs not written on {case}"
-    err, bound = rel_l2(y, ref), pr.error_bound(VARIANT, case.x_dtype, case.y_dtype)
-    assert err <= bound, f"{config} on {case}: relative L2 error {err:.2e} > {bound:.2e}"
-    return ws_bytes
-
-
 @requires_gpu
 @pytest.mark.parametrize("case_id", list(CASES))
 @pytest.mark.parametrize("config", CONFIGS)
 def test_config_path_matches_oracle(config, case_id, rng):
-    check_config(config, CASES[case_id], rng)
+    pr.check_config(VARIANT, config, CASES[case_id], rng)
 
 
 @requires_gpu
@@ -167,7 +155,7 @@ def test_pixel_gemm_unaligned_x(config, x_offset, rng):
 @pytest.mark.parametrize("case_id", list(GROUPED_CASES))
 @pytest.mark.parametrize("config", TUNED)
 def test_grouped_config_path_matches_oracle(config, case_id, rng):
-    ws_bytes = check_config(config, GROUPED_CASES[case_id], rng)
+    ws_bytes = pr.check_config(VARIANT, config, GROUPED_CASES[case_id], rng)
     asks = case_id in GROUPED_SPLIT or case_id in GROUPED_TAPS
     assert (ws_bytes > 0) == asks, f"{config} on {case_id}: workspace {ws_bytes}"
 

@@ -120,9 +120,7 @@ def run_chain(variant, config, case, rng):
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CONFIGS, ids=[f"{v}[{c}]" for v, c in CONFIGS])
 def test_back_to_back_calls_keep_stream_order(variant, config, rng):
-    facts = pr.variant_facts(variant)
-    if not facts.available:
-        pytest.skip(f"{variant} unavailable here: {facts.reason}")
+    pr.skip_unless_available(variant)
     ran, refusals = 0, []
     for case in CHAIN_CASES[variant]:
         case = case.with_(compute=pr.variant_caps(variant)["compute"])

@@ -33,7 +33,6 @@ Fresh random data, outputs poisoned with NaN, relative L2 within the variant's b
 import numpy as np
 import pytest
 from conftest import requires_gpu
-from oracle import conv2d_reference, rel_l2
 
 import problem_runner as pr
 from pyconv._lib import ConvUnsupportedError
@@ -90,23 +89,6 @@ SPLIT_CASES = [k for k in CASES if k.startswith("split_")]
 CLUSTER_CASES = SPLIT_CASES + ["cluster_uneven_ranges"]
 
 
-def check(variant, config, case, rng, **offsets):
-    case = case.with_(compute=pr.variant_caps(variant)["compute"])
-    x, w, bias = pr.random_operands(case, rng)
-    y, ws_bytes = pr.run_config(variant, config, case, x, w, bias, **offsets)
-    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert not np.isnan(y).any(), f"{variant}[{config}]: {int(np.isnan(y).sum())} outputs not written on {case}"
-    err, bound = rel_l2(y, ref), pr.error_bound(variant, case.x_dtype, case.y_dtype)
-    assert err <= bound, f"{variant}[{config}] on {case}: relative L2 error {err:.2e} > {bound:.2e}"
-    return ws_bytes
-
-
-def available(variant):
-    facts = pr.variant_facts(variant)
-    if not facts.available:
-        pytest.skip(f"{variant} unavailable here: {facts.reason}")
-
-
 def arch_refused(e):
     """Whether an error is a cluster or wgmma configuration's refusal of this GPU (not compute capability
     9.0) or of this build (no sm_90a code)."""
@@ -114,10 +96,10 @@ def arch_refused(e):
 
 
 def check_where_it_runs(variant, config, case, rng):
-    """check(), skipped where the configuration refuses this GPU or build (arch_refused) and raising on
+    """pr.check_config(), skipped where the configuration refuses this GPU or build (arch_refused) and raising on
     any other refusal."""
     try:
-        return check(variant, config, case, rng)
+        return pr.check_config(variant, config, case, rng)
     except ConvUnsupportedError as e:
         if not arch_refused(e):
             raise
@@ -129,8 +111,8 @@ def check_where_it_runs(variant, config, case, rng):
 @pytest.mark.parametrize("config", PLAIN)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_plain_config_matches_oracle(variant, config, case_id, rng):
-    available(variant)
-    check(variant, config, CASES[case_id], rng)
+    pr.skip_unless_available(variant)
+    pr.check_config(variant, config, CASES[case_id], rng)
 
 
 @requires_gpu
@@ -140,8 +122,8 @@ def test_plain_config_matches_oracle(variant, config, case_id, rng):
 def test_split_config_matches_oracle(variant, config, case_id, rng):
     """Each split case has a grid small enough for both split configurations to split it: the plan
     asks for the partial sums' workspace."""
-    available(variant)
-    assert check(variant, config, CASES[case_id], rng) > 0, f"{variant}[{config}] did not split {CASES[case_id]}"
+    pr.skip_unless_available(variant)
+    assert pr.check_config(variant, config, CASES[case_id], rng) > 0, f"{variant}[{config}] did not split {CASES[case_id]}"
 
 
 # (variant, configuration) of every cluster split-K configuration: both families' mma.sync one, and
@@ -156,7 +138,7 @@ def test_cluster_config_matches_oracle(variant, config, case_id, rng):
     """Split-K within thread-block clusters: every output written (y poisoned), in both layouts and all
     dtypes, bias and ReLU after the whole sum. The configuration refuses problems it would not split, so
     running here means it split. Skips only on a GPU older than sm_90, which has no clusters."""
-    available(variant)
+    pr.skip_unless_available(variant)
     check_where_it_runs(variant, config, CASES[case_id], rng)
 
 
@@ -326,7 +308,7 @@ def test_nchw_config_refuses_other_x(config, case_id):
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
     """A grid that fills the GPU without a split is not the cluster configuration's to run."""
-    available(variant)
+    pr.skip_unless_available(variant)
     case = CASES["two_pass_fp32_tile"].with_(B=64, compute=pr.variant_caps(variant)["compute"])
     with pytest.raises(ConvUnsupportedError, match="split-K not used here"):
         pr.run_config(variant, config, case, *pr.random_operands(case, np.random.default_rng(0)))
@@ -337,8 +319,8 @@ def test_cluster_config_refuses_unsplit_grids(variant, config):
 def test_unaligned_y_takes_the_register_epilogue(variant, rng):
     """A y one element past a 16-byte boundary cannot take 16-byte stores: the register epilogue writes
     it, every element, nothing outside."""
-    available(variant)
-    check(variant, "tile64x64_s6", CASES["two_pass_fp32_tile"], rng, y_offset=1)
+    pr.skip_unless_available(variant)
+    pr.check_config(variant, "tile64x64_s6", CASES["two_pass_fp32_tile"], rng, y_offset=1)
 
 
 def test_swept_configs_are_the_variants():

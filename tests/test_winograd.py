@@ -11,7 +11,6 @@ than 3x3, stride, dilation). float64 oracle, fresh random data, outputs poisoned
 """
 import numpy as np
 import pytest
-from oracle import conv2d_reference, rel_l2
 
 import problem_runner as pr
 from problem_runner import ConvCase
@@ -41,11 +40,6 @@ def configs():
     return variant_configs(NAME)
 
 
-def gpu_ready():
-    if not pr.variant_facts(NAME).available:
-        pytest.skip(f"{NAME} unavailable here: {pr.variant_facts(NAME).reason}")
-
-
 def variant_of(k, case, layout):
     """Case k of the sweep in `layout`, with a dtype, filter layout and the bias + ReLU epilogue cycling
     over the cases (so that each meets the others across the sweep)."""
@@ -67,35 +61,24 @@ def test_config_list_is_the_swept_one():
 
 @pytest.mark.parametrize("shape,layout,config", ROWS)
 def test_shapes_every_config(shape, layout, config, rng):
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     case = variant_of(list(SHAPES).index(shape), SHAPES[shape], layout)
-    x, w, bias = pr.random_operands(case, rng)
-    y, ws_bytes = pr.run_config(NAME, config, case, x, w, bias)
-    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert y.shape == ref.shape
-    assert not np.isnan(y).any(), f"{config}: {int(np.isnan(y).sum())} outputs not written on {case}"
-    err, bound = rel_l2(y, ref), pr.error_bound(NAME, case.x_dtype, case.y_dtype)
-    assert err <= bound, f"{config} on {case}: relative L2 error {err:.2e} > {bound:.2e}"
-    assert ws_bytes > 0, "the transformed filters live in the workspace"
+    assert pr.check_config(NAME, config, case, rng) > 0, "the transformed filters live in the workspace"
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_mixed_output_dtype(dtype, rng):
     """x in one dtype, y (and bias) in another: the epilogue narrows or widens on the store."""
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     other = "f16" if dtype == "f32" else "f32"
     case = SHAPES["c20_m70_pad2"].with_(x_dtype=dtype, y_dtype=other, bias=True, epilogue="relu")
-    x, w, bias = pr.random_operands(case, rng)
-    y, _ = pr.run_config(NAME, "f2x2_32x32", case, x, w, bias)
-    ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    err, bound = rel_l2(y, ref), pr.error_bound(NAME, case.x_dtype, case.y_dtype)
-    assert err <= bound, f"{case}: relative L2 error {err:.2e} > {bound:.2e}"
+    pr.check_config(NAME, "f2x2_32x32", case, rng)
 
 
 def test_workspace_too_small_is_refused(rng):
     """A plan run with less workspace than the plan reports is refused with the status and the size, and
     writes nothing."""
-    gpu_ready()
+    pr.skip_unless_available(NAME)
     from pyconv.device import DeviceArray
     case = SHAPES["c40_m33_valid"]
     plan_out = ffi().new("conv_plan**")
@@ -132,7 +115,7 @@ def test_refuses_other_filters_strides_dilations(case_id):
     it about once the variant is available here."""
     case, word = REFUSALS[case_id]
     if word != "dilation":
-        gpu_ready()
+        pr.skip_unless_available(NAME)
     status, message = pr.supports(NAME, case)
     assert status == UNSUPPORTED, f"{case_id} accepted"
     assert word in message, f"{case_id} refused with {message!r}, which does not name {word!r}"

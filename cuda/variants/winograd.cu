@@ -30,9 +30,9 @@
 
 // cp.async exists from sm_80 on; earlier GPUs copy through registers.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define __CUDA_ARCH_CP_ASYNC__ true
+#define WINOGRAD_CP_ASYNC true
 #else
-#define __CUDA_ARCH_CP_ASYNC__ false
+#define WINOGRAD_CP_ASYNC false
 #endif
 
 namespace {
@@ -56,11 +56,10 @@ struct WinogradParams {
 // 16 bytes from global to shared memory: cp.async where there is one (sm_80 on), else a plain copy
 // through registers (the k-step's barrier orders both).
 __device__ __forceinline__ void copy_16(float* dst, const float* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    cp_async_16_zfill(dst, src, true);
-#else
-    *reinterpret_cast<float4*>(dst) = __ldg(reinterpret_cast<const float4*>(src));
-#endif
+    if constexpr (WINOGRAD_CP_ASYNC)
+        cp_async_16_zfill(dst, src, true);
+    else
+        *reinterpret_cast<float4*>(dst) = __ldg(reinterpret_cast<const float4*>(src));
 }
 
 template <int BM>
@@ -162,7 +161,7 @@ __global__ void __launch_bounds__(WinogradTile<BM, BP>::THREADS, WinogradTile<BM
             for (int s = 0; s < 4; ++s) {
                 const bool in = mask >> (r * 4 + s) & 1u;
                 float* dst = raw + (r * 4 + s) * Tile::THREADS;
-                if constexpr (std::is_same<TX, float>::value && __CUDA_ARCH_CP_ASYNC__)
+                if constexpr (std::is_same<TX, float>::value && WINOGRAD_CP_ASYNC)
                     cp_async_4_zfill(dst, in ? x + base + r * rstride + s * sstride : x, in);
                 else
                     *dst = in ? conv_load<TX>(x, base + r * rstride + s * sstride) : 0.0f;
