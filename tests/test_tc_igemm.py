@@ -159,7 +159,7 @@ WGMMA_CASES = dict(CASES, **{
 def test_wgmma_config_matches_oracle(config, case_id, rng):
     """The Hopper mainloop on the same tiles and epilogues. Skips only on a GPU that is not compute
     capability 9.0, where sm_90a code cannot run, or in a build without sm_90a code."""
-    available("implicit_gemm_f16")
+    pr.skip_unless_available("implicit_gemm_f16")
     check_where_it_runs("implicit_gemm_f16", config, WGMMA_CASES[case_id], rng)
 
 
@@ -196,7 +196,7 @@ TMA_CASES = dict({k: c for k, c in WGMMA_CASES.items() if c.groups == 1}, **{
 @pytest.mark.parametrize("config", TMA)
 def test_tma_config_matches_oracle(config, case_id, rng):
     """The TMA-fed GEMM. Skips only where wgmma cannot run (as above)."""
-    available("implicit_gemm_f16")
+    pr.skip_unless_available("implicit_gemm_f16")
     check_where_it_runs("implicit_gemm_f16", config, TMA_CASES[case_id], rng)
 
 
@@ -227,7 +227,7 @@ def test_tma_cluster_config_refuses_unsplit_grids(config):
 @pytest.mark.parametrize("case_id", list(TMA_CLUSTER_CASES))
 @pytest.mark.parametrize("config", TMA_CLUSTER)
 def test_tma_cluster_config_matches_oracle(config, case_id, rng):
-    available("implicit_gemm_f16")
+    pr.skip_unless_available("implicit_gemm_f16")
     check_where_it_runs("implicit_gemm_f16", config, TMA_CLUSTER_CASES[case_id], rng)
 
 
@@ -248,7 +248,7 @@ TMA_REFUSED = {
 def check_refused(config, case, words):
     """implicit_gemm_f16[config] refuses case with a message holding `words` (or, on a GPU or build
     without wgmma, the architecture's refusal)."""
-    available("implicit_gemm_f16")
+    pr.skip_unless_available("implicit_gemm_f16")
     case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
     with pytest.raises(ConvUnsupportedError, match=f"{words}|compute capability 9.0|no sm_90a code"):
         pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
@@ -286,7 +286,7 @@ NCHW_CASES = dict({k: c for k, c in WGMMA_CASES.items()
 @pytest.mark.parametrize("config", NCHW_CONFIGS)
 def test_nchw_config_matches_oracle(config, case_id, rng):
     """The wgmma mainloop with x converted in registers. Skips only where wgmma cannot run."""
-    available("implicit_gemm_f16")
+    pr.skip_unless_available("implicit_gemm_f16")
     check_where_it_runs("implicit_gemm_f16", config, NCHW_CASES[case_id], rng)
 
 
@@ -338,7 +338,7 @@ def test_default_config_is_wgmma_where_it_runs():
     """implicit_gemm_f16's default configuration, where the wgmma ones run, is one of them: cluster
     split-K for a batch-1 grid of one tile, a whole-K tile at batch 32; elsewhere an mma.sync one."""
     from pyconv import Conv2dPlan
-    available("implicit_gemm_f16")
+    pr.skip_unless_available("implicit_gemm_f16")
     kw = dict(padding=1, variant="implicit_gemm_f16", precision="fast", dtype="float16", layout="NHWC",
               w_layout="MKKC")
     batch32, batch1 = ((32, 64, 28, 28), (128, 64, 3, 3)), ((1, 256, 7, 7), (64, 256, 3, 3))
