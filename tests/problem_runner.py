@@ -274,10 +274,11 @@ def _run_on_device(vid, problem, x_host, w_host, b_host, y_shape, y_dtype, ws_by
     return d_y.get()
 
 
-def run_config(variant: str, config: str, case: ConvCase, x, w, bias=None, x_offset=0, y_offset=0) -> tuple:
+def run_config(variant: str, config: str, case: ConvCase, x, w, bias=None, x_offset=0, y_offset=0,
+               w_offset=0) -> tuple:
     """Runs launch configuration `config` of `variant` through a C plan on device copies of the operands
-    (given as in run_case), x and y placed x_offset / y_offset elements past an allocation's start (to
-    reach paths that need aligned operands, and their fall-backs), y poisoned with NaN, the plan's own
+    (given as in run_case), x, y and w placed x_offset / y_offset / w_offset elements past an allocation's
+    start (to reach paths that need aligned operands, and their fall-backs), y poisoned with NaN, the plan's own
     workspace. Returns (y as float64 NCHW, the plan's workspace bytes)."""
     plan_out = ffi().new("conv_plan**")
     check(lib().conv2d_plan_create(variant_id(variant), make_problem(case), config.encode(), -1, plan_out))
@@ -291,14 +292,15 @@ def run_config(variant: str, config: str, case: ConvCase, x, w, bias=None, x_off
     shape = _stored_shape(case)
     y_storage = STORAGE[case.y_dtype]
     d_x = DeviceArray.from_host(np.concatenate([np.zeros(x_offset, x_host.dtype), x_host.ravel()]))
-    d_w = DeviceArray.from_host(w_host)
+    d_w = DeviceArray.from_host(np.concatenate([np.zeros(w_offset, w_host.dtype), w_host.ravel()]))
     d_b = None if bias is None else DeviceArray.from_host(to_storage(bias, case.y_dtype))
     d_y = DeviceArray((y_offset + int(np.prod(shape)),), y_storage)
     d_y.fill_bytes(0xFF)
     d_ws = DeviceArray((ws_bytes,), np.uint8) if ws_bytes else None
     x_ptr = ffi().cast("char*", d_x.handle) + x_offset * x_host.itemsize
     y_ptr = ffi().cast("char*", d_y.handle) + y_offset * np.dtype(y_storage).itemsize
-    check(lib().conv2d_plan_run(plan, x_ptr, d_w.handle, ffi().NULL if d_b is None else d_b.handle, y_ptr,
+    w_ptr = ffi().cast("char*", d_w.handle) + w_offset * w_host.itemsize
+    check(lib().conv2d_plan_run(plan, x_ptr, w_ptr, ffi().NULL if d_b is None else d_b.handle, y_ptr,
                                 ffi().NULL if d_ws is None else d_ws.handle, ws_bytes, ffi().NULL))
     check(lib().conv_device_synchronize())
     y = from_storage(d_y.get()[y_offset:].reshape(shape), case.y_dtype)

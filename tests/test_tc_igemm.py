@@ -27,7 +27,13 @@ The problem matrix runs each variant's default configuration; here every configu
   - its NCHW configurations (x read from fp32 NCHW in registers) on every ungrouped fp32 NCHW case
     above and on 1x1 and larger windows whose channels are no whole chunk, reductions of one, two and
     many k-tiles, pixels across rows and images, padding (extra too), stride, dilation, both epilogues
-    and y dtypes; and their refusal of other x.
+    and y dtypes; and their refusal of other x;
+  - implicit_gemm_tf32's nchw_mma configurations (1x1 windows, fp32 NCHW x and w read in place by
+    cp.async, tf32 mma.sync): x by 16-byte copies (stride 1, no padding, planes of whole 4-pixel
+    chunks, aligned x) and by 4-byte ones (odd planes, stride, padding, x one element off alignment),
+    w likewise (channels a multiple of 4 or not, w one element off), tiles cut on every side, pixels
+    across images, one and many k-tiles, both epilogues and every y dtype; cluster split-K on batch-1
+    grids, with uneven ranges; their refusal of other windows and other x.
 Fresh random data, outputs poisoned with NaN, relative L2 within the variant's bound.
 """
 import numpy as np
@@ -50,6 +56,9 @@ TMA = ["tma128x256_s4", "tma128x128_s4", "tma128x64_s4", "tma64x128_s4", "tma64x
 TMA_CLUSTER = ["tma64x64_s4_cluster"]  # the TMA GEMM with cluster split-K: small grids only
 # implicit_gemm_f16 only (sm_90a), x fp32 NCHW read in place and converted in registers, one group
 NCHW_CONFIGS = ["nchw128x128_s3", "nchw128x64_s4", "nchw64x64_s4"]
+# implicit_gemm_tf32 only: 1x1 windows on fp32 NCHW x, read in place with w (tc_nchw_mma.cuh)
+NCHW_MMA = ["nchw_mma64x64_s4", "nchw_mma128x64_s3", "nchw_mma128x32_s4"]
+NCHW_MMA_CLUSTER = ["nchw_mma64x64_s4_cluster", "nchw_mma128x32_s4_cluster"]  # sm_90, small grids only
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -304,6 +313,70 @@ def test_nchw_config_refuses_other_x(config, case_id):
     check_refused(config, NCHW_REFUSED[case_id], "read x as fp32 NCHW")
 
 
+# 1x1 fp32 NCHW layers for the nchw_mma tiles. Planes of 80 and 36 pixels take 16-byte copies of x, 99
+# and strided / padded ones 4-byte copies; C = 64 and 520 16-byte copies of w, C = 13 and 30 4-byte ones;
+# maps and pixels that divide no tile; 5 images of 36 pixels, so tiles start inside images; 1 k-tile
+# (C = 13), 4 and 33 (C = 520, the stages wrapping around).
+NCHW_MMA_CASES = {
+    "vec_x_vec_w_relu": ConvCase(2, 64, 8, 10, 72, 1, 1, bias=True, epilogue="relu"),
+    "odd_plane_c13": ConvCase(3, 13, 9, 11, 40, 1, 1, bias=True),
+    "c520_nhwc_f16_y": ConvCase(2, 520, 7, 8, 136, 1, 1, y_dtype="f16", y_layout="NHWC", bias=True),
+    "pixels_across_images_bf16_y": ConvCase(5, 32, 6, 6, 20, 1, 1, y_dtype="bf16", w_layout="MKKC"),
+    "stride2_padded_c30": ConvCase(2, 30, 17, 15, 48, 1, 1, stride=(2, 2), padding=(1, 1), bias=True),
+    "stride_w_only_extra_pad": ConvCase(2, 24, 9, 14, 33, 1, 1, stride=(1, 2), padding=(0, 1), extra=(1, 0)),
+}
+# Batch-1 grids of one or two tiles and long reductions: 16 k-tiles in 8 splits (odd plane), 13 in 5
+# (ranges of 3, the last of 1), both epilogues.
+NCHW_MMA_CLUSTER_CASES = {
+    "c256_odd_plane": ConvCase(1, 256, 7, 7, 64, 1, 1, bias=True, epilogue="relu"),
+    "c200_uneven_nhwc": ConvCase(1, 200, 14, 14, 24, 1, 1, y_layout="NHWC", bias=True),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(NCHW_MMA_CASES))
+@pytest.mark.parametrize("config", NCHW_MMA)
+def test_nchw_mma_config_matches_oracle(config, case_id, rng):
+    pr.skip_unless_available("implicit_gemm_tf32")
+    pr.check_config("implicit_gemm_tf32", config, NCHW_MMA_CASES[case_id], rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("offsets", [dict(x_offset=1), dict(w_offset=1), dict(x_offset=1, w_offset=1)])
+@pytest.mark.parametrize("config", NCHW_MMA)
+def test_nchw_mma_config_reads_unaligned_operands(config, offsets, rng):
+    """x or w one element past a 16-byte boundary: the 4-byte copies instead of the 16-byte ones."""
+    pr.skip_unless_available("implicit_gemm_tf32")
+    pr.check_config("implicit_gemm_tf32", config, NCHW_MMA_CASES["vec_x_vec_w_relu"], rng, **offsets)
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(NCHW_MMA_CLUSTER_CASES))
+@pytest.mark.parametrize("config", NCHW_MMA_CLUSTER)
+def test_nchw_mma_cluster_config_matches_oracle(config, case_id, rng):
+    pr.skip_unless_available("implicit_gemm_tf32")
+    check_where_it_runs("implicit_gemm_tf32", config, NCHW_MMA_CLUSTER_CASES[case_id], rng)
+
+
+NCHW_MMA_REFUSED = {
+    "3x3_window": (ConvCase(2, 16, 9, 9, 24, 3, 3, padding=(1, 1)), "run 1x1 windows"),
+    "nhwc_x": (ConvCase(2, 16, 9, 9, 24, 1, 1, x_layout="NHWC"), "read x as fp32 NCHW"),
+    "f16_x": (ConvCase(2, 16, 9, 9, 24, 1, 1, x_dtype="f16"), "read x as fp32 NCHW"),
+    "groups2": (ConvCase(2, 16, 9, 9, 24, 1, 1, groups=2), "read x as fp32 NCHW"),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(NCHW_MMA_REFUSED))
+@pytest.mark.parametrize("config", NCHW_MMA + NCHW_MMA_CLUSTER)
+def test_nchw_mma_config_refuses_other_problems(config, case_id):
+    case, match = NCHW_MMA_REFUSED[case_id]
+    pr.skip_unless_available("implicit_gemm_tf32")
+    case = case.with_(compute=pr.variant_caps("implicit_gemm_tf32")["compute"])
+    with pytest.raises(ConvUnsupportedError, match=match):
+        pr.run_config("implicit_gemm_tf32", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+
+
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
@@ -329,8 +402,9 @@ def test_swept_configs_are_the_variants():
     for variant in VARIANTS:
         configs = variant_configs(variant)
         if configs:
-            wgmma = WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS if variant == "implicit_gemm_f16" else []
-            assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER + wgmma), variant
+            own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS if variant == "implicit_gemm_f16"
+                   else NCHW_MMA + NCHW_MMA_CLUSTER)
+            assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER + own), variant
 
 
 @requires_gpu

@@ -83,8 +83,9 @@ static inline int tc_chunk_elems(int dtype) { return 16 / (int)conv_dtype_size(d
 // A launch shape: BM pixels x BN maps per block, warps of WM x WN, STAGES tiles in the pipeline, rows of
 // ROW_CHUNKS 16-byte chunks (4: BK = 16 tf32 / 32 f16 values per tile; 8: twice that). WGMMA: the
 // Hopper kernel of tc_wgmma.cuh (its pipeline in dynamic shared memory), else the mma.sync kernels here;
-// TMA: the wgmma GEMM of tc_wgmma_tma.cuh, fed by a producer warp's tensor-map copies; NCHW: the wgmma
-// mainloop with x read from the caller's fp32 NCHW tensor and converted in registers (tc_nchw_feed.cuh).
+// TMA: the wgmma GEMM of tc_wgmma_tma.cuh, fed by a producer warp's tensor-map copies; NCHW: x read from
+// the caller's fp32 NCHW tensor, by the wgmma mainloop converting it in registers (tc_nchw_feed.cuh) or,
+// without WGMMA, by the tf32 mma.sync mainloop of tc_nchw_mma.cuh.
 template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int ROW_CHUNKS_ = 4, bool WGMMA_ = false,
           bool TMA_ = false, bool NCHW_ = false>
 struct TcShape {
@@ -102,7 +103,12 @@ struct TcTile {
     static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN, THREADS = 32 * WARPS_M * WARPS_N;
     static constexpr int VEC = 16 / (int)sizeof(T);  // elements per chunk
     static constexpr int ROW_BYTES = 16 * ROW_CHUNKS, BK = ROW_CHUNKS * VEC;
-    static constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
+    // NCHW mma.sync tiles (tc_nchw_mma.cuh) keep x's pixel order: A as BK rows of A_LD pixels, B as BN
+    // rows of B_LD channels, fp32, padded so that the fragments' word reads fall in distinct banks.
+    static constexpr bool NCHW_MMA = NCHW && !WGMMA;
+    static constexpr int A_LD = BM + 8, B_LD = BK + 4;
+    static constexpr int A_BYTES = NCHW_MMA ? BK * A_LD * 4 : BM * ROW_BYTES;
+    static constexpr int STAGE_BYTES = NCHW_MMA ? A_BYTES + BN * B_LD * 4 : (BM + BN) * ROW_BYTES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
     static constexpr int ROWS_PER_PASS = THREADS / ROW_CHUNKS;  // rows one pass of the block's copies fills
     static constexpr int A_ITERS = BM / ROWS_PER_PASS, B_ITERS = BN / ROWS_PER_PASS;
@@ -411,9 +417,9 @@ __device__ __forceinline__ void tc_with_y_type(int dtype, F&& f) {
 // k_tiles)): the loader and the tile count, with tile t going to stage t % STAGES. Both mainloops start
 // with AHEAD tiles in flight and issue one more per k-tile; every issue commits one cp.async group, empty
 // past the last tile, so that the count wait_group relies on stays the same.
-template <class Tile>
+template <class Tile, class Loader = TcLoader<Tile>>
 struct TcCopies {
-    TcLoader<Tile> loader;
+    Loader loader;
     int kt0, nk;  // the range's first k-tile, and its tiles, >= 1: the host leaves no split empty
 
     template <int AHEAD>
@@ -434,14 +440,24 @@ struct TcCopies {
     }
 };
 
-// The mainloop of block (x, y, z): acc = D[m0 .. m0+BM, maps n0 .. n0+BN of group y / map_tiles] over
-// its k-range (TcCopies), STAGES-1 tiles in flight, one barrier per k-tile. Returns with no copy in
-// flight and every warp done with the stages (the epilogues reuse them).
+// The warp-level math of the ldmatrix tiles, as the mainloop calls it.
 template <class Tile>
-__device__ __forceinline__ void tc_mainloop(const TcParams& p, unsigned char* smem,
-                                            float (&acc)[Tile::MI][Tile::NJ][4], int m0, int group, int n0,
-                                            int wm, int wn, int lane) {
-    TcCopies<Tile> copies;
+struct TcLdmatrixMath {
+    static __device__ __forceinline__ void run(const unsigned char* stage, float (&acc)[Tile::MI][Tile::NJ][4],
+                                               int wm, int wn, int lane) {
+        tc_warp_mma<Tile>(stage, acc, wm, wn, lane);
+    }
+};
+
+// The mma.sync mainloop of block (x, y, z): acc = D[m0 .. m0+BM, maps n0 .. n0+BN of group y /
+// map_tiles] over its k-range (TcCopies on Loader), Math::run per stage, STAGES-1 tiles in flight, one
+// barrier per k-tile. Returns with no copy in flight and every warp done with the stages (the epilogues
+// reuse them).
+template <class Tile, class Loader, class Math>
+__device__ __forceinline__ void tc_pipelined_mainloop(const TcParams& p, unsigned char* smem,
+                                                      float (&acc)[Tile::MI][Tile::NJ][4], int m0, int group,
+                                                      int n0, int wm, int wn, int lane) {
+    TcCopies<Tile, Loader> copies;
     copies.template start<Tile::STAGES - 1>(p, smem, m0, group, n0);
     mma_zero(acc);
     for (int t = 0; t < copies.nk; ++t) {
@@ -450,10 +466,18 @@ __device__ __forceinline__ void tc_mainloop(const TcParams& p, unsigned char* sm
         cp_async_wait<Tile::STAGES - 2>();
         __syncthreads();
         copies.issue(p, smem, t + Tile::STAGES - 1);
-        tc_warp_mma<Tile>(smem + t % Tile::STAGES * Tile::STAGE_BYTES, acc, wm, wn, lane);
+        Math::run(smem + t % Tile::STAGES * Tile::STAGE_BYTES, acc, wm, wn, lane);
     }
     cp_async_wait<0>();  // only empty groups remain; nothing may be in flight when the block exits
     __syncthreads();     // every warp is done with the stages before an epilogue reuses them
+}
+
+// The mainloop of the ldmatrix tiles (channels-last operands).
+template <class Tile>
+__device__ __forceinline__ void tc_mainloop(const TcParams& p, unsigned char* smem,
+                                            float (&acc)[Tile::MI][Tile::NJ][4], int m0, int group, int n0,
+                                            int wm, int wn, int lane) {
+    tc_pipelined_mainloop<Tile, TcLoader<Tile>, TcLdmatrixMath<Tile>>(p, smem, acc, m0, group, n0, wm, wn, lane);
 }
 
 // ---- split-K within a thread-block cluster (sm_90) ----

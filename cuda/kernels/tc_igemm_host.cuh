@@ -55,6 +55,9 @@ static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) /
 constexpr int64_t TC_PACK_MAX = 8, TC_PACK_MAPS = 32;
 template <class Shape>
 constexpr bool tc_packs = Shape::BN <= TC_PACK_MAPS;
+// The mma.sync tiles that read fp32 NCHW x and fp32 w in place (tc_nchw_mma.cuh).
+template <class Shape>
+constexpr bool tc_nchw_mma = Shape::NCHW && !Shape::WGMMA;
 
 struct TcOperands {
     int dtype;                 // the operand dtype
@@ -65,8 +68,10 @@ struct TcOperands {
     size_t xs_bytes, ws_bytes; // their workspace parts (0 when not staged)
 };
 
-// x_direct: the configuration reads x as the caller's tensor (NCHW tiles, tc_nchw_feed.cuh), never staged.
-static inline TcOperands tc_operands(const conv_problem* p, int dtype, bool pack_groups, bool x_direct = false) {
+// x_direct / w_direct: the configuration reads x / w as the caller's tensors, never staged (x: the NCHW
+// tiles, tc_nchw_feed.cuh and tc_nchw_mma.cuh; w: the latter).
+static inline TcOperands tc_operands(const conv_problem* p, int dtype, bool pack_groups, bool x_direct = false,
+                                     bool w_direct = false) {
     TcOperands o;
     const int64_t vec = tc_chunk_elems(dtype);
     o.dtype = dtype;
@@ -78,7 +83,7 @@ static inline TcOperands tc_operands(const conv_problem* p, int dtype, bool pack
     o.Mg = p->M / o.gemms;
     o.Cp = (o.Cg + vec - 1) / vec * vec;
     o.stage_x = !x_direct && (p->x_dtype != dtype || p->x_layout != CONV_NHWC || o.Cp != o.Cg);
-    o.stage_w = p->w_dtype != dtype || p->w_layout != CONV_MKKC || o.Cp != o.Cg || o.pack > 1;
+    o.stage_w = !w_direct && (p->w_dtype != dtype || p->w_layout != CONV_MKKC || o.Cp != o.Cg || o.pack > 1);
     const size_t elem = conv_dtype_size(dtype);
     o.xs_bytes = o.stage_x ? tc_align_up((size_t)(p->B * p->H * p->W * o.gemms * o.Cp) * elem) : 0;
     o.ws_bytes = o.stage_w ? tc_align_up((size_t)(p->M * p->KH * p->KW * o.Cp) * elem) : 0;
@@ -129,6 +134,7 @@ static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, TcSplit split)
 struct TcFamilyTf32 {
     static constexpr const char* NAME = "implicit_gemm_tf32";
     static constexpr bool WGMMA = false;
+    static constexpr bool NCHW_MMA = true;  // fp32 operands: NCHW x and w multiplied as they lie
     static int op_dtype(const conv_problem*) { return CONV_F32; }
     template <class F>
     static int with_op(const conv_problem*, F&& f) { return f(TcTf32{}); }
@@ -138,6 +144,7 @@ struct TcFamilyTf32 {
 struct TcFamilyHalf {
     static constexpr const char* NAME = "implicit_gemm_f16";
     static constexpr bool WGMMA = true;
+    static constexpr bool NCHW_MMA = false;  // its fp32 x needs converting: the wgmma NCHW tiles do that
     static int op_dtype(const conv_problem* p) { return p->x_dtype == CONV_BF16 ? CONV_BF16 : CONV_F16; }
     template <class F>
     static int with_op(const conv_problem* p, F&& f) {
@@ -264,7 +271,7 @@ template <class Family, class Shape, TcSplit SPLIT>
 static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
                   void* stream_) {
     const cudaStream_t stream = conv_stream(stream_);
-    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW);
+    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW, tc_nchw_mma<Shape>);
     return Family::with_op(p, [&](auto op) -> int {
         using Tile = TcTile<decltype(op), Shape>;
         const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
@@ -292,7 +299,8 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
             w = ws + o.xs_bytes;
         }
         int status = o.stage_x || Shape::NCHW ? CONV_OK : tc_check_aligned(Family::NAME, "x", x);
-        if (status == CONV_OK && !o.stage_w) status = tc_check_aligned(Family::NAME, "w", w);
+        // (NCHW mma.sync tiles read unaligned w by 4-byte copies.)
+        if (status == CONV_OK && !o.stage_w && !tc_nchw_mma<Shape>) status = tc_check_aligned(Family::NAME, "w", w);
         // x and w share one dtype (the problem's check), so one launch converts both.
         if (status == CONV_OK && count) status = tc_stage_channels_last(copies, count, p->x_dtype, o.dtype, stream);
         if (status != CONV_OK) return status;
@@ -318,12 +326,26 @@ static const void* tc_kernel_of(const conv_problem* p) {
     return kernel;
 }
 
-// Limits of configuration (Shape, SPLIT) beyond the variant's: the map tiles fit gridDim.y, a split-K
-// configuration takes only problems whose grid it splits, a cluster one needs sm_90 and code built for
-// it, a wgmma one a GPU of compute capability 9.0 and this build's sm_90a code.
+// Limits of configuration (Shape, SPLIT) beyond the variant's: the NCHW ones' x (and the nchw_mma ones'
+// 1x1 window), the map tiles fit gridDim.y, a split-K configuration takes only problems whose grid it
+// splits, a cluster one needs sm_90 and code built for it, a wgmma one a GPU of compute capability 9.0
+// and this build's sm_90a code.
 template <class Family, class Shape, TcSplit SPLIT>
 static int tc_config_supports(const conv_problem* p) {
-    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW);
+    if constexpr (Shape::NCHW) {
+        if (p->x_layout != CONV_NCHW || p->x_dtype != CONV_F32 || p->groups != 1)
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "%s: the NCHW configurations read x as fp32 NCHW in an ungrouped convolution; this "
+                                  "one has x %s %s and %lld groups", Family::NAME, conv_dtype_name(p->x_dtype),
+                                  p->x_layout == CONV_NCHW ? "NCHW" : "NHWC", (long long)p->groups);
+    }
+    if constexpr (tc_nchw_mma<Shape>) {
+        if (p->KH != 1 || p->KW != 1)
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "%s: the nchw_mma configurations run 1x1 windows (x read as a channels x pixels "
+                                  "matrix); this one is %lldx%lld", Family::NAME, (long long)p->KH, (long long)p->KW);
+    }
+    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW, tc_nchw_mma<Shape>);
     const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
     if (g.n_tiles > 65535)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
@@ -341,13 +363,6 @@ static int tc_config_supports(const conv_problem* p) {
         int status = tma_check_driver(Family::NAME);
         if (status == CONV_OK && tc_tma_im2col(p)) status = tma_im2col_supports(Family::NAME, p);
         if (status != CONV_OK) return status;
-    }
-    if constexpr (Shape::NCHW) {
-        if (p->x_layout != CONV_NCHW || p->x_dtype != CONV_F32 || p->groups != 1)
-            return conv_set_error(CONV_ERR_UNSUPPORTED,
-                                  "%s: the NCHW configurations read x as fp32 NCHW in an ungrouped convolution; this "
-                                  "one has x %s %s and %lld groups", Family::NAME, conv_dtype_name(p->x_dtype),
-                                  p->x_layout == CONV_NCHW ? "NCHW" : "NHWC", (long long)p->groups);
     }
     if constexpr (Shape::WGMMA) {
         static ConvDeviceMask passed{0};
@@ -403,6 +418,14 @@ using TcTma64x64s6 = TcTmaShape<64, 64, 6>;
 using TcNchw128x128 = TcNchwShape<128, 128, 3>;
 using TcNchw128x64 = TcNchwShape<128, 64, 4>;
 using TcNchw64x64 = TcNchwShape<64, 64, 4>;
+// NCHW mma.sync (implicit_gemm_tf32, 1x1 windows: fp32 NCHW x and w read in place, tc_nchw_mma.cuh): one
+// launch where the other fast-path configurations stage x and w first. 64 x 64 with 4 stages (38 KB),
+// 128 x 64 of 8 warps with 3 (41 KB), 128 x 32 with 4 (44 KB) for layers of few maps; cluster split-K
+// of the 64 x 64 and 128 x 32 tiles for batch-1 grids. (Deeper pipelines, 8 stages of 16 channels and 6
+// of 32 in dynamic shared memory, were not picked on one of 64 cnn5 1x1 layers at batch 1: dropped.)
+using TcNchwMma64x64 = TcNchwMmaShape<64, 64, 4>;
+using TcNchwMma128x64 = TcNchwMmaShape<128, 64, 3>;
+using TcNchwMma128x32 = TcNchwMmaShape<128, 32, 4>;
 
 // Configuration (Shape, SPLIT) of a family, under `name`.
 template <class Family, class Shape, TcSplit SPLIT>
@@ -438,8 +461,14 @@ struct TcVariant {
     static constexpr const char* NCHW_128x128 = "nchw128x128_s3";
     static constexpr const char* NCHW_128x64 = "nchw128x64_s4";
     static constexpr const char* NCHW_64x64 = "nchw64x64_s4";
+    static constexpr const char* NCHW_MMA_64x64 = "nchw_mma64x64_s4";
+    static constexpr const char* NCHW_MMA_128x64 = "nchw_mma128x64_s3";
+    static constexpr const char* NCHW_MMA_128x32 = "nchw_mma128x32_s4";
+    static constexpr const char* NCHW_MMA_CLUSTER_64x64 = "nchw_mma64x64_s4_cluster";
+    static constexpr const char* NCHW_MMA_CLUSTER_128x32 = "nchw_mma128x32_s4_cluster";
 
-    // The mma.sync configurations, then (Family::WGMMA) the wgmma ones.
+    // The mma.sync configurations, then (Family::WGMMA) the wgmma ones, then (Family::NCHW_MMA) the NCHW
+    // mma.sync ones.
     static constexpr conv_config MMA_SYNC[] = {
         tc_config<Family, TcShape128x128, TC_WHOLE_K>(TILE_128x128),
         tc_config<Family, TcShape128x64, TC_WHOLE_K>(TILE_128x64),
@@ -473,13 +502,25 @@ struct TcVariant {
         tc_config<Family, TcNchw128x64, TC_WHOLE_K>(NCHW_128x64),
         tc_config<Family, TcNchw64x64, TC_WHOLE_K>(NCHW_64x64),
     };
+    // (Family::NCHW_MMA) The tf32 mma.sync tiles on fp32 NCHW x and w in place; the same explicit bound.
+    static constexpr int NUM_NCHW_MMA = 5;
+    static constexpr conv_config NCHW_MMA[NUM_NCHW_MMA] = {
+        tc_config<Family, TcNchwMma64x64, TC_WHOLE_K>(NCHW_MMA_64x64),
+        tc_config<Family, TcNchwMma128x64, TC_WHOLE_K>(NCHW_MMA_128x64),
+        tc_config<Family, TcNchwMma128x32, TC_WHOLE_K>(NCHW_MMA_128x32),
+        tc_config<Family, TcNchwMma64x64, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_64x64),
+        tc_config<Family, TcNchwMma128x32, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_128x32),
+    };
     static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
-    static constexpr int NUM_CONFIGS = NUM_MMA_SYNC + (Family::WGMMA ? NUM_WGMMA : 0);
+    static constexpr int NUM_WGMMA_USED = Family::WGMMA ? NUM_WGMMA : 0;
+    static constexpr int NUM_CONFIGS = NUM_MMA_SYNC + NUM_WGMMA_USED + (Family::NCHW_MMA ? NUM_NCHW_MMA : 0);
     static constexpr std::array<conv_config, NUM_CONFIGS> CONFIGS = [] {
         std::array<conv_config, NUM_CONFIGS> all{};
         for (int i = 0; i < NUM_MMA_SYNC; ++i) all[i] = MMA_SYNC[i];
         if constexpr (Family::WGMMA)  // else never instantiated: no wgmma kernels for the family
             for (int i = 0; i < NUM_WGMMA; ++i) all[NUM_MMA_SYNC + i] = WGMMA[i];
+        if constexpr (Family::NCHW_MMA)  // likewise
+            for (int i = 0; i < NUM_NCHW_MMA; ++i) all[NUM_MMA_SYNC + NUM_WGMMA_USED + i] = NCHW_MMA[i];
         return all;
     }();
 

@@ -1,10 +1,11 @@
 // tc_igemm_kernel.cuh — the tensor-core implicit GEMM's kernel: one block tile's mainloop (mma.sync,
-// tc_igemm.cuh, or wgmma, tc_wgmma.cuh, as the tile's shape says) and its epilogue (y, split-K's
-// partial sums, or the cluster reduction).
+// tc_igemm.cuh or, on fp32 NCHW x, tc_nchw_mma.cuh; or wgmma, tc_wgmma.cuh, as the tile's shape says)
+// and its epilogue (y, split-K's partial sums, or the cluster reduction).
 #pragma once
 
 #include "grid_dependency.cuh"
 #include "tc_igemm.cuh"
+#include "tc_nchw_mma.cuh"
 #include "tc_wgmma.cuh"
 
 // Whether this compilation pass has the instructions of Tile's mainloop and epilogue: mma.sync and
@@ -51,6 +52,7 @@ __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
         const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
         float acc[Tile::MI][Tile::NJ][4];
         if constexpr (Tile::WGMMA) tc_wgmma_mainloop<Tile>(p, smem, acc, blk.m0, blk.group, blk.n0, warp / 4);
+        else if constexpr (Tile::NCHW) tc_nchw_mma_mainloop<Tile>(p, smem, acc, blk.m0, blk.n0, wm, wn, lane);
         else tc_mainloop<Tile>(p, smem, acc, blk.m0, blk.group, blk.n0, wm, wn, lane);
         grid_launch_dependents();  // the operands are read: the next kernel may launch during the stores
         if constexpr (CLUSTER) {

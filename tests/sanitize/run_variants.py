@@ -26,6 +26,7 @@ SHAPES = [  # x shape, w shape, stride, padding, dilation
     ((1, 256, 7, 7), (64, 256, 3, 3), 1, 1, 1),  # one tile of output, K = 2304: split-K
     ((2, 40, 9, 11), (24, 40, 1, 1), 1, 0, 1),  # 1x1: the TMA configurations' GEMM, tiles cut on every side
     ((2, 24, 8, 8), (20, 24, 1, 1), 1, 0, 1),  # 1x1 NCHW, H*W % 4 == 0: implicit_gemm's pixel quads
+    ((1, 200, 7, 7), (40, 200, 1, 1), 1, 0, 1),  # 1x1, one tile, 13 tf32 k-tiles: nchw_mma's cluster split-K
     ((2, 8, 13, 10), (40, 8, 3, 3), 2, 1, 1),  # C % 8 == 0, short reduction: implicit_gemm's tap-order gather
     ((2, 12, 9, 11), (40, 12, 3, 3), 1, 2, 1),  # 3x3 stride 1: winograd's padded channels and maps, half tiles
 ]
