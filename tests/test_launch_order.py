@@ -25,8 +25,9 @@ from pyconv.api import variant_configs
 from pyconv.device import DeviceArray, Stream, stream_handle
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
-# Chains need C == M and y in x's dtype, layout and size (3x3, padding 1). A configuration runs on every
-# case of its variant's list it takes (at least one): staged and in-place operands, split and whole K.
+# Chains need C == M and y in x's dtype, layout and size (3x3 with padding 1, or 1x1). A configuration
+# runs on every case of its variant's list it takes (at least one): staged and in-place operands, split
+# and whole K.
 CHAIN_CASES = {
     "implicit_gemm_f16": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", bias=True, **NHWC),
@@ -35,6 +36,8 @@ CHAIN_CASES = {
     ],
     "implicit_gemm_tf32": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), bias=True),
+        ConvCase(2, 64, 20, 20, 64, 1, 1, bias=True),  # 1x1 fp32 NCHW: the nchw_mma tiles read x and w in place
+        ConvCase(1, 128, 7, 7, 128, 1, 1, bias=True),  # and their cluster split-K (2-4 tiles, 8 k-tiles)
     ],
     "implicit_gemm": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), bias=True),
