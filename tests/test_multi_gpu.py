@@ -11,7 +11,7 @@ from test_devices_streams import (assert_device_still_works, current_device, opt
 from test_threads import run_threads
 
 import pyconv
-from conftest import GPU_SKIP_REASON
+from conftest import GPU_SKIP_REASON, filter_hw
 
 
 def _two_gpu_reason() -> str:
@@ -28,9 +28,10 @@ INFOS = {v.name: v for v in pyconv.variant_info()}
 OTHER = 1  # the device the operands live on; device 0 stays current
 
 
-def random_problem(rng):
+def random_problem(rng, name="auto"):
+    """x and w of a 7x7 layer, or of the filter shape that variant `name` computes (conftest.OWN_FILTER)."""
     x = rng.uniform(-1, 1, (2, 4, 40, 40)).astype(np.float32)
-    w = rng.uniform(-1, 1, (16, 4, 7, 7)).astype(np.float32)
+    w = rng.uniform(-1, 1, (16, 4, *filter_hw(name, (7, 7)))).astype(np.float32)
     return x, w
 
 
@@ -48,7 +49,7 @@ def test_operands_on_device_1_with_device_0_current(name, rng):
     if info is not None and not info.available:
         pytest.skip(f"{name} unavailable here: {info.reason}")
     precision = precision_of(info) if info is not None else "exact"
-    x, w = random_problem(rng)
+    x, w = random_problem(rng, name)
     xd = pyconv.DeviceArray.from_host(x, device=OTHER)
     wd = pyconv.DeviceArray.from_host(w, device=OTHER)
     assert current_device() == 0
