@@ -4,8 +4,11 @@
 // stage cp.async pipeline (16-byte copies, zero-filled at padding and edges) instead of register-staged
 // tiles and two barriers per step, channels-last operands (x NHWC and w MKKC are read in place; other
 // layouts, dtypes and channel counts are staged once into the workspace), block tiles up to 128 x 128,
-// and split-K for grids too small to fill the GPU. Configurations and workspace: tc_igemm_host.cuh.
-// Error: fp32 values are rounded to tf32 (to nearest, 11 significant bits: u = 2^-11) after ldmatrix;
+// and split-K for grids too small to fill the GPU. For 1x1 layers on fp32 NCHW x the nchw_mma
+// configurations (tc_nchw_mma.cuh) read x and w in place, with no staging launch. Configurations and
+// workspace: tc_igemm_host.cuh.
+// Error: fp32 values are rounded to tf32 (to nearest, 11 significant bits: u = 2^-11) after ldmatrix
+// (nchw_mma: after the shared-memory read);
 // products are exact and summed in fp32, so uniform data gives ~3e-4 relative L2 whatever C*KH*KW
 // (as wmma_tf32); bound 1e-3. f16 and bf16 inputs are exact in tf32. Range: fp32's.
 #include "tc_igemm_host.cuh"
