@@ -91,6 +91,7 @@ template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int ROW_CHUNKS_ = 4, 
 struct TcShape {
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, ROW_CHUNKS = ROW_CHUNKS_;
     static constexpr bool WGMMA = WGMMA_, TMA = TMA_, NCHW = NCHW_;
+    static constexpr bool NCHW_MMA = NCHW && !WGMMA;  // the tf32 mma.sync tiles of tc_nchw_mma.cuh
 };
 
 template <class Op_, class Shape>
@@ -105,7 +106,7 @@ struct TcTile {
     static constexpr int ROW_BYTES = 16 * ROW_CHUNKS, BK = ROW_CHUNKS * VEC;
     // NCHW mma.sync tiles (tc_nchw_mma.cuh) keep x's pixel order: A as BK rows of A_LD pixels, B as BN
     // rows of B_LD channels, fp32, padded so that the fragments' word reads fall in distinct banks.
-    static constexpr bool NCHW_MMA = NCHW && !WGMMA;
+    static constexpr bool NCHW_MMA = Shape::NCHW_MMA;
     static constexpr int A_LD = BM + 8, B_LD = BK + 4;
     static constexpr int A_BYTES = NCHW_MMA ? BK * A_LD * 4 : BM * ROW_BYTES;
     static constexpr int STAGE_BYTES = NCHW_MMA ? A_BYTES + BN * B_LD * 4 : (BM + BN) * ROW_BYTES;

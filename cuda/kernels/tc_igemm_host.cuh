@@ -55,9 +55,6 @@ static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) /
 constexpr int64_t TC_PACK_MAX = 8, TC_PACK_MAPS = 32;
 template <class Shape>
 constexpr bool tc_packs = Shape::BN <= TC_PACK_MAPS;
-// The mma.sync tiles that read fp32 NCHW x and fp32 w in place (tc_nchw_mma.cuh).
-template <class Shape>
-constexpr bool tc_nchw_mma = Shape::NCHW && !Shape::WGMMA;
 
 struct TcOperands {
     int dtype;                 // the operand dtype
@@ -271,7 +268,7 @@ template <class Family, class Shape, TcSplit SPLIT>
 static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
                   void* stream_) {
     const cudaStream_t stream = conv_stream(stream_);
-    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW, tc_nchw_mma<Shape>);
+    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW, Shape::NCHW_MMA);
     return Family::with_op(p, [&](auto op) -> int {
         using Tile = TcTile<decltype(op), Shape>;
         const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
@@ -300,7 +297,7 @@ static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace,
         }
         int status = o.stage_x || Shape::NCHW ? CONV_OK : tc_check_aligned(Family::NAME, "x", x);
         // (NCHW mma.sync tiles read unaligned w by 4-byte copies.)
-        if (status == CONV_OK && !o.stage_w && !tc_nchw_mma<Shape>) status = tc_check_aligned(Family::NAME, "w", w);
+        if (status == CONV_OK && !o.stage_w && !Shape::NCHW_MMA) status = tc_check_aligned(Family::NAME, "w", w);
         // x and w share one dtype (the problem's check), so one launch converts both.
         if (status == CONV_OK && count) status = tc_stage_channels_last(copies, count, p->x_dtype, o.dtype, stream);
         if (status != CONV_OK) return status;
@@ -339,13 +336,13 @@ static int tc_config_supports(const conv_problem* p) {
                                   "one has x %s %s and %lld groups", Family::NAME, conv_dtype_name(p->x_dtype),
                                   p->x_layout == CONV_NCHW ? "NCHW" : "NHWC", (long long)p->groups);
     }
-    if constexpr (tc_nchw_mma<Shape>) {
+    if constexpr (Shape::NCHW_MMA) {
         if (p->KH != 1 || p->KW != 1)
             return conv_set_error(CONV_ERR_UNSUPPORTED,
                                   "%s: the nchw_mma configurations run 1x1 windows (x read as a channels x pixels "
                                   "matrix); this one is %lldx%lld", Family::NAME, (long long)p->KH, (long long)p->KW);
     }
-    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW, tc_nchw_mma<Shape>);
+    const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW, Shape::NCHW_MMA);
     const TcGrid g = tc_grid<Shape>(p, o, SPLIT);
     if (g.n_tiles > 65535)
         return conv_set_error(CONV_ERR_UNSUPPORTED,

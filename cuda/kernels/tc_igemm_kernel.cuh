@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(Tile::THREADS) tc_igemm_kernel(TcParams p) {
         const int wm = warp / Tile::WARPS_N * Tile::WM, wn = warp % Tile::WARPS_N * Tile::WN;
         float acc[Tile::MI][Tile::NJ][4];
         if constexpr (Tile::WGMMA) tc_wgmma_mainloop<Tile>(p, smem, acc, blk.m0, blk.group, blk.n0, warp / 4);
-        else if constexpr (Tile::NCHW) tc_nchw_mma_mainloop<Tile>(p, smem, acc, blk.m0, blk.n0, wm, wn, lane);
+        else if constexpr (Tile::NCHW_MMA) tc_nchw_mma_mainloop<Tile>(p, smem, acc, blk.m0, blk.n0, wm, wn, lane);
         else tc_mainloop<Tile>(p, smem, acc, blk.m0, blk.group, blk.n0, wm, wn, lane);
         grid_launch_dependents();  // the operands are read: the next kernel may launch during the stores
         if constexpr (CLUSTER) {
