@@ -338,6 +338,15 @@ def skip_unless_available(variant: str) -> None:
         pytest.skip(f"{variant} unavailable here: {facts.reason}")
 
 
+def check_swept_configs(variant: str, swept) -> None:
+    """A variant's tests sweep every configuration the library has (a new one must join them); skipped in
+    a build without CUDA, where GPU variants have none."""
+    if not lib().conv_built_with_cuda():
+        pytest.skip(f"libconv built without CUDA: {variant} has no configurations")
+    from pyconv.api import variant_configs
+    assert sorted(variant_configs(variant)) == sorted(set(swept)), variant
+
+
 def check_config(variant: str, config: str, case: ConvCase, rng: np.random.Generator, **offsets) -> int:
     """Runs the case (at the variant's compute level) on fresh data through launch configuration `config`
     (run_config: y poisoned with NaN; offsets as there), holds every output to be written and within the

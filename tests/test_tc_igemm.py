@@ -396,15 +396,12 @@ def test_unaligned_y_takes_the_register_epilogue(variant, rng):
     pr.check_config(variant, "tile64x64_s6", CASES["two_pass_fp32_tile"], rng, y_offset=1)
 
 
-def test_swept_configs_are_the_variants():
-    """The sweeps above name every configuration of both variants (a new one must join them)."""
-    from pyconv.api import variant_configs
-    for variant in VARIANTS:
-        configs = variant_configs(variant)
-        if configs:
-            own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS if variant == "implicit_gemm_f16"
-                   else NCHW_MMA + NCHW_MMA_CLUSTER)
-            assert sorted(configs) == sorted(PLAIN + SPLIT + CLUSTER + own), variant
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_swept_configs_are_the_variants(variant):
+    """The sweeps above name every configuration of both variants."""
+    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS if variant == "implicit_gemm_f16"
+           else NCHW_MMA + NCHW_MMA_CLUSTER)
+    pr.check_swept_configs(variant, PLAIN + SPLIT + CLUSTER + own)
 
 
 @requires_gpu

@@ -35,11 +35,6 @@ SHAPES = {
 DTYPES = ["f32", "f16", "bf16"]
 
 
-def configs():
-    from pyconv.api import variant_configs
-    return variant_configs(NAME)
-
-
 def variant_of(k, case, layout):
     """Case k of the sweep in `layout`, with a dtype, filter layout and the bias + ReLU epilogue cycling
     over the cases (so that each meets the others across the sweep)."""
@@ -53,10 +48,7 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
 
 
 def test_config_list_is_the_swept_one():
-    """The sweep names every configuration the library has (a new one must join it)."""
-    if not lib().conv_built_with_cuda():
-        pytest.skip("libconv built without CUDA: winograd has no configurations")
-    assert sorted(configs()) == sorted({row.values[2] for row in ROWS})
+    pr.check_swept_configs(NAME, [row.values[2] for row in ROWS])
 
 
 @pytest.mark.parametrize("shape,layout,config", ROWS)
