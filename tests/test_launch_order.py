@@ -33,6 +33,9 @@ CHAIN_CASES = {
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", bias=True, **NHWC),
         ConvCase(1, 64, 24, 24, 64, 1, 1, x_dtype="bf16", y_dtype="bf16", **NHWC),  # the plain TMA map
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), bias=True),  # fp32 NCHW: staged, or read in place
+        # depthwise fp16 NHWC: the dw tiles (banded GEMMs per channel)
+        ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, x_dtype="f16", y_dtype="f16", bias=True,
+                 **NHWC),
     ],
     "implicit_gemm_tf32": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), bias=True),

@@ -28,6 +28,12 @@ The problem matrix runs each variant's default configuration; here every configu
     above and on 1x1 and larger windows whose channels are no whole chunk, reductions of one, two and
     many k-tiles, pixels across rows and images, padding (extra too), stride, dilation, both epilogues
     and y dtypes; and their refusal of other x;
+  - implicit_gemm_f16's depthwise configurations (each channel's filter rows as banded B matrices): 3x3,
+    5x5 and 7x7 filters, rectangular and dilated ones, stride 1 and 2 (one and two k-steps of input
+    columns), planes and channel counts that divide no tile or block, f16 / bf16 NHWC x and y read and
+    written by 16-byte vectors, element by element (channels not a multiple of the vector, operands one
+    element off alignment) and f32 / NCHW ones, batches of several images, bias and ReLU; their refusal of
+    other groups, of a y dtype other than x's, and of windows wider than two k-steps;
   - implicit_gemm_tf32's nchw_mma configurations (1x1 windows, fp32 NCHW x and w read in place by
     cp.async, tf32 mma.sync): x by 16-byte copies (stride 1, no padding, planes of whole 4-pixel
     chunks, aligned x) and by 4-byte ones (odd planes, stride, padding, x one element off alignment),
@@ -59,6 +65,8 @@ NCHW_CONFIGS = ["nchw128x128_s3", "nchw128x64_s4", "nchw64x64_s4"]
 # implicit_gemm_tf32 only: 1x1 windows on fp32 NCHW x, read in place with w (tc_nchw_mma.cuh)
 NCHW_MMA = ["nchw_mma64x64_s4", "nchw_mma128x64_s3", "nchw_mma128x32_s4"]
 NCHW_MMA_CLUSTER = ["nchw_mma64x64_s4_cluster", "nchw_mma128x32_s4_cluster"]  # sm_90, small grids only
+# implicit_gemm_f16 only: depthwise layers as banded GEMMs per channel (tc_depthwise.cu)
+DEPTHWISE = ["dw16x32_c32", "dw16x16_c32", "dw32x32_c16"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -377,6 +385,70 @@ def test_nchw_mma_config_refuses_other_problems(config, case_id):
         pr.run_config("implicit_gemm_tf32", config, case, *pr.random_operands(case, np.random.default_rng(0)))
 
 
+DW = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
+DEPTHWISE_CASES = {
+    # C = 48: a block and a half of 32 channels; 19 x 21 planes: tiles cut on both sides
+    "3x3_f16_relu": ConvCase(2, 48, 19, 21, 48, 3, 3, padding=(1, 1), groups=48, x_dtype="f16", y_dtype="f16",
+                             bias=True, epilogue="relu", **DW),
+    "7x7_bf16_c40": ConvCase(1, 40, 17, 13, 40, 7, 7, padding=(3, 3), groups=40, x_dtype="bf16", y_dtype="bf16",
+                             bias=True, **DW),
+    "7x7_f16_56x56": ConvCase(2, 96, 56, 56, 96, 7, 7, padding=(3, 3), groups=96, x_dtype="f16", y_dtype="f16",
+                              **DW),
+    # stride 2: 19 (5x5) and 17 (3x3) input columns per 8 outputs, two k-steps
+    "5x5_s2_f32_nchw": ConvCase(3, 12, 23, 20, 12, 5, 5, stride=(2, 2), padding=(2, 2), groups=12, bias=True),
+    "3x3_s2_f16_c20_elementwise": ConvCase(2, 20, 15, 16, 20, 3, 3, stride=(2, 2), padding=(1, 1), groups=20,
+                                           x_dtype="f16", y_dtype="f16", epilogue="relu", **DW),
+    # 7 + 4 * 2 + 1 = 16 columns: one k-step exactly; x NHWC, y NCHW
+    "3x5_dilated_mixed_layouts": ConvCase(2, 16, 20, 22, 16, 3, 5, padding=(2, 4), dilation=(2, 2), groups=16,
+                                          x_dtype="f16", y_dtype="f16", x_layout="NHWC", w_layout="MCKK",
+                                          y_layout="NCHW"),
+    "stride_rows_only_extra_pad_f32_nhwc": ConvCase(1, 8, 33, 35, 8, 3, 3, stride=(2, 1), padding=(1, 1),
+                                                    extra=(1, 0), groups=8, bias=True, **DW),
+    "1x1_channels_c24": ConvCase(2, 24, 9, 10, 24, 1, 1, groups=24, x_dtype="bf16", y_dtype="bf16", **DW),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(DEPTHWISE_CASES))
+@pytest.mark.parametrize("config", DEPTHWISE)
+def test_depthwise_config_matches_oracle(config, case_id, rng):
+    pr.skip_unless_available("implicit_gemm_f16")
+    pr.check_config("implicit_gemm_f16", config, DEPTHWISE_CASES[case_id], rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("offsets", [dict(x_offset=1), dict(y_offset=1)])
+@pytest.mark.parametrize("config", DEPTHWISE)
+def test_depthwise_config_takes_unaligned_operands(config, offsets, rng):
+    """x or y one element past a 16-byte boundary: element-by-element loads or stores."""
+    pr.skip_unless_available("implicit_gemm_f16")
+    pr.check_config("implicit_gemm_f16", config, DEPTHWISE_CASES["3x3_f16_relu"], rng, **offsets)
+
+
+DEPTHWISE_REFUSED = {
+    "groups2": (ConvCase(2, 16, 9, 9, 16, 3, 3, padding=(1, 1), groups=2, x_dtype="f16", y_dtype="f16", **DW),
+                "run depthwise layers"),
+    "channel_multiplier": (ConvCase(2, 8, 9, 9, 16, 3, 3, padding=(1, 1), groups=8, x_dtype="f16", y_dtype="f16",
+                                    **DW), "run depthwise layers"),
+    "f32_y_of_f16_x": (ConvCase(2, 16, 9, 9, 16, 3, 3, padding=(1, 1), groups=16, x_dtype="f16", **DW),
+                       "write y in x's dtype"),
+    # 7 * 4 + 4 + 1 = 33 columns per 8 outputs
+    "stride4_5x5": (ConvCase(2, 16, 30, 30, 16, 5, 5, stride=(4, 4), groups=16, x_dtype="f16", y_dtype="f16", **DW),
+                    "at most 32 input columns"),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(DEPTHWISE_REFUSED))
+@pytest.mark.parametrize("config", DEPTHWISE)
+def test_depthwise_config_refuses_other_problems(config, case_id):
+    case, match = DEPTHWISE_REFUSED[case_id]
+    pr.skip_unless_available("implicit_gemm_f16")
+    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    with pytest.raises(ConvUnsupportedError, match=match):
+        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+
+
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
@@ -399,7 +471,7 @@ def test_unaligned_y_takes_the_register_epilogue(variant, rng):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_swept_configs_are_the_variants(variant):
     """The sweeps above name every configuration of both variants."""
-    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS if variant == "implicit_gemm_f16"
+    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE if variant == "implicit_gemm_f16"
            else NCHW_MMA + NCHW_MMA_CLUSTER)
     pr.check_swept_configs(variant, PLAIN + SPLIT + CLUSTER + own)
 

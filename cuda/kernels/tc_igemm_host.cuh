@@ -26,6 +26,7 @@
 #include <array>
 
 #include "split_k.cuh"
+#include "tc_depthwise.h"
 #include "tc_igemm_kernel.cuh"
 #include "tc_staging.cuh"
 #include "tc_wgmma_tma.cuh"
@@ -132,6 +133,7 @@ struct TcFamilyTf32 {
     static constexpr const char* NAME = "implicit_gemm_tf32";
     static constexpr bool WGMMA = false;
     static constexpr bool NCHW_MMA = true;  // fp32 operands: NCHW x and w multiplied as they lie
+    static constexpr bool DEPTHWISE = false;  // the banded GEMMs are built for 16-bit operands
     static int op_dtype(const conv_problem*) { return CONV_F32; }
     template <class F>
     static int with_op(const conv_problem*, F&& f) { return f(TcTf32{}); }
@@ -142,6 +144,7 @@ struct TcFamilyHalf {
     static constexpr const char* NAME = "implicit_gemm_f16";
     static constexpr bool WGMMA = true;
     static constexpr bool NCHW_MMA = false;  // its fp32 x needs converting: the wgmma NCHW tiles do that
+    static constexpr bool DEPTHWISE = true;  // depthwise layers as banded GEMMs per channel (tc_depthwise.cu)
     static int op_dtype(const conv_problem* p) { return p->x_dtype == CONV_BF16 ? CONV_BF16 : CONV_F16; }
     template <class F>
     static int with_op(const conv_problem* p, F&& f) {
@@ -463,9 +466,12 @@ struct TcVariant {
     static constexpr const char* NCHW_MMA_128x32 = "nchw_mma128x32_s4";
     static constexpr const char* NCHW_MMA_CLUSTER_64x64 = "nchw_mma64x64_s4_cluster";
     static constexpr const char* NCHW_MMA_CLUSTER_128x32 = "nchw_mma128x32_s4_cluster";
+    static constexpr const char* DW_16x32 = "dw16x32_c32";
+    static constexpr const char* DW_16x16 = "dw16x16_c32";
+    static constexpr const char* DW_32x32 = "dw32x32_c16";
 
     // The mma.sync configurations, then (Family::WGMMA) the wgmma ones, then (Family::NCHW_MMA) the NCHW
-    // mma.sync ones.
+    // mma.sync ones, then (Family::DEPTHWISE) the depthwise ones.
     static constexpr conv_config MMA_SYNC[] = {
         tc_config<Family, TcShape128x128, TC_WHOLE_K>(TILE_128x128),
         tc_config<Family, TcShape128x64, TC_WHOLE_K>(TILE_128x64),
@@ -508,9 +514,19 @@ struct TcVariant {
         tc_config<Family, TcNchwMma64x64, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_64x64),
         tc_config<Family, TcNchwMma128x32, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_128x32),
     };
+    // (Family::DEPTHWISE) Depthwise layers as banded GEMMs per channel (tc_depthwise.cu): output tile
+    // rows x columns, channels per block.
+    static constexpr int NUM_DEPTHWISE = 3;
+    static constexpr conv_config DEPTHWISE[NUM_DEPTHWISE] = {
+        {DW_16x32, tc_dw_run<1, 4, 32>, tc_dw_supports<1, 4, 32>},
+        {DW_16x16, tc_dw_run<1, 2, 32>, tc_dw_supports<1, 2, 32>},
+        {DW_32x32, tc_dw_run<2, 4, 16>, tc_dw_supports<2, 4, 16>},
+    };
     static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
     static constexpr int NUM_WGMMA_USED = Family::WGMMA ? NUM_WGMMA : 0;
-    static constexpr int NUM_CONFIGS = NUM_MMA_SYNC + NUM_WGMMA_USED + (Family::NCHW_MMA ? NUM_NCHW_MMA : 0);
+    static constexpr int NUM_NCHW_MMA_USED = Family::NCHW_MMA ? NUM_NCHW_MMA : 0;
+    static constexpr int NUM_CONFIGS =
+        NUM_MMA_SYNC + NUM_WGMMA_USED + NUM_NCHW_MMA_USED + (Family::DEPTHWISE ? NUM_DEPTHWISE : 0);
     static constexpr std::array<conv_config, NUM_CONFIGS> CONFIGS = [] {
         std::array<conv_config, NUM_CONFIGS> all{};
         for (int i = 0; i < NUM_MMA_SYNC; ++i) all[i] = MMA_SYNC[i];
@@ -518,6 +534,9 @@ struct TcVariant {
             for (int i = 0; i < NUM_WGMMA; ++i) all[NUM_MMA_SYNC + i] = WGMMA[i];
         if constexpr (Family::NCHW_MMA)  // likewise
             for (int i = 0; i < NUM_NCHW_MMA; ++i) all[NUM_MMA_SYNC + NUM_WGMMA_USED + i] = NCHW_MMA[i];
+        if constexpr (Family::DEPTHWISE)
+            for (int i = 0; i < NUM_DEPTHWISE; ++i)
+                all[NUM_MMA_SYNC + NUM_WGMMA_USED + NUM_NCHW_MMA_USED + i] = DEPTHWISE[i];
         return all;
     }();
 

@@ -89,6 +89,8 @@ GROUPED_SHAPES = [
     ((2, 8, 9, 10), (16, 2, 3, 3), 1, 1, 4, np.float32, False),
     ((2, 64, 9, 11), (64, 2, 3, 3), 1, 1, 32, np.float16, True),
     ((2, 128, 10, 9), (128, 4, 3, 3), 2, 1, 32, np.float32, True),
+    ((2, 20, 13, 15), (20, 1, 5, 5), 2, 2, 20, np.float16, True),  # implicit_gemm_f16's dw tiles: two k-steps,
+    ((2, 40, 23, 21), (40, 1, 7, 7), 1, 3, 40, np.float16, True),  # element-wise and 16-byte channel vectors
 ]
 
 

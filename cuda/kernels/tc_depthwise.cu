@@ -1,0 +1,401 @@
+// tc_depthwise.cu — implicit_gemm_f16's depthwise configurations ("dw*"): a depthwise layer (groups ==
+// C == M) as small GEMMs on fp16 / bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation).
+//   For one channel, output row oh, columns ow0 .. ow0+7, and filter row kh:
+//     y[oh, ow0 + n] += sum_k x[oh*S_h + kh*D_h, ow0*S_w + k] * T_kh[k][n],   T_kh[k][n] = w[kh, kw] where
+//     k = n*S_w + kw*D_w (0 elsewhere),
+//   a banded (Toeplitz) 16 x 8 matrix per filter row (32 x 8, two k-steps, where a row of 8 outputs reads
+//   more than 16 input columns: stride 2, or wide dilated filters). The 16 rows of the mma's A are 16
+//   output rows of the channel, so one mma applies a filter row to 16 x 8 outputs, and one channel's
+//   K x K filter is K mmas per 128 outputs: compute is a few percent of the tensor cores' rate, and the
+//   layer stays bound by moving x and y, which the grouped_direct kernels (fp32 FFMA, 2*K*K flops per
+//   output) are not at 5x5 and 7x7.
+//   A block computes a tile of 16*MT output rows x 8*NT columns for CB channels of one image:
+//   1. stages the tile's input window with its halo for its CB channels in shared memory as
+//      [channel][row][column] in the operand dtype (zeros on padding and past the image), from NHWC x by
+//      16-byte loads of neighbouring channels where C and x allow (else element by element) or from
+//      NCHW x along rows; f32 x rounded to fp16 here; and its channels' taps;
+//   2. each warp takes CB/8 channels: per filter row, the B fragment built from the staged taps (each
+//      lane's 4 (k, n) positions fixed per launch), per 16 x 8 output tile an ldmatrix.x4 of A (rows
+//      at stride S_h from the staged window: any row stride and dilation cost nothing) and an mma;
+//   3. bias, ReLU and the conversion to y's dtype in registers, through shared memory (reusing the
+//      window) so that NHWC y is written as 16-byte runs of channels (NCHW y along rows).
+//   Non-finite inputs: the zeros of T multiply every input column of the 16 (32) an output row's mma
+//   reads, so an Inf or NaN input makes NaN of all outputs of its channel whose 8-column group reads it,
+//   not only of those whose window holds it (as the packed-group GEMM tiles do with their block-diagonal
+//   filters). Non-finite weights meet exactly the inputs a direct sum multiplies them by.
+#include "tc_depthwise.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "conv_shape.cuh"
+#include "grid_dependency.cuh"
+#include "mma_sync.cuh"
+#include "tensor_io.cuh"
+
+namespace {
+
+constexpr int TDW_THREADS = 256;
+constexpr int TDW_WARPS = TDW_THREADS / 32;
+// Output tile columns padded by this many in the y staging, so that the fragments' writes (8 rows x 4
+// column pairs a warp) fall in distinct banks.
+constexpr int TDW_Y_PAD = 8;
+// Input columns an mma's A reads per k-step, and the most k-steps (a row of 8 outputs reading up to 32
+// input columns: 3x3 and 5x5 at stride 2 take two).
+constexpr int TDW_KSTEP_COLS = 16;
+constexpr int TDW_MAX_KSTEPS = 2;
+
+// x (B, H, W, C) or (B, C, H, W), w (C, KH, KW) (MCKK and MKKC coincide at one channel per group), y
+// (B, OH, OW, C) or (B, C, OH, OW); every count < 2^31 (the dispatcher's batch chunks).
+struct tdw_shape : ConvShape32 {
+    int tiles_w, tiles_h;     // output tiles across and down a plane
+    int in_rows, in_cols;     // the tile's input window (rows, columns read from x)
+    int row_stride;           // staged elements per window row: the columns the mmas read, an odd number of
+                              // 16-byte chunks (an ldmatrix's 8 rows then fall in distinct banks at stride 1)
+    int plane_stride;         // staged elements per channel: in_rows * row_stride
+    int taps_offset;          // elements from the start of shared memory to the staged taps
+    int y_plane;              // y staging: elements per channel (see tdw_y_plane)
+    int x_nhwc, y_nhwc;
+    int x_vec, y_vec;         // 16-byte accesses to NHWC x / y: C a multiple of the vector, operand aligned
+    int relu;
+};
+
+// Input columns a row of 8 outputs reads, and the k-steps of 16 that cover them.
+static inline int64_t tdw_window_cols(const conv_problem* p) { return 7 * p->stride_w + (p->KW - 1) * p->dilation_w + 1; }
+static inline int tdw_ksteps(const conv_problem* p) {
+    return (int)((tdw_window_cols(p) + TDW_KSTEP_COLS - 1) / TDW_KSTEP_COLS);
+}
+
+// y staging per channel: TH rows of TW + TDW_Y_PAD, plus 2 elements so that consecutive channel vectors
+// of the NHWC store (16 bytes of channels apart) start 32 bytes apart in the banks.
+__host__ __device__ constexpr int tdw_y_plane(int TH, int TW) { return TH * (TW + TDW_Y_PAD) + 2; }
+
+template <class T>
+__device__ __forceinline__ T tdw_zero() { return conv_store_as<T>(0.0f); }
+// An x or w value as an operand: itself in the operand dtype, else (f32) rounded to it (fp16).
+template <class TO, class TX>
+__device__ __forceinline__ TO tdw_operand(TX v) {
+    static_assert(std::is_same<TX, TO>::value || std::is_same<TX, float>::value, "16-bit x has its own operands");
+    if constexpr (std::is_same<TX, TO>::value) return v;
+    else return conv_store_as<TO>(v);
+}
+__device__ __forceinline__ uint32_t tdw_bits(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ uint32_t tdw_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+
+// Stages the window (rows from ih0, columns from iw0) of channels [c0, c0 + CB) as [channel][row][column],
+// zeros outside the image, past in_cols and past C. A thread takes one (channel vector, row, column), the
+// column fastest, so that a warp's shared-memory writes are consecutive; loads are at clamped addresses
+// with the value zeroed afterwards, so that none depends on a branch.
+template <int CB, class TO, class TX>
+__device__ __forceinline__ void tdw_stage_x(const tdw_shape& s, const TX* __restrict__ x, int b, int c0, int ih0,
+                                            int iw0, TO* s_x) {
+    if (s.x_nhwc) {
+        constexpr int VX = 16 / sizeof(TX);
+        static_assert(CB % VX == 0, "whole vectors of channels per block");
+        const int total = (CB / VX) * s.in_rows * s.row_stride;
+#pragma unroll 4  // several loads in flight per thread
+        for (int e = threadIdx.x; e < total; e += TDW_THREADS) {
+            const int j = e % s.row_stride, rest = e / s.row_stride;
+            const int r = rest % s.in_rows, v = rest / s.in_rows;
+            const int ih = ih0 + r, iw = iw0 + j, c = c0 + v * VX;
+            const bool in = j < s.in_cols && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
+            const TX* px = x + (in ? ((b * s.H + ih) * s.W + iw) * s.C + c : 0);
+            TX vals[VX];
+            if (s.x_vec) {  // C % VX == 0: the vector is whole where its first channel is in
+                const uint4 q = __ldg(reinterpret_cast<const uint4*>(px));
+                memcpy(vals, &q, 16);
+#pragma unroll
+                for (int i = 0; i < VX; ++i) vals[i] = in ? vals[i] : tdw_zero<TX>();
+            } else {
+#pragma unroll
+                for (int i = 0; i < VX; ++i) {
+                    const bool ok = in && c + i < s.C;
+                    const TX v = conv_ldg(px + (ok ? i : 0));
+                    vals[i] = ok ? v : tdw_zero<TX>();
+                }
+            }
+            TO* dst = s_x + v * VX * s.plane_stride + r * s.row_stride + j;
+#pragma unroll
+            for (int i = 0; i < VX; ++i) dst[i * s.plane_stride] = tdw_operand<TO>(vals[i]);
+        }
+        return;
+    }
+    const int total = CB * s.in_rows * s.row_stride;
+#pragma unroll 4
+    for (int e = threadIdx.x; e < total; e += TDW_THREADS) {
+        const int j = e % s.row_stride, rest = e / s.row_stride;
+        const int r = rest % s.in_rows, cl = rest / s.in_rows;
+        const int ih = ih0 + r, iw = iw0 + j, c = c0 + cl;
+        const bool in = j < s.in_cols && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
+        const TX v = conv_ldg(x + (in ? ((b * s.C + c) * s.H + ih) * s.W + iw : 0));
+        s_x[cl * s.plane_stride + r * s.row_stride + j] = in ? tdw_operand<TO>(v) : tdw_zero<TO>();
+    }
+}
+
+// The B fragment of filter row kh, k-step ks, from the channel's staged taps: this lane's four (k, n)
+// positions hold tap kw[i] of the row (-1: a zero of the band).
+template <class TO>
+__device__ __forceinline__ void tdw_b_fragment(const TO* taps, const int (&kw)[4], uint32_t& b0, uint32_t& b1) {
+    uint32_t h[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t v = tdw_bits(taps[kw[i] < 0 ? 0 : kw[i]]);
+        h[i] = kw[i] < 0 ? 0u : v;
+    }
+    b0 = h[0] | (h[1] << 16);
+    b1 = h[2] | (h[3] << 16);
+}
+
+template <class TO>
+__device__ __forceinline__ void tdw_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if constexpr (std::is_same<TO, __half>::value) mma_m16n8k16_f16(d, a, b0, b1);
+    else mma_m16n8k16_bf16(d, a, b0, b1);
+}
+
+// Two neighbouring outputs of a row into the y staging (one 4- or 8-byte write).
+template <class TY>
+__device__ __forceinline__ void tdw_stage_pair(TY* at, float v0, float v1) {
+    if constexpr (std::is_same<TY, float>::value) {
+        *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+    } else {
+        const uint32_t u = tdw_bits(conv_store_as<TY>(v0)) | (tdw_bits(conv_store_as<TY>(v1)) << 16);
+        *reinterpret_cast<uint32_t*>(at) = u;
+    }
+}
+
+// Writes the staged tile (s_y: [channel][row][column + pad]) to y: NHWC as VY channels per 16-byte store
+// (element by element where C or y do not allow), NCHW along rows.
+template <int TH, int TW, int CB, class TY>
+__device__ __forceinline__ void tdw_store_y(const tdw_shape& s, TY* __restrict__ y, int b, int c0, int oh0, int ow0,
+                                            const TY* s_y) {
+    constexpr int YROW = TW + TDW_Y_PAD;
+    if (s.y_nhwc) {
+        constexpr int VY = 16 / sizeof(TY), NV = CB / VY;
+        static_assert(CB % VY == 0, "whole vectors of channels per block");
+        for (int e = threadIdx.x; e < TH * TW * NV; e += TDW_THREADS) {
+            const int v = e % NV, pix = e / NV, row = pix / TW, col = pix % TW;
+            const int oh = oh0 + row, ow = ow0 + col, c = c0 + v * VY;
+            if (oh >= s.OH || ow >= s.OW || c >= s.C) continue;
+            TY vals[VY];
+#pragma unroll
+            for (int i = 0; i < VY; ++i) vals[i] = s_y[(v * VY + i) * s.y_plane + row * YROW + col];
+            TY* py = y + ((b * s.OH + oh) * s.OW + ow) * s.C + c;
+            if (s.y_vec) {
+                uint4 q;
+                memcpy(&q, vals, 16);
+                *reinterpret_cast<uint4*>(py) = q;
+            } else {
+#pragma unroll
+                for (int i = 0; i < VY; ++i)
+                    if (c + i < s.C) py[i] = vals[i];
+            }
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < CB * TH * TW; e += TDW_THREADS) {
+        const int col = e % TW, rest = e / TW, row = rest % TH, cl = rest / TH;
+        const int oh = oh0 + row, ow = ow0 + col, c = c0 + cl;
+        if (oh >= s.OH || ow >= s.OW || c >= s.C) continue;
+        y[((b * s.C + c) * s.OH + oh) * s.OW + ow] = s_y[cl * s.y_plane + row * YROW + col];
+    }
+}
+
+// One block = 16*MT output rows x 8*NT columns x CB channels of one image (blockIdx.x: the tile and
+// image, blockIdx.y: the channels); KS k-steps of 16 input columns per 8 outputs.
+template <int MT, int NT, int CB, int KS, class TO, class TX, class TY>
+__global__ void __launch_bounds__(TDW_THREADS) tc_dw_kernel(tdw_shape s, const TX* __restrict__ x,
+                                                            const TX* __restrict__ w, const TY* __restrict__ bias,
+                                                            TY* __restrict__ y) {
+    constexpr int TH = 16 * MT, TW = 8 * NT, CPW = CB / TDW_WARPS;
+    static_assert(CB % TDW_WARPS == 0, "whole channels per warp");
+    extern __shared__ uint4 tdw_smem[];
+    TO* s_x = reinterpret_cast<TO*>(tdw_smem);
+    TO* s_taps = s_x + s.taps_offset;
+    TY* s_y = reinterpret_cast<TY*>(tdw_smem);  // after the mmas: the window is no longer read
+
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int tile = blockIdx.x, tw = tile % s.tiles_w, th = (tile / s.tiles_w) % s.tiles_h;
+    const int b = tile / (s.tiles_w * s.tiles_h), c0 = blockIdx.y * CB;
+    const int oh0 = th * TH, ow0 = tw * TW;
+    const int KK = s.KH * s.KW;
+
+    // This lane's B positions: k = 16 ks + {2t, 2t+1, 2t+8, 2t+9} of column n = g hold tap (k - n S_w) / D_w
+    // where that is a whole tap of the row.
+    int kw[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int k = TDW_KSTEP_COLS * ks + 2 * (lane % 4) + (i & 1) + (i >> 1) * 8;
+            const int d = k - (lane / 4) * s.stride_w;
+            const int tap = d >= 0 && d % s.dil_w == 0 ? d / s.dil_w : -1;
+            kw[ks][i] = tap < s.KW ? tap : -1;
+        }
+
+    grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
+    for (int e = threadIdx.x; e < CB * KK; e += TDW_THREADS) {  // channel c0 + e / KK, tap e % KK
+        const bool in = c0 + e / KK < s.C;
+        const TX v = conv_ldg(w + (in ? c0 * KK + e : 0));
+        s_taps[e] = in ? tdw_operand<TO>(v) : tdw_zero<TO>();
+    }
+    tdw_stage_x<CB>(s, x, b, c0, oh0 * s.stride_h - s.pad_h, ow0 * s.stride_w - s.pad_w, s_x);
+    __syncthreads();
+
+    // ldmatrix.x4 rows: lanes 0-15 give rows 0-15 at columns +0, lanes 16-31 the same rows at +8.
+    const int a_row = lane % 16, a_col = (lane / 16) * 8;
+    float acc[CPW][MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < CPW; ++i) {
+        const int cl = warp + TDW_WARPS * i;
+        const TO* xc = s_x + cl * s.plane_stride;
+        mma_zero(acc[i]);
+        for (int kh = 0; kh < s.KH; ++kh) {
+            uint32_t b0[KS], b1[KS];
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) tdw_b_fragment(s_taps + cl * KK + kh * s.KW, kw[ks], b0[ks], b1[ks]);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const TO* xr = xc + ((mt * 16 + a_row) * s.stride_h + kh * s.dil_h) * s.row_stride + a_col;
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int ks = 0; ks < KS; ++ks) {
+                        uint32_t a[4];
+                        ldmatrix_x4(a, xr + nt * 8 * s.stride_w + ks * TDW_KSTEP_COLS);
+                        tdw_mma<TO>(acc[i][mt][nt], a, b0[ks], b1[ks]);
+                    }
+            }
+        }
+    }
+    __syncthreads();  // every warp is done with the window: y is staged over it
+
+    constexpr int YROW = TW + TDW_Y_PAD;
+    const int g = lane / 4, t2 = 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < CPW; ++i) {
+        const int cl = warp + TDW_WARPS * i, c = c0 + cl;
+        const float bv = bias && c < s.C ? conv_load(bias, c) : 0.0f;
+        TY* yc = s_y + cl * s.y_plane;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the 16 x 8 tile
+                    const float* d = acc[i][mt][nt] + 2 * h;
+                    tdw_stage_pair(yc + (mt * 16 + g + 8 * h) * YROW + nt * 8 + t2,
+                                   conv_epilogue_value(d[0], bv, s.relu), conv_epilogue_value(d[1], bv, s.relu));
+                }
+    }
+    grid_launch_dependents();  // x, w and bias are read
+    __syncthreads();
+    tdw_store_y<TH, TW, CB>(s, y, b, c0, oh0, ow0, s_y);
+}
+
+// Shared memory of a launch: the window (or the y staging, whichever is larger), then the taps.
+template <int MT, int NT, int CB>
+struct TdwLayout {
+    static constexpr int TH = 16 * MT, TW = 8 * NT;
+    int in_rows, in_cols, row_stride, plane_stride, taps_offset;
+    size_t bytes;
+    TdwLayout(const conv_problem* p, size_t y_elem) {
+        in_rows = (int)((TH - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1);
+        in_cols = (int)((TW - 1) * p->stride_w + (p->KW - 1) * p->dilation_w + 1);
+        const int read = (int)((NT - 1) * 8 * p->stride_w) + tdw_ksteps(p) * TDW_KSTEP_COLS;
+        int chunks = (read + 7) / 8;
+        if (chunks % 2 == 0) ++chunks;
+        row_stride = 8 * chunks;
+        plane_stride = in_rows * row_stride;
+        const size_t window = (size_t)CB * plane_stride * 2, staged_y = (size_t)CB * tdw_y_plane(TH, TW) * y_elem;
+        const size_t front = ((window > staged_y ? window : staged_y) + 15) / 16 * 16;
+        taps_offset = (int)(front / 2);
+        bytes = front + (size_t)CB * p->KH * p->KW * 2;
+    }
+};
+
+template <int MT, int NT, int CB>
+struct TdwLaunch {
+    template <class TO, class TX, class TY>
+    static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
+        constexpr int TH = 16 * MT, TW = 8 * NT;
+        const TdwLayout<MT, NT, CB> l(p, sizeof(TY));
+        tdw_shape s;
+        static_cast<ConvShape32&>(s) = conv_shape32(p);
+        s.tiles_w = (s.OW + TW - 1) / TW;
+        s.tiles_h = (s.OH + TH - 1) / TH;
+        s.in_rows = l.in_rows;
+        s.in_cols = l.in_cols;
+        s.row_stride = l.row_stride;
+        s.plane_stride = l.plane_stride;
+        s.taps_offset = l.taps_offset;
+        s.y_plane = tdw_y_plane(TH, TW);
+        s.x_nhwc = p->x_layout == CONV_NHWC;
+        s.y_nhwc = p->y_layout == CONV_NHWC;
+        s.x_vec = s.x_nhwc && s.C % (16 / (int)sizeof(TX)) == 0 && (uintptr_t)t->x % 16 == 0;
+        s.y_vec = s.y_nhwc && s.C % (16 / (int)sizeof(TY)) == 0 && (uintptr_t)t->y % 16 == 0;
+        s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
+        const auto kernel = tdw_ksteps(p) == 1 ? tc_dw_kernel<MT, NT, CB, 1, TO, TX, TY>
+                                               : tc_dw_kernel<MT, NT, CB, 2, TO, TX, TY>;
+        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.bytes));
+        const dim3 grid((unsigned)(p->B * s.tiles_h * s.tiles_w), (unsigned)((s.C + CB - 1) / CB));
+        CONV_LAUNCH_DEPENDENT("tc_dw_kernel", kernel, grid, TDW_THREADS, l.bytes, stream, s,
+                              static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
+                              static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
+        return CONV_OK;
+    }
+};
+
+}  // namespace
+
+template <int MT, int NT, int CB>
+int tc_dw_supports(const conv_problem* p) {
+    if (p->groups != p->C || p->M != p->C)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the dw configurations run depthwise layers (groups == C == M); "
+                              "this one has groups=%lld, C=%lld, M=%lld", (long long)p->groups, (long long)p->C,
+                              (long long)p->M);
+    if (p->y_dtype != p->x_dtype)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the dw configurations write y in x's dtype (x %s, y %s)",
+                              conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
+    if (tdw_ksteps(p) > TDW_MAX_KSTEPS)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the dw configurations read at most %d input columns per 8 "
+                              "outputs; KW=%lld at stride_w=%lld, dilation_w=%lld reads %lld",
+                              TDW_MAX_KSTEPS * TDW_KSTEP_COLS, (long long)p->KW, (long long)p->stride_w,
+                              (long long)p->dilation_w, (long long)tdw_window_cols(p));
+    const TdwLayout<MT, NT, CB> l(p, conv_dtype_size(p->y_dtype));
+    int device = 0, most = 0;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (l.bytes > (size_t)most)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: this dw tile's input window (%d rows x %d columns x %d channels: "
+                              "KH=%lld, stride_h=%lld, dilation_h=%lld) needs %zu bytes of shared memory, the "
+                              "GPU gives a block %d", l.in_rows, l.row_stride, CB, (long long)p->KH,
+                              (long long)p->stride_h, (long long)p->dilation_h, l.bytes, most);
+    if ((p->B * ((conv_out_h(p) + 16 * MT - 1) / (16 * MT)) * ((conv_out_w(p) + 8 * NT - 1) / (8 * NT))) >= (1ll << 31))
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "implicit_gemm_f16: the dw tiles of this batch pass gridDim.x");
+    return CONV_OK;
+}
+
+template <int MT, int NT, int CB>
+int tc_dw_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    using L = TdwLaunch<MT, NT, CB>;
+    const cudaStream_t s = conv_stream(stream);
+    switch (p->x_dtype) {
+    case CONV_F16: return L::template run<__half, __half, __half>(p, t, s);
+    case CONV_BF16: return L::template run<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16>(p, t, s);
+    default: return L::template run<__half, float, float>(p, t, s);  // f32 rounded to fp16
+    }
+}
+
+// The configurations TcVariant lists (tc_igemm_host.cuh).
+template int tc_dw_supports<1, 4, 32>(const conv_problem*);
+template int tc_dw_supports<1, 2, 32>(const conv_problem*);
+template int tc_dw_supports<2, 4, 16>(const conv_problem*);
+template int tc_dw_run<1, 4, 32>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
+template int tc_dw_run<1, 2, 32>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
+template int tc_dw_run<2, 4, 16>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
