@@ -66,7 +66,7 @@ NCHW_CONFIGS = ["nchw128x128_s3", "nchw128x64_s4", "nchw64x64_s4"]
 NCHW_MMA = ["nchw_mma64x64_s4", "nchw_mma128x64_s3", "nchw_mma128x32_s4"]
 NCHW_MMA_CLUSTER = ["nchw_mma64x64_s4_cluster", "nchw_mma128x32_s4_cluster"]  # sm_90, small grids only
 # implicit_gemm_f16 only: depthwise layers as banded GEMMs per channel (tc_depthwise.cu)
-DEPTHWISE = ["dw16x32_c32", "dw16x16_c32", "dw32x32_c16"]
+DEPTHWISE = ["dw32x32_c16", "dw16x32_c16", "dw16x16_c32", "dw16x16_c16"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -387,7 +387,7 @@ def test_nchw_mma_config_refuses_other_problems(config, case_id):
 
 DW = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 DEPTHWISE_CASES = {
-    # C = 48: a block and a half of 32 channels; 19 x 21 planes: tiles cut on both sides
+    # C = 48: three blocks of 16 channels, one and a half of 32; 19 x 21 planes: tiles cut on both sides
     "3x3_f16_relu": ConvCase(2, 48, 19, 21, 48, 3, 3, padding=(1, 1), groups=48, x_dtype="f16", y_dtype="f16",
                              bias=True, epilogue="relu", **DW),
     "7x7_bf16_c40": ConvCase(1, 40, 17, 13, 40, 7, 7, padding=(3, 3), groups=40, x_dtype="bf16", y_dtype="bf16",
@@ -412,8 +412,15 @@ DEPTHWISE_CASES = {
 @pytest.mark.parametrize("case_id", list(DEPTHWISE_CASES))
 @pytest.mark.parametrize("config", DEPTHWISE)
 def test_depthwise_config_matches_oracle(config, case_id, rng):
+    """Every case runs on the tiles whose window fits the GPU's shared memory (the 32-row tile's window of a
+    stride-2 5x5 layer with f32 y does not: refused with the reason)."""
     pr.skip_unless_available("implicit_gemm_f16")
-    pr.check_config("implicit_gemm_f16", config, DEPTHWISE_CASES[case_id], rng)
+    try:
+        pr.check_config("implicit_gemm_f16", config, DEPTHWISE_CASES[case_id], rng)
+    except ConvUnsupportedError as e:
+        if "bytes of shared memory" not in str(e):
+            raise
+        pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
 
 
 @requires_gpu

@@ -37,8 +37,6 @@
 
 namespace {
 
-constexpr int TDW_THREADS = 256;
-constexpr int TDW_WARPS = TDW_THREADS / 32;
 // Output tile columns padded by this many in the y staging, so that the fragments' writes (8 rows x 4
 // column pairs a warp) fall in distinct banks.
 constexpr int TDW_Y_PAD = 8;
@@ -55,8 +53,7 @@ struct tdw_shape : ConvShape32 {
     int row_stride;           // staged elements per window row: the columns the mmas read, an odd number of
                               // 16-byte chunks (an ldmatrix's 8 rows then fall in distinct banks at stride 1)
     int plane_stride;         // staged elements per channel: in_rows * row_stride
-    int taps_offset;          // elements from the start of shared memory to the staged taps
-    int y_plane;              // y staging: elements per channel (see tdw_y_plane)
+    int y_offset, taps_offset;  // elements of TY / of the operand dtype from the start of shared memory
     int x_nhwc, y_nhwc;
     int x_vec, y_vec;         // 16-byte accesses to NHWC x / y: C a multiple of the vector, operand aligned
     int relu;
@@ -72,6 +69,20 @@ static inline int tdw_ksteps(const conv_problem* p) {
 // of the NHWC store (16 bytes of channels apart) start 32 bytes apart in the banks.
 __host__ __device__ constexpr int tdw_y_plane(int TH, int TW) { return TH * (TW + TDW_Y_PAD) + 2; }
 
+// Where channel cl (of the block) starts in the staged window: cl planes in, plus a shift that puts the
+// channel vectors a warp's NHWC staging writes together (NVX vectors of VX channels of the same pixels,
+// see tdw_stage_x) in different banks: 32 / NVX elements per vector (16 or 8: whole 16-byte chunks,
+// as ldmatrix needs), none where a vector is all the block's channels or they are too many to shift.
+template <int CB, class TX>
+struct TdwPlanes {
+    static constexpr int VX = 16 / sizeof(TX), NVX = CB / VX;
+    static constexpr int SHIFT = NVX >= 2 && NVX <= 4 ? 32 / NVX : 0;
+    static constexpr int SLACK = SHIFT * (NVX - 1);  // elements past CB planes
+    static __host__ __device__ __forceinline__ int base(int cl, int plane_stride) {
+        return cl * plane_stride + (cl / VX) * SHIFT;
+    }
+};
+
 template <class T>
 __device__ __forceinline__ T tdw_zero() { return conv_store_as<T>(0.0f); }
 // An x or w value as an operand: itself in the operand dtype, else (f32) rounded to it (fp16).
@@ -84,23 +95,52 @@ __device__ __forceinline__ TO tdw_operand(TX v) {
 __device__ __forceinline__ uint32_t tdw_bits(__half v) { return __half_as_ushort(v); }
 __device__ __forceinline__ uint32_t tdw_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
 
-// Stages the window (rows from ih0, columns from iw0) of channels [c0, c0 + CB) as [channel][row][column],
-// zeros outside the image, past in_cols and past C. A thread takes one (channel vector, row, column), the
-// column fastest, so that a warp's shared-memory writes are consecutive; loads are at clamped addresses
-// with the value zeroed afterwards, so that none depends on a branch.
-template <int CB, class TO, class TX>
+// A thread's share of an (outer, row, column) space, column fastest, STEP elements apart from `first`:
+// the quotients are taken once, each step is two additions and carries, and the count of steps is known
+// up front, so that an unrolled loop issues several steps' loads together.
+template <int STEP>
+struct TdwWalk {
+    int j, r, a, dj, dr;
+    __device__ __forceinline__ TdwWalk(int first, int cols, int rows) {
+        j = first % cols;
+        const int q = first / cols;
+        r = q % rows;
+        a = q / rows;
+        dj = STEP % cols;
+        dr = STEP / cols;
+    }
+    __device__ __forceinline__ void next(int cols, int rows) {
+        j += dj;
+        r += dr;
+        if (j >= cols) { j -= cols; ++r; }
+        while (r >= rows) { r -= rows; ++a; }
+    }
+    // Steps from `first` over `total` elements.
+    static __device__ __forceinline__ int steps(int first, int total) {
+        return total > first ? (total - first + STEP - 1) / STEP : 0;
+    }
+};
+
+// Stages the window (rows from ih0, columns from iw0) of channels [c0, c0 + CB) as [channel][row][column]
+// (TdwPlanes), zeros outside the image, past in_cols and past C; loads are at clamped addresses with the
+// value zeroed afterwards, so that none waits behind a branch. NHWC: a thread takes one vector of VX
+// channels of a pixel, the vectors of a pixel in neighbouring lanes (a warp reads whole 32-byte
+// sectors), then the columns; NCHW: one channel of a pixel, the columns fastest (coalesced rows).
+template <int CB, int THREADS, class TO, class TX>
 __device__ __forceinline__ void tdw_stage_x(const tdw_shape& s, const TX* __restrict__ x, int b, int c0, int ih0,
                                             int iw0, TO* s_x) {
+    using Planes = TdwPlanes<CB, TX>;
+    constexpr int VX = Planes::VX, NVX = Planes::NVX;
+    static_assert(CB % VX == 0 && THREADS % NVX == 0, "whole vectors of channels per block and per step");
     if (s.x_nhwc) {
-        constexpr int VX = 16 / sizeof(TX);
-        static_assert(CB % VX == 0, "whole vectors of channels per block");
-        const int total = (CB / VX) * s.in_rows * s.row_stride;
-#pragma unroll 4  // several loads in flight per thread
-        for (int e = threadIdx.x; e < total; e += TDW_THREADS) {
-            const int j = e % s.row_stride, rest = e / s.row_stride;
-            const int r = rest % s.in_rows, v = rest / s.in_rows;
-            const int ih = ih0 + r, iw = iw0 + j, c = c0 + v * VX;
-            const bool in = j < s.in_cols && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
+        const int v = threadIdx.x % NVX, c = c0 + v * VX;
+        TO* xv = s_x + Planes::base(v * VX, s.plane_stride);
+        TdwWalk<THREADS / NVX> it(threadIdx.x / NVX, s.row_stride, s.in_rows);
+        const int n = it.steps(threadIdx.x / NVX, s.in_rows * s.row_stride);
+#pragma unroll 4
+        for (int k = 0; k < n; ++k, it.next(s.row_stride, s.in_rows)) {
+            const int ih = ih0 + it.r, iw = iw0 + it.j;
+            const bool in = it.j < s.in_cols && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
             const TX* px = x + (in ? ((b * s.H + ih) * s.W + iw) * s.C + c : 0);
             TX vals[VX];
             if (s.x_vec) {  // C % VX == 0: the vector is whole where its first channel is in
@@ -112,25 +152,24 @@ __device__ __forceinline__ void tdw_stage_x(const tdw_shape& s, const TX* __rest
 #pragma unroll
                 for (int i = 0; i < VX; ++i) {
                     const bool ok = in && c + i < s.C;
-                    const TX v = conv_ldg(px + (ok ? i : 0));
-                    vals[i] = ok ? v : tdw_zero<TX>();
+                    const TX e = conv_ldg(px + (ok ? i : 0));
+                    vals[i] = ok ? e : tdw_zero<TX>();
                 }
             }
-            TO* dst = s_x + v * VX * s.plane_stride + r * s.row_stride + j;
+            TO* dst = xv + it.r * s.row_stride + it.j;
 #pragma unroll
             for (int i = 0; i < VX; ++i) dst[i * s.plane_stride] = tdw_operand<TO>(vals[i]);
         }
         return;
     }
-    const int total = CB * s.in_rows * s.row_stride;
+    TdwWalk<THREADS> it(threadIdx.x, s.row_stride, s.in_rows);
+    const int n = it.steps(threadIdx.x, CB * s.in_rows * s.row_stride);
 #pragma unroll 4
-    for (int e = threadIdx.x; e < total; e += TDW_THREADS) {
-        const int j = e % s.row_stride, rest = e / s.row_stride;
-        const int r = rest % s.in_rows, cl = rest / s.in_rows;
-        const int ih = ih0 + r, iw = iw0 + j, c = c0 + cl;
-        const bool in = j < s.in_cols && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
+    for (int k = 0; k < n; ++k, it.next(s.row_stride, s.in_rows)) {
+        const int ih = ih0 + it.r, iw = iw0 + it.j, c = c0 + it.a;
+        const bool in = it.j < s.in_cols && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
         const TX v = conv_ldg(x + (in ? ((b * s.C + c) * s.H + ih) * s.W + iw : 0));
-        s_x[cl * s.plane_stride + r * s.row_stride + j] = in ? tdw_operand<TO>(v) : tdw_zero<TO>();
+        s_x[Planes::base(it.a, s.plane_stride) + it.r * s.row_stride + it.j] = in ? tdw_operand<TO>(v) : tdw_zero<TO>();
     }
 }
 
@@ -167,20 +206,20 @@ __device__ __forceinline__ void tdw_stage_pair(TY* at, float v0, float v1) {
 
 // Writes the staged tile (s_y: [channel][row][column + pad]) to y: NHWC as VY channels per 16-byte store
 // (element by element where C or y do not allow), NCHW along rows.
-template <int TH, int TW, int CB, class TY>
+template <int TH, int TW, int CB, int THREADS, class TY>
 __device__ __forceinline__ void tdw_store_y(const tdw_shape& s, TY* __restrict__ y, int b, int c0, int oh0, int ow0,
                                             const TY* s_y) {
-    constexpr int YROW = TW + TDW_Y_PAD;
+    constexpr int YROW = TW + TDW_Y_PAD, YPLANE = tdw_y_plane(TH, TW);
     if (s.y_nhwc) {
         constexpr int VY = 16 / sizeof(TY), NV = CB / VY;
         static_assert(CB % VY == 0, "whole vectors of channels per block");
-        for (int e = threadIdx.x; e < TH * TW * NV; e += TDW_THREADS) {
+        for (int e = threadIdx.x; e < TH * TW * NV; e += THREADS) {
             const int v = e % NV, pix = e / NV, row = pix / TW, col = pix % TW;
             const int oh = oh0 + row, ow = ow0 + col, c = c0 + v * VY;
             if (oh >= s.OH || ow >= s.OW || c >= s.C) continue;
             TY vals[VY];
 #pragma unroll
-            for (int i = 0; i < VY; ++i) vals[i] = s_y[(v * VY + i) * s.y_plane + row * YROW + col];
+            for (int i = 0; i < VY; ++i) vals[i] = s_y[(v * VY + i) * YPLANE + row * YROW + col];
             TY* py = y + ((b * s.OH + oh) * s.OW + ow) * s.C + c;
             if (s.y_vec) {
                 uint4 q;
@@ -194,26 +233,27 @@ __device__ __forceinline__ void tdw_store_y(const tdw_shape& s, TY* __restrict__
         }
         return;
     }
-    for (int e = threadIdx.x; e < CB * TH * TW; e += TDW_THREADS) {
+    for (int e = threadIdx.x; e < CB * TH * TW; e += THREADS) {
         const int col = e % TW, rest = e / TW, row = rest % TH, cl = rest / TH;
         const int oh = oh0 + row, ow = ow0 + col, c = c0 + cl;
         if (oh >= s.OH || ow >= s.OW || c >= s.C) continue;
-        y[((b * s.C + c) * s.OH + oh) * s.OW + ow] = s_y[cl * s.y_plane + row * YROW + col];
+        y[((b * s.C + c) * s.OH + oh) * s.OW + ow] = s_y[cl * YPLANE + row * YROW + col];
     }
 }
 
 // One block = 16*MT output rows x 8*NT columns x CB channels of one image (blockIdx.x: the tile and
-// image, blockIdx.y: the channels); KS k-steps of 16 input columns per 8 outputs.
-template <int MT, int NT, int CB, int KS, class TO, class TX, class TY>
-__global__ void __launch_bounds__(TDW_THREADS) tc_dw_kernel(tdw_shape s, const TX* __restrict__ x,
-                                                            const TX* __restrict__ w, const TY* __restrict__ bias,
-                                                            TY* __restrict__ y) {
-    constexpr int TH = 16 * MT, TW = 8 * NT, CPW = CB / TDW_WARPS;
-    static_assert(CB % TDW_WARPS == 0, "whole channels per warp");
+// image, blockIdx.y: the channels), WARPS warps taking its channels in turn; KS k-steps of 16 input
+// columns per 8 outputs.
+template <int MT, int NT, int CB, int WARPS, int KS, class TO, class TX, class TY>
+__global__ void __launch_bounds__(32 * WARPS) tc_dw_kernel(tdw_shape s, const TX* __restrict__ x,
+                                                           const TX* __restrict__ w, const TY* __restrict__ bias,
+                                                           TY* __restrict__ y) {
+    constexpr int TH = 16 * MT, TW = 8 * NT, THREADS = 32 * WARPS;
+    static_assert(CB % WARPS == 0, "whole channels per warp");
     extern __shared__ uint4 tdw_smem[];
     TO* s_x = reinterpret_cast<TO*>(tdw_smem);
     TO* s_taps = s_x + s.taps_offset;
-    TY* s_y = reinterpret_cast<TY*>(tdw_smem);  // after the mmas: the window is no longer read
+    TY* s_y = reinterpret_cast<TY*>(tdw_smem) + s.y_offset;
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int tile = blockIdx.x, tw = tile % s.tiles_w, th = (tile / s.tiles_w) % s.tiles_h;
@@ -235,70 +275,65 @@ __global__ void __launch_bounds__(TDW_THREADS) tc_dw_kernel(tdw_shape s, const T
         }
 
     grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
-    for (int e = threadIdx.x; e < CB * KK; e += TDW_THREADS) {  // channel c0 + e / KK, tap e % KK
+    for (int e = threadIdx.x; e < CB * KK; e += THREADS) {  // channel c0 + e / KK, tap e % KK
         const bool in = c0 + e / KK < s.C;
         const TX v = conv_ldg(w + (in ? c0 * KK + e : 0));
         s_taps[e] = in ? tdw_operand<TO>(v) : tdw_zero<TO>();
     }
-    tdw_stage_x<CB>(s, x, b, c0, oh0 * s.stride_h - s.pad_h, ow0 * s.stride_w - s.pad_w, s_x);
+    tdw_stage_x<CB, THREADS>(s, x, b, c0, oh0 * s.stride_h - s.pad_h, ow0 * s.stride_w - s.pad_w, s_x);
     __syncthreads();
 
     // ldmatrix.x4 rows: lanes 0-15 give rows 0-15 at columns +0, lanes 16-31 the same rows at +8.
     const int a_row = lane % 16, a_col = (lane / 16) * 8;
-    float acc[CPW][MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < CPW; ++i) {
-        const int cl = warp + TDW_WARPS * i;
-        const TO* xc = s_x + cl * s.plane_stride;
-        mma_zero(acc[i]);
-        for (int kh = 0; kh < s.KH; ++kh) {
-            uint32_t b0[KS], b1[KS];
-#pragma unroll
-            for (int ks = 0; ks < KS; ++ks) tdw_b_fragment(s_taps + cl * KK + kh * s.KW, kw[ks], b0[ks], b1[ks]);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                const TO* xr = xc + ((mt * 16 + a_row) * s.stride_h + kh * s.dil_h) * s.row_stride + a_col;
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                    for (int ks = 0; ks < KS; ++ks) {
-                        uint32_t a[4];
-                        ldmatrix_x4(a, xr + nt * 8 * s.stride_w + ks * TDW_KSTEP_COLS);
-                        tdw_mma<TO>(acc[i][mt][nt], a, b0[ks], b1[ks]);
-                    }
-            }
-        }
-    }
-    __syncthreads();  // every warp is done with the window: y is staged over it
-
     constexpr int YROW = TW + TDW_Y_PAD;
     const int g = lane / 4, t2 = 2 * (lane % 4);
+#pragma unroll 1
+    for (int cl = warp; cl < CB; cl += WARPS) {  // each channel's outputs staged before the next
+    const int c = c0 + cl;
+    const TO* xc = s_x + TdwPlanes<CB, TX>::base(cl, s.plane_stride);
+    float acc[MT][NT][4];
+    mma_zero(acc);
+    for (int kh = 0; kh < s.KH; ++kh) {
+        uint32_t b0[KS], b1[KS];
 #pragma unroll
-    for (int i = 0; i < CPW; ++i) {
-        const int cl = warp + TDW_WARPS * i, c = c0 + cl;
-        const float bv = bias && c < s.C ? conv_load(bias, c) : 0.0f;
-        TY* yc = s_y + cl * s.y_plane;
+        for (int ks = 0; ks < KS; ++ks) tdw_b_fragment(s_taps + cl * KK + kh * s.KW, kw[ks], b0[ks], b1[ks]);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt) {
+            const TO* xr = xc + ((mt * 16 + a_row) * s.stride_h + kh * s.dil_h) * s.row_stride + a_col;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the 16 x 8 tile
-                    const float* d = acc[i][mt][nt] + 2 * h;
-                    tdw_stage_pair(yc + (mt * 16 + g + 8 * h) * YROW + nt * 8 + t2,
-                                   conv_epilogue_value(d[0], bv, s.relu), conv_epilogue_value(d[1], bv, s.relu));
+                for (int ks = 0; ks < KS; ++ks) {
+                    uint32_t a[4];
+                    ldmatrix_x4(a, xr + nt * 8 * s.stride_w + ks * TDW_KSTEP_COLS);
+                    tdw_mma<TO>(acc[mt][nt], a, b0[ks], b1[ks]);
                 }
+        }
+    }
+
+    const float bv = bias && c < s.C ? conv_load(bias, c) : 0.0f;
+    TY* yc = s_y + cl * tdw_y_plane(TH, TW);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the 16 x 8 tile
+                const float* d = acc[mt][nt] + 2 * h;
+                tdw_stage_pair(yc + (mt * 16 + g + 8 * h) * YROW + nt * 8 + t2, conv_epilogue_value(d[0], bv, s.relu),
+                               conv_epilogue_value(d[1], bv, s.relu));
+            }
     }
     grid_launch_dependents();  // x, w and bias are read
     __syncthreads();
-    tdw_store_y<TH, TW, CB>(s, y, b, c0, oh0, ow0, s_y);
+    tdw_store_y<TH, TW, CB, THREADS>(s, y, b, c0, oh0, ow0, s_y);
 }
 
-// Shared memory of a launch: the window (or the y staging, whichever is larger), then the taps.
-template <int MT, int NT, int CB>
+// Shared memory of a launch: the window, the y staging, the taps.
+template <int MT, int NT, int CB, class TX>
 struct TdwLayout {
     static constexpr int TH = 16 * MT, TW = 8 * NT;
-    int in_rows, in_cols, row_stride, plane_stride, taps_offset;
+    int in_rows, in_cols, row_stride, plane_stride, y_offset, taps_offset;
     size_t bytes;
     TdwLayout(const conv_problem* p, size_t y_elem) {
         in_rows = (int)((TH - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1);
@@ -308,19 +343,20 @@ struct TdwLayout {
         if (chunks % 2 == 0) ++chunks;
         row_stride = 8 * chunks;
         plane_stride = in_rows * row_stride;
-        const size_t window = (size_t)CB * plane_stride * 2, staged_y = (size_t)CB * tdw_y_plane(TH, TW) * y_elem;
-        const size_t front = ((window > staged_y ? window : staged_y) + 15) / 16 * 16;
-        taps_offset = (int)(front / 2);
-        bytes = front + (size_t)CB * p->KH * p->KW * 2;
+        const size_t window = ((size_t)CB * plane_stride + TdwPlanes<CB, TX>::SLACK) * 2, staged_y = (size_t)CB * tdw_y_plane(TH, TW) * y_elem;
+        y_offset = (int)(window / y_elem);  // the window is whole 16-byte chunks
+        const size_t taps = (window + staged_y + 15) / 16 * 16;
+        taps_offset = (int)(taps / 2);
+        bytes = taps + (size_t)CB * p->KH * p->KW * 2;
     }
 };
 
-template <int MT, int NT, int CB>
+template <int MT, int NT, int CB, int WARPS>
 struct TdwLaunch {
     template <class TO, class TX, class TY>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
         constexpr int TH = 16 * MT, TW = 8 * NT;
-        const TdwLayout<MT, NT, CB> l(p, sizeof(TY));
+        const TdwLayout<MT, NT, CB, TX> l(p, sizeof(TY));
         tdw_shape s;
         static_cast<ConvShape32&>(s) = conv_shape32(p);
         s.tiles_w = (s.OW + TW - 1) / TW;
@@ -329,18 +365,18 @@ struct TdwLaunch {
         s.in_cols = l.in_cols;
         s.row_stride = l.row_stride;
         s.plane_stride = l.plane_stride;
+        s.y_offset = l.y_offset;
         s.taps_offset = l.taps_offset;
-        s.y_plane = tdw_y_plane(TH, TW);
         s.x_nhwc = p->x_layout == CONV_NHWC;
         s.y_nhwc = p->y_layout == CONV_NHWC;
         s.x_vec = s.x_nhwc && s.C % (16 / (int)sizeof(TX)) == 0 && (uintptr_t)t->x % 16 == 0;
         s.y_vec = s.y_nhwc && s.C % (16 / (int)sizeof(TY)) == 0 && (uintptr_t)t->y % 16 == 0;
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
-        const auto kernel = tdw_ksteps(p) == 1 ? tc_dw_kernel<MT, NT, CB, 1, TO, TX, TY>
-                                               : tc_dw_kernel<MT, NT, CB, 2, TO, TX, TY>;
+        const auto kernel = tdw_ksteps(p) == 1 ? tc_dw_kernel<MT, NT, CB, WARPS, 1, TO, TX, TY>
+                                               : tc_dw_kernel<MT, NT, CB, WARPS, 2, TO, TX, TY>;
         CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.bytes));
         const dim3 grid((unsigned)(p->B * s.tiles_h * s.tiles_w), (unsigned)((s.C + CB - 1) / CB));
-        CONV_LAUNCH_DEPENDENT("tc_dw_kernel", kernel, grid, TDW_THREADS, l.bytes, stream, s,
+        CONV_LAUNCH_DEPENDENT("tc_dw_kernel", kernel, grid, 32 * WARPS, l.bytes, stream, s,
                               static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
                               static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
         return CONV_OK;
@@ -349,7 +385,7 @@ struct TdwLaunch {
 
 }  // namespace
 
-template <int MT, int NT, int CB>
+template <int MT, int NT, int CB, int WARPS>
 int tc_dw_supports(const conv_problem* p) {
     if (p->groups != p->C || p->M != p->C)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
@@ -366,24 +402,30 @@ int tc_dw_supports(const conv_problem* p) {
                               "outputs; KW=%lld at stride_w=%lld, dilation_w=%lld reads %lld",
                               TDW_MAX_KSTEPS * TDW_KSTEP_COLS, (long long)p->KW, (long long)p->stride_w,
                               (long long)p->dilation_w, (long long)tdw_window_cols(p));
-    const TdwLayout<MT, NT, CB> l(p, conv_dtype_size(p->y_dtype));
+    const size_t y_elem = conv_dtype_size(p->y_dtype);
+    const TdwLayout<MT, NT, CB, __half> l16(p, y_elem);
+    const TdwLayout<MT, NT, CB, float> l32(p, y_elem);
+    const size_t bytes = p->x_dtype == CONV_F32 ? l32.bytes : l16.bytes;  // (their windows' shifts differ)
     int device = 0, most = 0;
     CONV_CUDA_CHECK(cudaGetDevice(&device));
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (l.bytes > (size_t)most)
+    if (bytes > (size_t)most)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: this dw tile's input window (%d rows x %d columns x %d channels: "
                               "KH=%lld, stride_h=%lld, dilation_h=%lld) needs %zu bytes of shared memory, the "
-                              "GPU gives a block %d", l.in_rows, l.row_stride, CB, (long long)p->KH,
-                              (long long)p->stride_h, (long long)p->dilation_h, l.bytes, most);
+                              "GPU gives a block %d", l16.in_rows, l16.row_stride, CB, (long long)p->KH,
+                              (long long)p->stride_h, (long long)p->dilation_h, bytes, most);
     if ((p->B * ((conv_out_h(p) + 16 * MT - 1) / (16 * MT)) * ((conv_out_w(p) + 8 * NT - 1) / (8 * NT))) >= (1ll << 31))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "implicit_gemm_f16: the dw tiles of this batch pass gridDim.x");
+    if ((p->C + CB - 1) / CB > 65535)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: C=%lld channels in blocks of %d pass gridDim.y", (long long)p->C, CB);
     return CONV_OK;
 }
 
-template <int MT, int NT, int CB>
+template <int MT, int NT, int CB, int WARPS>
 int tc_dw_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    using L = TdwLaunch<MT, NT, CB>;
+    using L = TdwLaunch<MT, NT, CB, WARPS>;
     const cudaStream_t s = conv_stream(stream);
     switch (p->x_dtype) {
     case CONV_F16: return L::template run<__half, __half, __half>(p, t, s);
@@ -393,9 +435,10 @@ int tc_dw_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void*
 }
 
 // The configurations TcVariant lists (tc_igemm_host.cuh).
-template int tc_dw_supports<1, 4, 32>(const conv_problem*);
-template int tc_dw_supports<1, 2, 32>(const conv_problem*);
-template int tc_dw_supports<2, 4, 16>(const conv_problem*);
-template int tc_dw_run<1, 4, 32>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
-template int tc_dw_run<1, 2, 32>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
-template int tc_dw_run<2, 4, 16>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
+#define TDW_CONFIG(MT, NT, CB, WARPS)                                                                           \
+    template int tc_dw_supports<MT, NT, CB, WARPS>(const conv_problem*);                                        \
+    template int tc_dw_run<MT, NT, CB, WARPS>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
+TDW_CONFIG(2, 4, 16, 16)
+TDW_CONFIG(1, 4, 16, 8)
+TDW_CONFIG(1, 2, 32, 8)
+TDW_CONFIG(1, 2, 16, 8)

@@ -6,13 +6,14 @@
 
 #include "conv_internal.h"
 
-// A block computes an output tile of 16*MT rows x 8*NT columns for CB channels of one image.
+// A block computes an output tile of 16*MT rows x 8*NT columns for CB channels of one image, with WARPS
+// warps (CB / WARPS channels each).
 // CONV_OK if configuration <MT, NT, CB> takes the problem (else CONV_ERR_UNSUPPORTED naming why):
 // depthwise, y in x's dtype, a row of 8 outputs reads at most 32 input columns, the staged tile fits
 // the device's shared memory.
-template <int MT, int NT, int CB>
+template <int MT, int NT, int CB, int WARPS>
 int tc_dw_supports(const conv_problem* p);
 
 // Runs it (a conv_config run function; no workspace).
-template <int MT, int NT, int CB>
+template <int MT, int NT, int CB, int WARPS>
 int tc_dw_run(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream);

@@ -466,9 +466,10 @@ struct TcVariant {
     static constexpr const char* NCHW_MMA_128x32 = "nchw_mma128x32_s4";
     static constexpr const char* NCHW_MMA_CLUSTER_64x64 = "nchw_mma64x64_s4_cluster";
     static constexpr const char* NCHW_MMA_CLUSTER_128x32 = "nchw_mma128x32_s4_cluster";
-    static constexpr const char* DW_16x32 = "dw16x32_c32";
-    static constexpr const char* DW_16x16 = "dw16x16_c32";
-    static constexpr const char* DW_32x32 = "dw32x32_c16";
+    static constexpr const char* DW_32x32_C16 = "dw32x32_c16";
+    static constexpr const char* DW_16x32_C16 = "dw16x32_c16";
+    static constexpr const char* DW_16x16_C32 = "dw16x16_c32";
+    static constexpr const char* DW_16x16_C16 = "dw16x16_c16";
 
     // The mma.sync configurations, then (Family::WGMMA) the wgmma ones, then (Family::NCHW_MMA) the NCHW
     // mma.sync ones, then (Family::DEPTHWISE) the depthwise ones.
@@ -515,12 +516,13 @@ struct TcVariant {
         tc_config<Family, TcNchwMma128x32, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_128x32),
     };
     // (Family::DEPTHWISE) Depthwise layers as banded GEMMs per channel (tc_depthwise.cu): output tile
-    // rows x columns, channels per block.
-    static constexpr int NUM_DEPTHWISE = 3;
+    // rows x columns, channels per block (taken by 16 warps: dw32x32_c16, else 8).
+    static constexpr int NUM_DEPTHWISE = 4;
     static constexpr conv_config DEPTHWISE[NUM_DEPTHWISE] = {
-        {DW_16x32, tc_dw_run<1, 4, 32>, tc_dw_supports<1, 4, 32>},
-        {DW_16x16, tc_dw_run<1, 2, 32>, tc_dw_supports<1, 2, 32>},
-        {DW_32x32, tc_dw_run<2, 4, 16>, tc_dw_supports<2, 4, 16>},
+        {DW_32x32_C16, tc_dw_run<2, 4, 16, 16>, tc_dw_supports<2, 4, 16, 16>},
+        {DW_16x32_C16, tc_dw_run<1, 4, 16, 8>, tc_dw_supports<1, 4, 16, 8>},
+        {DW_16x16_C32, tc_dw_run<1, 2, 32, 8>, tc_dw_supports<1, 2, 32, 8>},
+        {DW_16x16_C16, tc_dw_run<1, 2, 16, 8>, tc_dw_supports<1, 2, 16, 8>},
     };
     static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
     static constexpr int NUM_WGMMA_USED = Family::WGMMA ? NUM_WGMMA : 0;
