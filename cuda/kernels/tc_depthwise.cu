@@ -14,11 +14,12 @@
 //      [channel][row][column] in the operand dtype (zeros on padding and past the image), from NHWC x by
 //      16-byte loads of neighbouring channels where C and x allow (else element by element) or from
 //      NCHW x along rows; f32 x rounded to fp16 here; and its channels' taps;
-//   2. each warp takes CB/8 channels: per filter row, the B fragment built from the staged taps (each
-//      lane's 4 (k, n) positions fixed per launch), per 16 x 8 output tile an ldmatrix.x4 of A (rows
-//      at stride S_h from the staged window: any row stride and dilation cost nothing) and an mma;
-//   3. bias, ReLU and the conversion to y's dtype in registers, through shared memory (reusing the
-//      window) so that NHWC y is written as 16-byte runs of channels (NCHW y along rows).
+//   2. the warps take the channels in turn: per filter row, the B fragment built from the staged taps
+//      (each lane's 4 (k, n) positions fixed per launch), per 16 x 8 output tile an ldmatrix.x4 of A
+//      (rows at stride S_h from the staged window: any row stride and dilation cost nothing) and an
+//      mma; then bias, ReLU and the conversion to y's dtype, staged in shared memory beside the window
+//      (one channel's accumulators live at a time);
+//   3. after a barrier, NHWC y is written as 16-byte runs of channels, NCHW y along rows.
 //   Non-finite inputs: the zeros of T multiply every input column of the 16 (32) an output row's mma
 //   reads, so an Inf or NaN input makes NaN of all outputs of its channel whose 8-column group reads it,
 //   not only of those whose window holds it (as the packed-group GEMM tiles do with their block-diagonal
