@@ -330,44 +330,35 @@ __global__ void __launch_bounds__(32 * WARPS) tc_dw_kernel(tdw_shape s, const TX
     tdw_store_y<TH, TW, CB, THREADS>(s, y, b, c0, oh0, ow0, s_y);
 }
 
-// Shared memory of a launch: the window, the y staging, the taps.
+// Shared memory of a launch (the window, the y staging, the taps): fills s's window and offset fields
+// and returns the bytes.
 template <int MT, int NT, int CB, class TX>
-struct TdwLayout {
-    static constexpr int TH = 16 * MT, TW = 8 * NT;
-    int in_rows, in_cols, row_stride, plane_stride, y_offset, taps_offset;
-    size_t bytes;
-    TdwLayout(const conv_problem* p, size_t y_elem) {
-        in_rows = (int)((TH - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1);
-        in_cols = (int)((TW - 1) * p->stride_w + (p->KW - 1) * p->dilation_w + 1);
-        const int read = (int)((NT - 1) * 8 * p->stride_w) + tdw_ksteps(p) * TDW_KSTEP_COLS;
-        int chunks = (read + 7) / 8;
-        if (chunks % 2 == 0) ++chunks;
-        row_stride = 8 * chunks;
-        plane_stride = in_rows * row_stride;
-        const size_t window = ((size_t)CB * plane_stride + TdwPlanes<CB, TX>::SLACK) * 2, staged_y = (size_t)CB * tdw_y_plane(TH, TW) * y_elem;
-        y_offset = (int)(window / y_elem);  // the window is whole 16-byte chunks
-        const size_t taps = (window + staged_y + 15) / 16 * 16;
-        taps_offset = (int)(taps / 2);
-        bytes = taps + (size_t)CB * p->KH * p->KW * 2;
-    }
-};
+static size_t tdw_layout(const conv_problem* p, size_t y_elem, tdw_shape& s) {
+    constexpr int TH = 16 * MT, TW = 8 * NT;
+    s.in_rows = (int)((TH - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1);
+    s.in_cols = (int)((TW - 1) * p->stride_w + (p->KW - 1) * p->dilation_w + 1);
+    const int read = (int)((NT - 1) * 8 * p->stride_w) + tdw_ksteps(p) * TDW_KSTEP_COLS;
+    int chunks = (read + 7) / 8;
+    if (chunks % 2 == 0) ++chunks;
+    s.row_stride = 8 * chunks;
+    s.plane_stride = s.in_rows * s.row_stride;
+    const size_t window = ((size_t)CB * s.plane_stride + TdwPlanes<CB, TX>::SLACK) * 2;
+    const size_t staged_y = (size_t)CB * tdw_y_plane(TH, TW) * y_elem;
+    s.y_offset = (int)(window / y_elem);  // the window is whole 16-byte chunks
+    const size_t taps = (window + staged_y + 15) / 16 * 16;
+    s.taps_offset = (int)(taps / 2);
+    return taps + (size_t)CB * p->KH * p->KW * 2;
+}
 
 template <int MT, int NT, int CB, int WARPS>
 struct TdwLaunch {
     template <class TO, class TX, class TY>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
-        constexpr int TH = 16 * MT, TW = 8 * NT;
-        const TdwLayout<MT, NT, CB, TX> l(p, sizeof(TY));
         tdw_shape s;
         static_cast<ConvShape32&>(s) = conv_shape32(p);
-        s.tiles_w = (s.OW + TW - 1) / TW;
-        s.tiles_h = (s.OH + TH - 1) / TH;
-        s.in_rows = l.in_rows;
-        s.in_cols = l.in_cols;
-        s.row_stride = l.row_stride;
-        s.plane_stride = l.plane_stride;
-        s.y_offset = l.y_offset;
-        s.taps_offset = l.taps_offset;
+        const size_t smem = tdw_layout<MT, NT, CB, TX>(p, sizeof(TY), s);
+        s.tiles_w = conv_ceil_div(s.OW, 8 * NT);
+        s.tiles_h = conv_ceil_div(s.OH, 16 * MT);
         s.x_nhwc = p->x_layout == CONV_NHWC;
         s.y_nhwc = p->y_layout == CONV_NHWC;
         s.x_vec = s.x_nhwc && s.C % (16 / (int)sizeof(TX)) == 0 && (uintptr_t)t->x % 16 == 0;
@@ -375,9 +366,9 @@ struct TdwLaunch {
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
         const auto kernel = tdw_ksteps(p) == 1 ? tc_dw_kernel<MT, NT, CB, WARPS, 1, TO, TX, TY>
                                                : tc_dw_kernel<MT, NT, CB, WARPS, 2, TO, TX, TY>;
-        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.bytes));
-        const dim3 grid((unsigned)(p->B * s.tiles_h * s.tiles_w), (unsigned)((s.C + CB - 1) / CB));
-        CONV_LAUNCH_DEPENDENT("tc_dw_kernel", kernel, grid, 32 * WARPS, l.bytes, stream, s,
+        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        const dim3 grid((unsigned)(p->B * s.tiles_h * s.tiles_w), (unsigned)conv_ceil_div(s.C, CB));
+        CONV_LAUNCH_DEPENDENT("tc_dw_kernel", kernel, grid, 32 * WARPS, smem, stream, s,
                               static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
                               static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
         return CONV_OK;
@@ -403,10 +394,10 @@ int tc_dw_supports(const conv_problem* p) {
                               "outputs; KW=%lld at stride_w=%lld, dilation_w=%lld reads %lld",
                               TDW_MAX_KSTEPS * TDW_KSTEP_COLS, (long long)p->KW, (long long)p->stride_w,
                               (long long)p->dilation_w, (long long)tdw_window_cols(p));
+    tdw_shape s;
     const size_t y_elem = conv_dtype_size(p->y_dtype);
-    const TdwLayout<MT, NT, CB, __half> l16(p, y_elem);
-    const TdwLayout<MT, NT, CB, float> l32(p, y_elem);
-    const size_t bytes = p->x_dtype == CONV_F32 ? l32.bytes : l16.bytes;  // (their windows' shifts differ)
+    const size_t bytes = p->x_dtype == CONV_F32 ? tdw_layout<MT, NT, CB, float>(p, y_elem, s)
+                                                : tdw_layout<MT, NT, CB, __half>(p, y_elem, s);
     int device = 0, most = 0;
     CONV_CUDA_CHECK(cudaGetDevice(&device));
     CONV_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -414,7 +405,7 @@ int tc_dw_supports(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: this dw tile's input window (%d rows x %d columns x %d channels: "
                               "KH=%lld, stride_h=%lld, dilation_h=%lld) needs %zu bytes of shared memory, the "
-                              "GPU gives a block %d", l16.in_rows, l16.row_stride, CB, (long long)p->KH,
+                              "GPU gives a block %d", s.in_rows, s.row_stride, CB, (long long)p->KH,
                               (long long)p->stride_h, (long long)p->dilation_h, bytes, most);
     if ((p->B * ((conv_out_h(p) + 16 * MT - 1) / (16 * MT)) * ((conv_out_w(p) + 8 * NT - 1) / (8 * NT))) >= (1ll << 31))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "implicit_gemm_f16: the dw tiles of this batch pass gridDim.x");
