@@ -12,8 +12,9 @@
 # triage step's test files, default all), COMPARE (the cuDNN comparisons, default "exact fast half"),
 # BENCH_BATCH (batch sizes of the groups and cnn5 comparisons, default the suites'), BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
-# STEPS (which steps run; default all but "triage": "tests sanitize lenet lenet-e2e lenet-process per-call
-# torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark"; "triage" is
+# STEPS (which steps run; default all but "triage" and "config-sweep": "tests sanitize lenet lenet-e2e
+# lenet-process per-call torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark";
+# "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
 # "torch-models" bench/torch_models.py, "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES= what bench/cuda_arch.sh prints, a
@@ -157,6 +158,15 @@ for f in cnn5 groups lenet-cudnn; do [ -f "$res/$f.json" ] && summaries+=("$res/
 [ "${#summaries[@]}" -gt 0 ] && python3 -m pyconv.bench.summary "${summaries[@]}" --markdown "$res/summary.md" \
     --json "$res/summary.json" --csv "$res/summary.csv" > "$out/logs/summary.log" 2>&1
 
+# 5a. Every launch configuration of a variant on a suite's layers beside cuDNN (bench/config_sweep.py), once
+# per ";"-separated argument list in SWEEPS (default: grouped_direct on the groups suite, fp16, B = 32).
+want config-sweep && : > "$res/config-sweep.txt"
+IFS=';' read -ra sweeps <<< "${SWEEPS:-grouped_direct --suite groups --batch 32 --compare fp16}"
+for args in "${sweeps[@]}"; do
+    step config-sweep python3 "$repo/bench/config_sweep.py" $args
+    want config-sweep && cat "$out/logs/config-sweep.log" >> "$res/config-sweep.txt"
+done
+
 # 6. pytest-benchmark's GPU suite, saved for pytest-benchmark's compare.
 step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test_bench_gpu.py" --benchmark-only \
     --benchmark-min-rounds=5 --benchmark-max-time=0.2 --benchmark-json="$res/pytest-benchmark.json"
@@ -170,6 +180,7 @@ step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test
     [ -f "$out/logs/pytest-benchmark.log" ] && echo "pytest-benchmark: $(tail -n 1 "$out/logs/pytest-benchmark.log")"
     [ -f "$res/cnn5.txt" ] && grep -m1 'max-seconds .* reached' "$res/cnn5.txt"
     [ -f "$res/summary.md" ] && cat "$res/summary.md"
+    [ -s "$res/config-sweep.txt" ] && cat "$res/config-sweep.txt"
 } >> "$summary" 2>&1
 cat "$summary"
 # PACK_RESULTS=1: one archive instead of many files, for transports that return only a few files.
