@@ -60,9 +60,11 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
         for shape in SHAPES for layout in ("NCHW", "NHWC") for config in
         ["m1_t32x32", "m1_t32x32_p8", "m1_t16x16", "m1_t8x8", "m4_t32x16", "m4_t16x16", "m4_t8x8",
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128", "nhwc_narrow_p1_t128",
-         "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nchw_r2", "nchw_r4", "nchw_r7"]]
+         "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
+         "nhwc_narrow_r4p4_t128", "nchw_r2", "nchw_r4", "nchw_r7"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128",
-                "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128"]
+                "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
+                "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128"]
 NCHW_CONFIGS = ["nchw_r2", "nchw_r4", "nchw_r7"]
 
 
@@ -92,9 +94,11 @@ DW_SHAPES = {
     "5x5_s1_c16": ConvCase(1, 16, 11, 9, 16, 5, 5, padding=(2, 2), groups=16),
     "5x5_s2_c48": ConvCase(1, 48, 14, 13, 48, 5, 5, stride=(2, 2), padding=(2, 2), groups=48),
     "7x7_s1_c8": ConvCase(2, 8, 9, 10, 8, 7, 7, padding=(3, 3), groups=8),
-    # 264 channels: blocks of 11 vectors of 8 (or 22 of 4) channels, 3 along y.
+    # 264 channels: blocks of 11 vectors of 8 (or 22 of 4) channels, 3 along y; narrow f16 / bf16: 132
+    # vectors, no sector-sized block divides them, 9 blocks of up to 15 (the last one short).
     "7x7_plane7_c264": ConvCase(1, 264, 7, 7, 264, 7, 7, padding=(3, 3), groups=264),
-    # 144 channels: 2 blocks of 9 vectors of 8 (or 18 of 4).
+    # 144 channels: 2 blocks of 9 vectors of 8 (or 18 of 4); narrow f16 / bf16: 9 blocks of 8 vectors
+    # (32 bytes).
     "3x3_plane6x5_c144": ConvCase(1, 144, 6, 5, 144, 3, 3, padding=(1, 1), groups=144),
     "3x3_c12_4wide": ConvCase(1, 12, 9, 8, 12, 3, 3, padding=(1, 1), groups=12),
     "7x7_s2_generic": ConvCase(1, 16, 12, 11, 16, 7, 7, stride=(2, 2), padding=(3, 3), groups=16),
@@ -144,6 +148,18 @@ def test_nhwc_misaligned_operands_fall_back(offset, config, dtype, rng):
     pr.check_config(NAME, config, case, rng, x_offset=offset, y_offset=offset)
 
 
+@pytest.mark.parametrize("config", NHWC_CONFIGS)
+def test_nhwc_blocks_loop_over_tiles(config, rng):
+    """A grid of at most a few waves whose blocks loop over the rest of the tiles (depthwise_nhwc.cu's
+    DW_WAVES): 512 fp32 channels make 4-32 channel blocks, which leave each of them a few hundred tile
+    blocks on an H100 (fewer on smaller GPUs), so that on 136 x 136 planes every configuration's blocks
+    take several tiles each."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(2, 512, 136, 136, 512, 3, 3, padding=(1, 1), groups=512, x_layout="NHWC", y_layout="NHWC",
+                    w_layout="MKKC", bias=True, epilogue="relu")
+    pr.check_config(NAME, config, case, rng)
+
+
 def test_default_config_per_shape():
     pr.skip_unless_available(NAME)
     info = ffi().new("conv_plan_info*")
@@ -162,10 +178,17 @@ def test_default_config_per_shape():
     assert default_of(SHAPES["convnext_7x7_tiny"].with_(**nhwc)) == "nhwc_narrow_p1_t128"
     assert default_of(ConvCase(4, 64, 28, 28, 64, 3, 3, padding=(1, 1), groups=64, x_dtype="f16", y_dtype="f16",
                                **nhwc)) == "nhwc_narrow_p1_t128"  # 25088 vectors of 8 channels
-    # Larger ones: 16-byte vectors in strips that fit the plane's width.
+    # Larger ones, fp32: 16-byte vectors in strips that fit the plane's width.
     assert default_of(ConvCase(8, 64, 30, 30, 64, 3, 3, padding=(1, 1), groups=64, **nhwc)) == "nhwc_p4_t128"
     assert default_of(ConvCase(32, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, **nhwc)) == "nhwc_p2_t128"
     assert default_of(ConvCase(64, 128, 7, 7, 128, 7, 7, padding=(3, 3), groups=128, **nhwc)) == "nhwc_r2p2_t128"
+    # f16 / bf16: 4-byte vectors in tall tiles, by filter and stride.
+    half = dict(nhwc, x_dtype="f16", y_dtype="f16")
+    assert default_of(ConvCase(16, 64, 30, 30, 64, 3, 3, padding=(1, 1), groups=64, **half)) == "nhwc_narrow_r4p2_t128"
+    assert default_of(ConvCase(64, 64, 20, 20, 64, 3, 3, stride=(2, 2), padding=(1, 1), groups=64,
+                               **half)) == "nhwc_narrow_r2p2_t128"
+    assert default_of(ConvCase(64, 128, 7, 7, 128, 5, 5, padding=(2, 2), groups=128,
+                               **dict(half, x_dtype="bf16", y_dtype="bf16"))) == "nhwc_narrow_r4p4_t128"
     assert default_of(SHAPES["convnext_7x7"]) == "m1_t32x32_p8"
     assert default_of(SHAPES["convnext_7x7_tiny"]) == "nchw_r7"  # 7x7 plane: one band of 7 rows
     assert default_of(SHAPES["mbv2_3x3_s2"]) == "nchw_r4"  # stride 2, 12 output rows

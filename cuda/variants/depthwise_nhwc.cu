@@ -43,7 +43,7 @@ constexpr int DW_NARROW_BLOCK_VECS = 16;
 // (B, OH, OW, C); every count < 2^31 (the dispatcher's batch chunks).
 struct dw_nhwc_shape : ConvShape32 {
     int vecs;              // C / V
-    int block_vecs;        // vectors per block (blockIdx.y: groups of them)
+    int block_vecs;        // vectors per block (blockIdx.x: groups of them)
     int tiles_per_block;   // THREADS / block_vecs
     int tiles_w;           // tiles across an output row: ceil(OW / PT)
     int tiles_h;           // tiles down an output column: ceil(OH / PR)
@@ -206,7 +206,7 @@ __device__ __forceinline__ DwSharedTaps<V> dw_stage_taps(float* s_w, const T* w,
     return DwSharedTaps<V>{s_w + PART * vl, row, part_stride};
 }
 
-// The thread's tiles (from tile tl of block x, gridDim.x * tiles_per_block apart) for its V channels
+// The thread's tiles (from tile tl of block y, gridDim.y * tiles_per_block apart) for its V channels
 // from c, with its taps (DwRegTaps or DwSharedTaps).
 template <int K, int S, int PR, int PT, int V, class T, class Taps>
 __device__ __forceinline__ void dw_nhwc_tiles(const dw_nhwc_shape& s, const T* __restrict__ x, const Taps& taps,
@@ -216,7 +216,7 @@ __device__ __forceinline__ void dw_nhwc_tiles(const dw_nhwc_shape& s, const T* _
 #pragma unroll
     for (int e = 0; e < V; ++e) bv[e] = bias ? conv_load(bias, c + e) : 0.0f;
 
-    for (int tile = blockIdx.x * s.tiles_per_block + tl; tile < s.tiles; tile += gridDim.x * s.tiles_per_block) {
+    for (int tile = blockIdx.y * s.tiles_per_block + tl; tile < s.tiles; tile += gridDim.y * s.tiles_per_block) {
         const int twi = tile % s.tiles_w, rest = tile / s.tiles_w;
         const int thi = rest % s.tiles_h, b = rest / s.tiles_h;
         const int oh0 = thi * PR, ow0 = twi * PT;
@@ -296,7 +296,10 @@ __device__ __forceinline__ void dw_nhwc_tiles(const dw_nhwc_shape& s, const T* _
     }
 }
 
-// One thread = PR output rows x PT output columns x V channels; blockIdx.y picks the block's channels.
+// One thread = PR output rows x PT output columns x V channels; blockIdx.x picks the block's channels,
+// blockIdx.y its tiles. Channels vary fastest in the grid, so that the blocks in flight together read and
+// write whole pixels (every channel of a run of pixels: whole lines of x and y) rather than one channel
+// group's few sectors of each of many pixels, which DRAM serves at a fraction of its bandwidth.
 template <int K, int S, int PR, int PT, int V, int THREADS, class T>
 __global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const T* __restrict__ x,
                                                           const T* __restrict__ w, const T* __restrict__ bias,
@@ -306,7 +309,7 @@ __global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const
     const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
     extern __shared__ float4 s_w4[];  // !IN_REGS: the staged taps
     grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
-    const int v0 = blockIdx.y * s.block_vecs, nv = min(s.block_vecs, s.vecs - v0);
+    const int v0 = blockIdx.x * s.block_vecs, nv = min(s.block_vecs, s.vecs - v0);
     const int vl = threadIdx.x % s.block_vecs, tl = threadIdx.x / s.block_vecs;
     const int c = V * (v0 + vl);
     if constexpr (!IN_REGS) {
@@ -338,8 +341,22 @@ static auto dw_kernel_for(const conv_problem* p) {
     return Kernels::template At<0, 0>::kernel;
 }
 
-// Blocks of one launch along x: at most a few waves (the blocks loop over the rest of the tiles),
-// so that each block's weight staging (taps not in registers) is paid for by several tiles.
+// Vectors per block along the channels, at most `most`. Where a multiple of a 32-byte sector's worth
+// of vectors, at least half of `most`, divides the channel vectors: the largest such, so that a block's
+// channels at a pixel are whole sectors (C = 144 in fp16, 4-byte vectors, as 5 blocks of 15 vectors
+// reads 13 sectors per pixel where 9 hold it; as 9 blocks of 8, 9). Else as few channel blocks as `most`
+// allows, sharing the vectors evenly: C = 144 in blocks of 128 + 16 channels would leave most lanes of
+// the second block's warps idle.
+static int dw_block_vecs(int vecs, int most, int vec_bytes) {
+    const int sector = 32 / vec_bytes > 1 ? 32 / vec_bytes : 1;
+    for (int bv = most / sector * sector; 2 * bv >= most && bv >= sector; bv -= sector)
+        if (vecs % bv == 0) return bv;
+    return conv_ceil_div(vecs, conv_ceil_div(vecs, most));
+}
+
+// Blocks of one launch along y (tiles): at most a few waves (the blocks loop over the rest of the
+// tiles), so that each block's weight staging (taps not in registers) is paid for by several tiles;
+// far fewer than gridDim.y's 65535.
 constexpr int DW_WAVES = 4;
 
 template <int PR, int PT, int THREADS, bool NARROW>
@@ -349,12 +366,9 @@ struct DwNhwcLaunch {
         dw_nhwc_shape s;
         static_cast<ConvShape32&>(s) = conv_shape32(p);
         s.vecs = s.C / V;
-        // As few blocks along y as the channel limit allows, sharing the vectors evenly: C = 144 in
-        // blocks of 128 + 16 channels would leave most lanes of the second block's warps idle.
         const int limit = NARROW ? DW_NARROW_BLOCK_VECS : DW_BLOCK_CHANNELS / V;
-        const int per_block = limit < THREADS ? limit : THREADS;
-        const int gy = conv_ceil_div(s.vecs, per_block);
-        s.block_vecs = conv_ceil_div(s.vecs, gy);
+        s.block_vecs = dw_block_vecs(s.vecs, limit < THREADS ? limit : THREADS, V * (int)sizeof(T));
+        const int channel_blocks = conv_ceil_div(s.vecs, s.block_vecs);
         s.tiles_per_block = THREADS / s.block_vecs;
         s.tiles_w = conv_ceil_div(s.OW, PT);
         s.tiles_h = conv_ceil_div(s.OH, PR);
@@ -369,9 +383,9 @@ struct DwNhwcLaunch {
         int status = conv_wave_blocks(kernel, THREADS, smem, &wave);
         if (status != CONV_OK) return status;
         const int64_t need = ((int64_t)s.tiles + s.tiles_per_block - 1) / s.tiles_per_block;
-        const int64_t cap = (DW_WAVES * wave + gy - 1) / gy;
-        const unsigned gx = conv_wave_grid(need, cap, true);
-        CONV_LAUNCH_DEPENDENT("dw_nhwc_kernel", kernel, dim3(gx, (unsigned)gy), THREADS, smem, stream, s,
+        const int64_t cap = (DW_WAVES * wave + channel_blocks - 1) / channel_blocks;
+        const unsigned tile_blocks = conv_wave_grid(need, cap, true);
+        CONV_LAUNCH_DEPENDENT("dw_nhwc_kernel", kernel, dim3((unsigned)channel_blocks, tile_blocks), THREADS, smem, stream, s,
                               static_cast<const T*>(t->x), static_cast<const T*>(t->w),
                               static_cast<const T*>(t->bias), static_cast<T*>(t->y));
         return CONV_OK;
@@ -444,3 +458,6 @@ template int dw_nhwc_run<4, 2, 128, false>(const conv_problem*, const conv_tenso
 template int dw_nhwc_run<1, 1, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
 template int dw_nhwc_run<1, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
 template int dw_nhwc_run<2, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<4, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<8, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<4, 4, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
