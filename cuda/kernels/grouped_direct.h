@@ -28,8 +28,9 @@ int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t);
 // Runs it on a problem it fits (dw_nhwc_fits and dw_nhwc_aligned): a thread computes PR x PT output
 // pixels (rows x neighbouring columns) for a vector of neighbouring channels, THREADS per block.
 // Wide (NARROW false), for grids of several waves: 16-byte vectors (4 fp32 channels; 8 f16 / bf16 where
-// C % 8 == 0 and x, y are 16-byte aligned, else 4). Narrow, for small grids (batch 1): 4-byte vectors
-// (1 fp32 channel, 2 f16 / bf16), so that the grid has 4x the threads.
+// C % 8 == 0 and x, y are 16-byte aligned, else 4). Narrow: 4-byte vectors (1 fp32 channel, 2 f16 /
+// bf16), so that the grid has 4x the threads (small grids, batch 1), or so that a tall tile's taps fit
+// registers (large f16 / bf16 grids).
 template <int PR, int PT, int THREADS, bool NARROW>
 int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 

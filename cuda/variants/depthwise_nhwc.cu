@@ -8,8 +8,11 @@
 //     kinds of configuration (dw_nhwc_run's NARROW):
 //     wide, for grids of several waves: one 16-byte load per vector (4 channels in fp32, 8 in fp16 /
 //       bf16 where C % 8 == 0 and x, y are 16-byte aligned, else 4 channels in 8 bytes).
-//     narrow, for small grids (batch 1, 7x7 and 14x14 planes): 1 channel of fp32, 2 of fp16 / bf16, so
-//       4x the threads, each with a quarter of the work.
+//     narrow: 1 channel of fp32, 2 of fp16 / bf16, so 4x the threads, each with a quarter of the work:
+//       in 1 x 1 to 2 x 2 tiles for small grids (batch 1, 7x7 and 14x14 planes); in tall tiles (4 x 2,
+//       8 x 2, 4 x 4) for large f16 / bf16 grids, where 8 channels' taps would not fit registers and
+//       the rows loop, unrolled, keeps a whole tile's loads in flight.
+//     Channel blocks vary fastest in the grid (blockIdx.x), tiles slowest (blockIdx.y).
 //     The taps: where a thread's take at most DW_REG_TAPS floats (3x3 on up to 4 channels, 5x5 on 2,
 //     7x7 on 1) it reads them from global memory into registers once, with no shared memory and no
 //     barrier (at batch 1, staging 128 channels' taps was most of a block's time); else its block
@@ -385,8 +388,8 @@ struct DwNhwcLaunch {
         const int64_t need = ((int64_t)s.tiles + s.tiles_per_block - 1) / s.tiles_per_block;
         const int64_t cap = (DW_WAVES * wave + channel_blocks - 1) / channel_blocks;
         const unsigned tile_blocks = conv_wave_grid(need, cap, true);
-        CONV_LAUNCH_DEPENDENT("dw_nhwc_kernel", kernel, dim3((unsigned)channel_blocks, tile_blocks), THREADS, smem, stream, s,
-                              static_cast<const T*>(t->x), static_cast<const T*>(t->w),
+        CONV_LAUNCH_DEPENDENT("dw_nhwc_kernel", kernel, dim3((unsigned)channel_blocks, tile_blocks), THREADS, smem,
+                              stream, s, static_cast<const T*>(t->x), static_cast<const T*>(t->w),
                               static_cast<const T*>(t->bias), static_cast<T*>(t->y));
         return CONV_OK;
     }

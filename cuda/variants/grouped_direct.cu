@@ -343,21 +343,22 @@ const conv_config GD_CONFIGS[] = {
 
 // Untuned choice: the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
 // ones would leave the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output); else, f16 /
-// bf16, in tall tiles, which read each input vector for more outputs (the fastest on most of the
-// depthwise suite's batch-32 layers on the H100, bench/PERF_NOTES.md, fifteenth run): 4 rows x 4 columns
-// for 5x5 and larger filters, 4 x 2 at stride 1, 2 x 2 at stride 2; fp32 (not timed that way) 16-byte
-// vectors in strips that waste the fewest pixels (small planes: 2 x 2 tiles, which read each input
-// vector for 4 outputs instead of 1); the NCHW depthwise kernel for depthwise NCHW planes that a tile leaves mostly empty or reads at
-// stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); else map quads
-// where a group has several maps, and the tile that fits the output plane (wide planes: 32 columns; 5x5
-// and 7x7 filters: 8 rows per thread, so each loaded value feeds more taps). A tile whose window does
+// bf16, in tall tiles, which read each input vector for more outputs (the fastest on most of the depthwise
+// suite's batch-32 layers on the H100, bench/PERF_NOTES.md, fifteenth run): 4 rows x 4 columns for 5x5 and
+// larger filters, 4 x 2 at stride 1, 2 x 2 at stride 2; fp32 (not timed that way) 16-byte vectors in strips
+// that waste the fewest pixels (small planes: 2 x 2 tiles, which read each input vector for 4 outputs
+// instead of 1); the NCHW depthwise kernel for depthwise NCHW planes that a tile leaves mostly empty or
+// reads at stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); else map
+// quads where a group has several maps, and the tile that fits the output plane (wide planes: 32 columns;
+// 5x5 and 7x7 filters: 8 rows per thread, so each loaded value feeds more taps). A tile whose window does
 // not fit shared memory falls back to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
     if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p)) {
         const int64_t vectors16 = p->B * conv_out_h(p) * OW * p->C / (16 / (int64_t)conv_dtype_size(p->x_dtype));
         if (vectors16 < DW_SMALL_GRID) return "nhwc_narrow_p1_t128";
-        if (p->x_dtype == CONV_F32) return OW >= 28 ? "nhwc_p4_t128" : OW >= 12 ? "nhwc_p2_t128" : "nhwc_r2p2_t128";
+        if (p->x_dtype == CONV_F32)
+            return OW >= 28 ? "nhwc_p4_t128" : OW >= 12 ? "nhwc_p2_t128" : "nhwc_r2p2_t128";
         if (p->KH >= 5) return "nhwc_narrow_r4p4_t128";
         return p->stride_h == 1 ? "nhwc_narrow_r4p2_t128" : "nhwc_narrow_r2p2_t128";
     }
