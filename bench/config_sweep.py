@@ -14,7 +14,7 @@ import math
 import sys
 
 import pyconv
-from pyconv import ConvRuntimeError
+from pyconv import ConvError, ConvRuntimeError
 from pyconv.bench import comparisons, operands, roofline, timing
 from pyconv.bench.ceilings import measure_gpu
 from pyconv.bench.cudnn import Cudnn, load_torch
@@ -27,7 +27,7 @@ def time_config(shape, comparison, variant, config, sets, torch, budget_ms):
         plan = pyconv.Conv2dPlan(shape.x_shape, shape.w_shape, shape.stride, shape.pad, shape.dilation,
                                  shape.groups, variant=variant, config=config, precision=comparison.precision,
                                  dtype=comparison.dtype, layout=comparison.layout, w_layout=comparison.w_layout)
-    except (pyconv.ConvError, ConvRuntimeError):
+    except (ConvError, ConvRuntimeError):  # the configuration refuses the layer
         return None
     pyconv.synchronize()  # the plan's workspace came from the legacy stream
 

@@ -94,7 +94,7 @@ DW_SHAPES = {
     "5x5_s1_c16": ConvCase(1, 16, 11, 9, 16, 5, 5, padding=(2, 2), groups=16),
     "5x5_s2_c48": ConvCase(1, 48, 14, 13, 48, 5, 5, stride=(2, 2), padding=(2, 2), groups=48),
     "7x7_s1_c8": ConvCase(2, 8, 9, 10, 8, 7, 7, padding=(3, 3), groups=8),
-    # 264 channels: blocks of 11 vectors of 8 (or 22 of 4) channels, 3 along y; narrow f16 / bf16: 132
+    # 264 channels: 3 channel blocks of 11 vectors of 8 (or 22 of 4); narrow f16 / bf16: 132
     # vectors, no sector-sized block divides them, 9 blocks of up to 15 (the last one short).
     "7x7_plane7_c264": ConvCase(1, 264, 7, 7, 264, 7, 7, padding=(3, 3), groups=264),
     # 144 channels: 2 blocks of 9 vectors of 8 (or 18 of 4); narrow f16 / bf16: 9 blocks of 8 vectors
@@ -152,8 +152,8 @@ def test_nhwc_misaligned_operands_fall_back(offset, config, dtype, rng):
 def test_nhwc_blocks_loop_over_tiles(config, rng):
     """A grid of at most a few waves whose blocks loop over the rest of the tiles (depthwise_nhwc.cu's
     DW_WAVES): 512 fp32 channels make 4-32 channel blocks, which leave each of them a few hundred tile
-    blocks on an H100 (fewer on smaller GPUs), so that on 136 x 136 planes every configuration's blocks
-    take several tiles each."""
+    blocks on an H100 (fewer on smaller GPUs), so that on 136 x 136 planes the blocks of most
+    configurations take more than one tile each."""
     pr.skip_unless_available(NAME)
     case = ConvCase(2, 512, 136, 136, 512, 3, 3, padding=(1, 1), groups=512, x_layout="NHWC", y_layout="NHWC",
                     w_layout="MKKC", bias=True, epilogue="relu")
