@@ -15,14 +15,15 @@ import sys
 
 import pyconv
 from pyconv import ConvError, ConvRuntimeError
-from pyconv.bench import comparisons, operands, roofline, timing
+from pyconv.bench import comparisons, operands, roofline, runner, timing
 from pyconv.bench.ceilings import measure_gpu
 from pyconv.bench.cudnn import Cudnn, load_torch
 from pyconv.bench.shapes import load_suite
 
 
-def time_config(shape, comparison, variant, config, sets, torch, budget_ms):
-    """Median ms of one configuration on the sets, or None where it refuses the layer."""
+def time_config(shape, comparison, variant, config, sets, budget_ms):
+    """Median ms of one configuration on the sets (the bench's own graph protocol, runner.our_side), or
+    None where it refuses the layer."""
     try:
         plan = pyconv.Conv2dPlan(shape.x_shape, shape.w_shape, shape.stride, shape.pad, shape.dilation,
                                  shape.groups, variant=variant, config=config, precision=comparison.precision,
@@ -30,10 +31,8 @@ def time_config(shape, comparison, variant, config, sets, torch, budget_ms):
     except (ConvError, ConvRuntimeError):  # the configuration refuses the layer
         return None
     pyconv.synchronize()  # the plan's workspace came from the legacy stream
-
-    def call(i):
-        plan.launch(*sets.pointers(i), torch.cuda.current_stream().cuda_stream)
-    return timing.measure(timing.graph_run(torch, call, sets.n), budget_ms).median_ms
+    _, side = runner.our_side(shape, plan, sets)
+    return timing.measure(side, budget_ms).median_ms
 
 
 def main() -> int:
@@ -63,7 +62,7 @@ def main() -> int:
         n = operands.set_count(shape, ceilings.cache_bytes, operands.free_bytes(True), comparison.dtype)
         sets = operands.OperandSets(shape, n, True, ceilings.cache_bytes, dtype=comparison.dtype,
                                     layout=comparison.layout, torch=torch)
-        times = [time_config(shape, comparison, args.variant, c, sets, torch, args.budget_ms) for c in configs]
+        times = [time_config(shape, comparison, args.variant, c, sets, args.budget_ms) for c in configs]
         cudnn_ms = timing.measure(cudnn.run_for(shape, sets, comparison.cudnn), args.budget_ms).median_ms
         ran = [(t, c) for t, c in zip(times, configs) if t is not None]
         cells = ["-" if t is None else f"{1e3 * t:.1f}" for t in times]
