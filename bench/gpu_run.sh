@@ -8,7 +8,8 @@
 #       lenet.{txt,json,csv,png}  cnn5.{txt,json,csv,png}  pytest-benchmark.json  gpu.txt
 # Time: about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
 # after the other steps (--max-seconds; shapes it could not start are listed as not run).
-# Environment: REUSE_INSTALL=1 (skip the install where this machine already has one), TRIAGE_FILES (the
+# Environment: REUSE_INSTALL=1 (skip the install where this machine already has one), CARRIED_LIBRARY=1 (run
+# the carried build/libconv.so.gz with the checkout's pyconv/ instead of installing), TRIAGE_FILES (the
 # triage step's test files, default all), COMPARE (the cuDNN comparisons, default "exact fast half"),
 # BENCH_BATCH (batch sizes of the groups and cnn5 comparisons, default the suites'), BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
@@ -62,7 +63,14 @@ fi
 # 2. Build and install for this GPU. Nothing after this can run without it.
 export CMAKE_ARGS="${CMAKE_ARGS:--DCMAKE_CUDA_ARCHITECTURES=$(bash "$repo/bench/cuda_arch.sh")}"
 # REUSE_INSTALL=1: keep a pyconv that an earlier run on this machine installed (it must be of this tree).
-if [ "${REUSE_INSTALL:-0}" = 1 ] && (cd / && python3 -c 'import pyconv; pyconv.device_name(0)') > /dev/null 2>&1; then
+# CARRIED_LIBRARY=1: no install; a libconv.so built on the developer machine for this GPU, carried gzipped as
+# build/libconv.so.gz, with the checkout's pyconv/ on PYTHONPATH (saves the 4-minute build; bench/README).
+if [ "${CARRIED_LIBRARY:-0}" = 1 ]; then
+    lib_dir="$(mktemp -d)"
+    gunzip -c "$repo/build/libconv.so.gz" > "$lib_dir/libconv.so" || { echo "no build/libconv.so.gz" >&2; exit 1; }
+    export PYCONV_LIBRARY="$lib_dir/libconv.so" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+    echo "install            carried library" >> "$summary"
+elif [ "${REUSE_INSTALL:-0}" = 1 ] && (cd / && python3 -c 'import pyconv; pyconv.device_name(0)') > /dev/null 2>&1; then
     echo "install            reused" >> "$summary"
 elif ! step install python3 -m pip install -q --no-build-isolation --no-deps "$repo"; then
     tail -n 30 "$out/logs/install.log"

@@ -34,6 +34,16 @@ The problem matrix runs each variant's default configuration; here every configu
     written by 16-byte vectors, element by element (channels not a multiple of the vector, operands one
     element off alignment) and f32 / NCHW ones, batches of several images, bias and ReLU; their refusal of
     other groups, of a y dtype other than x's, and of windows wider than two k-steps;
+  - implicit_gemm_f16's grouped configurations (a GEMM per group or pack of groups from a staged window):
+    1, 2, 4 (packed 8, 4, 2 to a chunk, block-diagonal filters), 8, 16, 32 and 64 channels a group, maps
+    per group odd, even and a multiple of the channels, packs and channel slabs cut by C, 3x3, 5x5, 1x1,
+    rectangular and dilated windows, stride 1 and 2 and per axis, extra padding, f16 / bf16 NHWC x by
+    16-byte copies and element by element (C no whole chunk, x one element off alignment), f32 NCHW x,
+    MKKC and MCKK w, NHWC y staged for 16-byte stores (odd maps per pack too), by pairs of maps and
+    element by element (M no whole vector, y one element off), NCHW y, bias and ReLU; their refusal
+    of ungrouped layers, of groups of other channel counts, of another y dtype and of windows past the
+    GPU's shared memory; batches of thousands of tiles, so that each block loops over several (the next
+    tile's window copied in while one is multiplied);
   - implicit_gemm_tf32's nchw_mma configurations (1x1 windows, fp32 NCHW x and w read in place by
     cp.async, tf32 mma.sync): x by 16-byte copies (stride 1, no padding, planes of whole 4-pixel
     chunks, aligned x) and by 4-byte ones (odd planes, stride, padding, x one element off alignment),
@@ -67,6 +77,8 @@ NCHW_MMA = ["nchw_mma64x64_s4", "nchw_mma128x64_s3", "nchw_mma128x32_s4"]
 NCHW_MMA_CLUSTER = ["nchw_mma64x64_s4_cluster", "nchw_mma128x32_s4_cluster"]  # sm_90, small grids only
 # implicit_gemm_f16 only: depthwise layers as banded GEMMs per channel (tc_depthwise.cu)
 DEPTHWISE = ["dw32x32_c16", "dw16x32_c16", "dw16x16_c32", "dw16x16_c16"]
+# implicit_gemm_f16 only: grouped layers as GEMMs per group from a staged window (tc_grouped.cu)
+GROUPED = ["grp128_c64", "grp64_c64", "grp128_c32", "grp64_c32"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -456,6 +468,108 @@ def test_depthwise_config_refuses_other_problems(config, case_id):
         pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
 
 
+GROUPED_CASES = {
+    # ResNeXt's 4 channels and maps a group: packs of two groups (block-diagonal B), 16-byte copies of
+    # NHWC x, pairs of maps stored together; 19 x 21 planes cut by every tile
+    "cg4_f16_relu": ConvCase(2, 128, 19, 21, 128, 3, 3, padding=(1, 1), groups=32, x_dtype="f16", y_dtype="f16",
+                             bias=True, epilogue="relu", **DW),
+    # 8 channels a group at stride 2 (stored by column phase); C = 96: the last 64-channel slab half empty
+    "cg8_s2_bf16_c96": ConvCase(2, 96, 23, 20, 96, 3, 3, stride=(2, 2), padding=(1, 1), groups=12, x_dtype="bf16",
+                                y_dtype="bf16", bias=True, **DW),
+    # 16 and 32 channels a group: two and four n8 tiles per pack, k-steps over 9 and 18 pieces' pairs
+    "cg16_f16_7x7_planes": ConvCase(3, 64, 7, 7, 64, 3, 3, padding=(1, 1), groups=4, x_dtype="f16",
+                                    y_dtype="f16", **DW),
+    "cg32_bf16_relu": ConvCase(1, 64, 14, 15, 64, 3, 3, padding=(1, 1), groups=2, x_dtype="bf16", y_dtype="bf16",
+                               epilogue="relu", **DW),
+    # f32 NCHW x and y rounded to fp16 in the staging, MCKK w
+    "cg16_f32_nchw": ConvCase(2, 48, 11, 13, 48, 3, 3, padding=(1, 1), groups=3, bias=True),
+    # 3 maps a group (odd: element stores) from 8 channels; 2 channels a group packed 4 to a chunk with
+    # 3 maps each (12 maps a pack, two n8 tiles)
+    "cg8_mg3": ConvCase(2, 32, 9, 10, 12, 3, 3, padding=(1, 1), groups=4, x_dtype="f16", y_dtype="f16", **DW),
+    # odd maps a pack staged for 16-byte stores (24 maps: whole vectors on the 64-channel blocks)
+    "cg8_mg3_staged_y": ConvCase(2, 64, 9, 10, 24, 3, 3, padding=(1, 1), groups=8, x_dtype="bf16",
+                                 y_dtype="bf16", bias=True, epilogue="relu", **DW),
+    "cg2_mg3": ConvCase(2, 24, 9, 10, 36, 3, 3, padding=(1, 1), groups=12, x_dtype="f16", y_dtype="f16",
+                        bias=True, **DW),
+    # 5 groups of 4: C = 20 is no whole chunk (element staging), the last pack holds one group
+    "cg4_c20_odd_groups": ConvCase(2, 20, 8, 9, 20, 3, 3, padding=(1, 1), groups=5, x_dtype="bf16",
+                                   y_dtype="bf16", bias=True, **DW),
+    # depthwise with a channel multiplier: 8 groups of 1 channel in a chunk
+    "cg1_multiplier2": ConvCase(2, 16, 10, 11, 32, 3, 3, padding=(1, 1), groups=16, x_dtype="f16",
+                                y_dtype="f16", **DW),
+    # rectangular, dilated, stride and extra padding on one axis; x NHWC, w MCKK, y NCHW
+    "cg8_dilated_rect_mixed_layouts": ConvCase(2, 32, 17, 19, 32, 3, 5, stride=(2, 1), padding=(2, 3),
+                                               extra=(1, 0), dilation=(2, 1), groups=4, x_dtype="f16",
+                                               y_dtype="f16", bias=True, x_layout="NHWC", w_layout="MCKK",
+                                               y_layout="NCHW"),
+    # 1x1 grouped (one piece per chunk) and a 5x5 window
+    "cg8_1x1_bf16": ConvCase(2, 64, 9, 7, 64, 1, 1, groups=8, x_dtype="bf16", y_dtype="bf16", **DW),
+    "cg4_5x5_s2": ConvCase(1, 32, 21, 18, 32, 5, 5, stride=(2, 2), padding=(2, 2), groups=8, x_dtype="f16",
+                           y_dtype="f16", **DW),
+    # thousands of output tiles on one channel slab: each block (a wave of them) loops over several, the next
+    # tile's window copied in while one is multiplied; staged y and (NCHW) fragment stores
+    "many_tiles_per_block_f16": ConvCase(4, 8, 256, 256, 8, 3, 3, padding=(1, 1), groups=2, x_dtype="f16",
+                                         y_dtype="f16", bias=True, **DW),
+    "many_tiles_per_block_nchw_y": ConvCase(3, 16, 200, 190, 16, 3, 3, padding=(1, 1), groups=4, x_dtype="bf16",
+                                            y_dtype="bf16", epilogue="relu", x_layout="NHWC", w_layout="MKKC",
+                                            y_layout="NCHW"),
+    # depthwise (one channel a group, 8 to a chunk), as MobileNetV2's
+    "cg1_depthwise_s2": ConvCase(2, 48, 29, 30, 48, 3, 3, stride=(2, 2), padding=(1, 1), groups=48,
+                                 x_dtype="f16", y_dtype="f16", **DW),
+    # 64 channels a group: the c64 blocks only (c32 refuses)
+    "cg64_f16": ConvCase(1, 128, 9, 9, 128, 3, 3, padding=(1, 1), groups=2, x_dtype="f16", y_dtype="f16", **DW),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(GROUPED_CASES))
+@pytest.mark.parametrize("config", GROUPED)
+def test_grouped_config_matches_oracle(config, case_id, rng):
+    """Every case on every configuration that takes its groups (64 channels a group: the c64 blocks)."""
+    pr.skip_unless_available("implicit_gemm_f16")
+    try:
+        pr.check_config("implicit_gemm_f16", config, GROUPED_CASES[case_id], rng)
+    except ConvUnsupportedError as e:
+        if not (case_id == "cg64_f16" and config.endswith("_c32") and "divides 32" in str(e)):
+            raise
+        pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
+
+
+@requires_gpu
+@pytest.mark.parametrize("offsets", [dict(x_offset=1), dict(y_offset=1)])
+@pytest.mark.parametrize("config", GROUPED)
+def test_grouped_config_takes_unaligned_operands(config, offsets, rng):
+    """x one element past a 16-byte boundary: element staging; y: element stores."""
+    pr.skip_unless_available("implicit_gemm_f16")
+    pr.check_config("implicit_gemm_f16", config, GROUPED_CASES["cg4_f16_relu"], rng, **offsets)
+
+
+GROUPED_REFUSED = {
+    "ungrouped": (ConvCase(2, 16, 9, 9, 16, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", **DW),
+                  "run grouped layers"),
+    "cg3": (ConvCase(2, 24, 9, 9, 24, 3, 3, padding=(1, 1), groups=8, x_dtype="f16", y_dtype="f16", **DW),
+            "groups of 1, 2, 4 or a multiple of 8"),
+    "cg24": (ConvCase(2, 48, 9, 9, 48, 3, 3, padding=(1, 1), groups=2, x_dtype="f16", y_dtype="f16", **DW),
+             "groups of 1, 2, 4 or a multiple of 8"),
+    "f32_y_of_f16_x": (ConvCase(2, 32, 9, 9, 32, 3, 3, padding=(1, 1), groups=8, x_dtype="f16", **DW),
+                       "write y in x's dtype"),
+    # a 128-pixel tile's window of a 31 x 31 filter at dilation 8 passes any GPU's shared memory
+    "huge_window": (ConvCase(1, 64, 300, 300, 64, 31, 31, dilation=(8, 8), groups=8, x_dtype="f16",
+                             y_dtype="f16", **DW), "bytes of shared memory"),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(GROUPED_REFUSED))
+@pytest.mark.parametrize("config", GROUPED)
+def test_grouped_config_refuses_other_problems(config, case_id):
+    case, match = GROUPED_REFUSED[case_id]
+    pr.skip_unless_available("implicit_gemm_f16")
+    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    with pytest.raises(ConvUnsupportedError, match=match):
+        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+
+
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
@@ -478,7 +592,7 @@ def test_unaligned_y_takes_the_register_epilogue(variant, rng):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_swept_configs_are_the_variants(variant):
     """The sweeps above name every configuration of both variants."""
-    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE if variant == "implicit_gemm_f16"
+    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE + GROUPED if variant == "implicit_gemm_f16"
            else NCHW_MMA + NCHW_MMA_CLUSTER)
     pr.check_swept_configs(variant, PLAIN + SPLIT + CLUSTER + own)
 
@@ -501,3 +615,16 @@ def test_default_config_is_wgmma_where_it_runs():
         hopper = False
     large, small = Conv2dPlan(*batch32, **kw).config, Conv2dPlan(*batch1, **kw).config
     assert (large in WGMMA, small in WGMMA_CLUSTER) == (hopper, hopper), (hopper, large, small)
+
+
+@requires_gpu
+def test_default_config_runs_small_groups_on_the_grouped_tiles():
+    """implicit_gemm_f16's default for groups of at most 8 channels (ResNeXt's 4 a group) is grp64_c32; wider
+    groups stay on the GEMM tiles."""
+    from pyconv import Conv2dPlan
+    pr.skip_unless_available("implicit_gemm_f16")
+    kw = dict(padding=1, groups=32, variant="implicit_gemm_f16", precision="fast", dtype="float16", layout="NHWC",
+              w_layout="MKKC")
+    assert Conv2dPlan((8, 128, 28, 28), (128, 4, 3, 3), **kw).config == "grp64_c32"
+    assert Conv2dPlan((1, 256, 28, 28), (256, 8, 3, 3), **kw).config == "grp64_c32"
+    assert not Conv2dPlan((32, 512, 14, 14), (512, 16, 3, 3), **kw).config.startswith("grp")

@@ -29,11 +29,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
 #include "conv_shape.cuh"
 #include "grid_dependency.cuh"
-#include "mma_sync.cuh"
+#include "mma_operand16.cuh"
 #include "tensor_io.cuh"
 
 namespace {
@@ -83,18 +81,6 @@ struct TdwPlanes {
         return cl * plane_stride + (cl / VX) * SHIFT;
     }
 };
-
-template <class T>
-__device__ __forceinline__ T tdw_zero() { return conv_store_as<T>(0.0f); }
-// An x or w value as an operand: itself in the operand dtype, else (f32) rounded to it (fp16).
-template <class TO, class TX>
-__device__ __forceinline__ TO tdw_operand(TX v) {
-    static_assert(std::is_same<TX, TO>::value || std::is_same<TX, float>::value, "16-bit x has its own operands");
-    if constexpr (std::is_same<TX, TO>::value) return v;
-    else return conv_store_as<TO>(v);
-}
-__device__ __forceinline__ uint32_t tdw_bits(__half v) { return __half_as_ushort(v); }
-__device__ __forceinline__ uint32_t tdw_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
 
 // A thread's share of an (outer, row, column) space, column fastest, STEP elements apart from `first`:
 // the quotients are taken once, each step is two additions and carries, and the count of steps is known
@@ -148,18 +134,18 @@ __device__ __forceinline__ void tdw_stage_x(const tdw_shape& s, const TX* __rest
                 const uint4 q = __ldg(reinterpret_cast<const uint4*>(px));
                 memcpy(vals, &q, 16);
 #pragma unroll
-                for (int i = 0; i < VX; ++i) vals[i] = in ? vals[i] : tdw_zero<TX>();
+                for (int i = 0; i < VX; ++i) vals[i] = in ? vals[i] : mma16_zero<TX>();
             } else {
 #pragma unroll
                 for (int i = 0; i < VX; ++i) {
                     const bool ok = in && c + i < s.C;
                     const TX e = conv_ldg(px + (ok ? i : 0));
-                    vals[i] = ok ? e : tdw_zero<TX>();
+                    vals[i] = ok ? e : mma16_zero<TX>();
                 }
             }
             TO* dst = xv + it.r * s.row_stride + it.j;
 #pragma unroll
-            for (int i = 0; i < VX; ++i) dst[i * s.plane_stride] = tdw_operand<TO>(vals[i]);
+            for (int i = 0; i < VX; ++i) dst[i * s.plane_stride] = mma16_operand<TO>(vals[i]);
         }
         return;
     }
@@ -170,7 +156,7 @@ __device__ __forceinline__ void tdw_stage_x(const tdw_shape& s, const TX* __rest
         const int ih = ih0 + it.r, iw = iw0 + it.j, c = c0 + it.a;
         const bool in = it.j < s.in_cols && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
         const TX v = conv_ldg(x + (in ? ((b * s.C + c) * s.H + ih) * s.W + iw : 0));
-        s_x[Planes::base(it.a, s.plane_stride) + it.r * s.row_stride + it.j] = in ? tdw_operand<TO>(v) : tdw_zero<TO>();
+        s_x[Planes::base(it.a, s.plane_stride) + it.r * s.row_stride + it.j] = in ? mma16_operand<TO>(v) : mma16_zero<TO>();
     }
 }
 
@@ -181,28 +167,11 @@ __device__ __forceinline__ void tdw_b_fragment(const TO* taps, const int (&kw)[4
     uint32_t h[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const uint32_t v = tdw_bits(taps[kw[i] < 0 ? 0 : kw[i]]);
+        const uint32_t v = mma16_bits(taps[kw[i] < 0 ? 0 : kw[i]]);
         h[i] = kw[i] < 0 ? 0u : v;
     }
     b0 = h[0] | (h[1] << 16);
     b1 = h[2] | (h[3] << 16);
-}
-
-template <class TO>
-__device__ __forceinline__ void tdw_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    if constexpr (std::is_same<TO, __half>::value) mma_m16n8k16_f16(d, a, b0, b1);
-    else mma_m16n8k16_bf16(d, a, b0, b1);
-}
-
-// Two neighbouring outputs of a row into the y staging (one 4- or 8-byte write).
-template <class TY>
-__device__ __forceinline__ void tdw_stage_pair(TY* at, float v0, float v1) {
-    if constexpr (std::is_same<TY, float>::value) {
-        *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
-    } else {
-        const uint32_t u = tdw_bits(conv_store_as<TY>(v0)) | (tdw_bits(conv_store_as<TY>(v1)) << 16);
-        *reinterpret_cast<uint32_t*>(at) = u;
-    }
 }
 
 // Writes the staged tile (s_y: [channel][row][column + pad]) to y: NHWC as VY channels per 16-byte store
@@ -279,7 +248,7 @@ __global__ void __launch_bounds__(32 * WARPS) tc_dw_kernel(tdw_shape s, const TX
     for (int e = threadIdx.x; e < CB * KK; e += THREADS) {  // channel c0 + e / KK, tap e % KK
         const bool in = c0 + e / KK < s.C;
         const TX v = conv_ldg(w + (in ? c0 * KK + e : 0));
-        s_taps[e] = in ? tdw_operand<TO>(v) : tdw_zero<TO>();
+        s_taps[e] = in ? mma16_operand<TO>(v) : mma16_zero<TO>();
     }
     tdw_stage_x<CB, THREADS>(s, x, b, c0, oh0 * s.stride_h - s.pad_h, ow0 * s.stride_w - s.pad_w, s_x);
     __syncthreads();
@@ -307,7 +276,7 @@ __global__ void __launch_bounds__(32 * WARPS) tc_dw_kernel(tdw_shape s, const TX
                 for (int ks = 0; ks < KS; ++ks) {
                     uint32_t a[4];
                     ldmatrix_x4(a, xr + nt * 8 * s.stride_w + ks * TDW_KSTEP_COLS);
-                    tdw_mma<TO>(acc[mt][nt], a, b0[ks], b1[ks]);
+                    mma16_m16n8k16<TO>(acc[mt][nt], a, b0[ks], b1[ks]);
                 }
         }
     }
@@ -321,7 +290,7 @@ __global__ void __launch_bounds__(32 * WARPS) tc_dw_kernel(tdw_shape s, const TX
 #pragma unroll
             for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the 16 x 8 tile
                 const float* d = acc[mt][nt] + 2 * h;
-                tdw_stage_pair(yc + (mt * 16 + g + 8 * h) * YROW + nt * 8 + t2, conv_epilogue_value(d[0], bv, s.relu),
+                mma16_store_pair(yc + (mt * 16 + g + 8 * h) * YROW + nt * 8 + t2, conv_epilogue_value(d[0], bv, s.relu),
                                conv_epilogue_value(d[1], bv, s.relu));
             }
     }

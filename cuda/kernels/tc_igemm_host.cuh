@@ -27,6 +27,7 @@
 
 #include "split_k.cuh"
 #include "tc_depthwise.h"
+#include "tc_grouped.h"
 #include "tc_igemm_kernel.cuh"
 #include "tc_staging.cuh"
 #include "tc_wgmma_tma.cuh"
@@ -133,7 +134,7 @@ struct TcFamilyTf32 {
     static constexpr const char* NAME = "implicit_gemm_tf32";
     static constexpr bool WGMMA = false;
     static constexpr bool NCHW_MMA = true;  // fp32 operands: NCHW x and w multiplied as they lie
-    static constexpr bool DEPTHWISE = false;  // the banded GEMMs are built for 16-bit operands
+    static constexpr bool DIRECT = false;  // the direct tensor-core kernels are built for 16-bit operands
     static int op_dtype(const conv_problem*) { return CONV_F32; }
     template <class F>
     static int with_op(const conv_problem*, F&& f) { return f(TcTf32{}); }
@@ -144,7 +145,9 @@ struct TcFamilyHalf {
     static constexpr const char* NAME = "implicit_gemm_f16";
     static constexpr bool WGMMA = true;
     static constexpr bool NCHW_MMA = false;  // its fp32 x needs converting: the wgmma NCHW tiles do that
-    static constexpr bool DEPTHWISE = true;  // depthwise layers as banded GEMMs per channel (tc_depthwise.cu)
+    // depthwise layers as banded GEMMs per channel (tc_depthwise.cu), grouped ones as GEMMs per group from a
+    // staged window (tc_grouped.cu)
+    static constexpr bool DIRECT = true;
     static int op_dtype(const conv_problem* p) { return p->x_dtype == CONV_BF16 ? CONV_BF16 : CONV_F16; }
     template <class F>
     static int with_op(const conv_problem* p, F&& f) {
@@ -470,9 +473,13 @@ struct TcVariant {
     static constexpr const char* DW_16x32_C16 = "dw16x32_c16";
     static constexpr const char* DW_16x16_C32 = "dw16x16_c32";
     static constexpr const char* DW_16x16_C16 = "dw16x16_c16";
+    static constexpr const char* GRP_128_C64 = "grp128_c64";
+    static constexpr const char* GRP_64_C64 = "grp64_c64";
+    static constexpr const char* GRP_128_C32 = "grp128_c32";
+    static constexpr const char* GRP_64_C32 = "grp64_c32";
 
     // The mma.sync configurations, then (Family::WGMMA) the wgmma ones, then (Family::NCHW_MMA) the NCHW
-    // mma.sync ones, then (Family::DEPTHWISE) the depthwise ones.
+    // mma.sync ones, then (Family::DIRECT) the depthwise and grouped ones.
     static constexpr conv_config MMA_SYNC[] = {
         tc_config<Family, TcShape128x128, TC_WHOLE_K>(TILE_128x128),
         tc_config<Family, TcShape128x64, TC_WHOLE_K>(TILE_128x64),
@@ -515,20 +522,26 @@ struct TcVariant {
         tc_config<Family, TcNchwMma64x64, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_64x64),
         tc_config<Family, TcNchwMma128x32, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_128x32),
     };
-    // (Family::DEPTHWISE) Depthwise layers as banded GEMMs per channel (tc_depthwise.cu): output tile
-    // rows x columns, channels per block (taken by 16 warps: dw32x32_c16, else 8).
-    static constexpr int NUM_DEPTHWISE = 4;
-    static constexpr conv_config DEPTHWISE[NUM_DEPTHWISE] = {
+    // (Family::DIRECT) Depthwise layers as banded GEMMs per channel (tc_depthwise.cu): output tile rows x
+    // columns, channels per block (taken by 16 warps: dw32x32_c16, else 8). Grouped layers as GEMMs per
+    // group from a staged window (tc_grouped.cu): output pixels, input channels per block (8 warps:
+    // grp128_c64, else 4).
+    static constexpr int NUM_DIRECT = 8;
+    static constexpr conv_config DIRECT[NUM_DIRECT] = {
         {DW_32x32_C16, tc_dw_run<2, 4, 16, 16>, tc_dw_supports<2, 4, 16, 16>},
         {DW_16x32_C16, tc_dw_run<1, 4, 16, 8>, tc_dw_supports<1, 4, 16, 8>},
         {DW_16x16_C32, tc_dw_run<1, 2, 32, 8>, tc_dw_supports<1, 2, 32, 8>},
         {DW_16x16_C16, tc_dw_run<1, 2, 16, 8>, tc_dw_supports<1, 2, 16, 8>},
+        {GRP_128_C64, tc_grouped_run<128, 64, 8>, tc_grouped_supports<128, 64, 8>},
+        {GRP_64_C64, tc_grouped_run<64, 64, 4>, tc_grouped_supports<64, 64, 4>},
+        {GRP_128_C32, tc_grouped_run<128, 32, 4>, tc_grouped_supports<128, 32, 4>},
+        {GRP_64_C32, tc_grouped_run<64, 32, 4>, tc_grouped_supports<64, 32, 4>},
     };
     static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
     static constexpr int NUM_WGMMA_USED = Family::WGMMA ? NUM_WGMMA : 0;
     static constexpr int NUM_NCHW_MMA_USED = Family::NCHW_MMA ? NUM_NCHW_MMA : 0;
     static constexpr int NUM_CONFIGS =
-        NUM_MMA_SYNC + NUM_WGMMA_USED + NUM_NCHW_MMA_USED + (Family::DEPTHWISE ? NUM_DEPTHWISE : 0);
+        NUM_MMA_SYNC + NUM_WGMMA_USED + NUM_NCHW_MMA_USED + (Family::DIRECT ? NUM_DIRECT : 0);
     static constexpr std::array<conv_config, NUM_CONFIGS> CONFIGS = [] {
         std::array<conv_config, NUM_CONFIGS> all{};
         for (int i = 0; i < NUM_MMA_SYNC; ++i) all[i] = MMA_SYNC[i];
@@ -536,9 +549,8 @@ struct TcVariant {
             for (int i = 0; i < NUM_WGMMA; ++i) all[NUM_MMA_SYNC + i] = WGMMA[i];
         if constexpr (Family::NCHW_MMA)  // likewise
             for (int i = 0; i < NUM_NCHW_MMA; ++i) all[NUM_MMA_SYNC + NUM_WGMMA_USED + i] = NCHW_MMA[i];
-        if constexpr (Family::DEPTHWISE)
-            for (int i = 0; i < NUM_DEPTHWISE; ++i)
-                all[NUM_MMA_SYNC + NUM_WGMMA_USED + NUM_NCHW_MMA_USED + i] = DEPTHWISE[i];
+        if constexpr (Family::DIRECT)
+            for (int i = 0; i < NUM_DIRECT; ++i) all[NUM_MMA_SYNC + NUM_WGMMA_USED + NUM_NCHW_MMA_USED + i] = DIRECT[i];
         return all;
     }();
 
@@ -581,9 +593,9 @@ struct TcVariant {
     }
 
     // On Hopper (wgmma families), unless groups pack: the tuner's most frequent wgmma choices, cluster
-    // split-K for small grids, 128 x 64 where it gives two blocks per SM, else 64 x 64. Elsewhere: small
-    // grids split-K where it applies; GEMMs of at most 32 maps: the 32-map tile; else the largest tile that
-    // still gives about a wave of blocks.
+    // split-K for small grids, 128 x 64 where it gives two blocks per SM, else 64 x 64. Elsewhere: groups of
+    // up to 8 channels (and few maps) on the grouped direct tiles; small grids split-K where it applies; GEMMs
+    // of at most 32 maps: the 32-map tile; else the largest tile that still gives about a wave of blocks.
     static const char* default_config(const conv_problem* p) {
         const TcOperands o = tc_operands(p, Family::op_dtype(p), false);
         const bool packed = tc_operands(p, Family::op_dtype(p), true).Mg <= TC_PACK_MAPS;
@@ -595,6 +607,10 @@ struct TcVariant {
                 return mid.m_tiles * mid.n_tiles >= TC_SPLIT_TARGET_BLOCKS ? WGMMA_128x64 : WGMMA_64x64;
             }
         }
+        // Groups of at most 8 channels: GEMMs per group from a staged window (grp64_c32 was the fastest on
+        // ResNeXt's 4- and 8-channel layers at batch 1 and within 3% at batch 32, H100), else the packed tile.
+        if constexpr (Family::DIRECT)
+            if (packed && p->C / p->groups <= 8 && tc_grouped_supports<64, 32, 4>(p) == CONV_OK) return GRP_64_C32;
         if (tc_grid<TcShape64x64>(p, o, TC_SPLIT_WORKSPACE).splits > 1) return SPLIT_64x64;
         if (packed) return TILE_128x32;
         const TcGrid big = tc_grid<TcShape128x128>(p, o, TC_WHOLE_K), mid = tc_grid<TcShape128x64>(p, o, TC_WHOLE_K);

@@ -91,6 +91,8 @@ GROUPED_SHAPES = [
     ((2, 128, 10, 9), (128, 4, 3, 3), 2, 1, 32, np.float32, True),
     ((2, 20, 13, 15), (20, 1, 5, 5), 2, 2, 20, np.float16, True),  # implicit_gemm_f16's dw tiles: two k-steps,
     ((2, 40, 23, 21), (40, 1, 7, 7), 1, 3, 40, np.float16, True),  # element-wise and 16-byte channel vectors
+    ((2, 128, 19, 21), (128, 4, 3, 3), 1, 1, 32, np.float16, True),  # implicit_gemm_f16's grp tiles: 16-byte
+    ((2, 96, 15, 14), (24, 8, 3, 3), 2, 1, 12, np.float16, True),    # copies, staged y, odd maps, a part slab
 ]
 
 

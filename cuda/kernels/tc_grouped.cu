@@ -1,0 +1,517 @@
+// tc_grouped.cu — implicit_gemm_f16's grouped configurations ("grp*"): a grouped layer as small GEMMs per
+// group on fp16 / bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation), the operands read from an
+// input window staged once per block.
+//   The packed-group GEMM tile (tc_igemm.cuh, 128 x 32) multiplies 8 groups of 4 maps at once through a
+//   block-diagonal filter (1/8 of its products useful at 4 channels a group) and gathers x for every tap
+//   from L2. Here a group's GEMM is as narrow as the group:
+//     y[pixel, m] = sum over pieces j of A_j[pixel, 0..7] * B_j[0..7, m],
+//   where a piece is one tap (kh, kw) of one 8-channel chunk of the group's channels: A_j's rows are the
+//   16-byte runs of channels of the pixels' window positions for that tap (one ldmatrix row each, read
+//   straight from the staged window: the im2col is an address per lane), B_j the filter's values for
+//   those channels and tap. Two pieces make an mma's k of 16. Groups of fewer than 8 channels (1, 2, 4)
+//   are packed 8 / Cg to a chunk, with a block-diagonal B (half its products useful at 4 channels).
+//   A block computes a th x tw output tile (at most TP pixels, chosen per problem to waste few m16 rows
+//   and little halo) for CS input channels of one image, i.e. for CS / pack_c packs of groups:
+//   1. stages the pieces' offsets, every pack's B fragments (each lane's registers in the order the warps
+//      read them: one 8-byte load per n8 tile and k-step) and the tile's input window with its halo as
+//      [row][column][channel] in the operand dtype (zeros on padding, past the image and past C): from
+//      NHWC f16 / bf16 x by 16-byte cp.async where C and x allow, else element by element (NCHW, f32 x
+//      rounded to fp16). Window columns are stored by stride phase (column j at (j % S) * phase_w + j / S),
+//      so that neighbouring output columns read neighbouring stored pixels at any stride; a pixel takes
+//      an odd number of 16-byte chunks (CS / 8, plus one where that is even), so that the 8 rows of an
+//      ldmatrix fall in distinct banks;
+//   2. warps take tasks of one n8 map tile of one pack over every m16 pixel tile of the output tile: per
+//      k-step of two pieces, one B fragment load and TP / 16 ldmatrix + mma;
+//   3. each task's sums get bias and ReLU and are written from the fragments: NHWC y as pairs of maps
+//      (one 4- or 8-byte store) where the maps per group are even and y allows, else element by element.
+//   Non-finite inputs: an mma multiplies the 8 channels of a chunk by the filter column of every map in
+//   it, so an Inf or NaN input of one group makes NaN of the outputs of the other groups packed with it
+//   at that pixel (Cg < 8), as the packed-group GEMM tiles do. Non-finite weights meet exactly the inputs
+//   a direct sum multiplies them by, and a k-step's unused half reads a chunk of zeros.
+#include "tc_grouped.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "conv_shape.cuh"
+#include "grid_dependency.cuh"
+#include "launch_util.cuh"
+#include "mma_operand16.cuh"
+#include "tensor_io.cuh"
+
+namespace {
+
+// Operand elements in a 16-byte chunk: an ldmatrix row, one piece's k.
+constexpr int TGC_CHUNK = 8;
+
+// x (B, H, W, C) or (B, C, H, W), w (M, KH, KW, Cg) or (M, Cg, KH, KW), y (B, OH, OW, M) or (B, M, OH, OW);
+// every count < 2^31 (the dispatcher's batch chunks).
+struct tgc_shape : ConvShape32 {
+    int Cg, Mg, G;            // channels and maps per group, groups
+    int lg_cg, lg_cpp;        // log2 of Cg and of cpp (both powers of two: supports())
+    int gpp, pack_c, pack_m;  // groups, channels and maps of a pack (pack_c: a chunk, or whole chunks)
+    int cpp, packs, nt;       // chunks per pack, packs per block, n8 tiles per pack
+    int pieces, ksteps;       // taps x chunks of a pack, and the k-steps of two pieces that cover them
+    int slabs;                // blocks across C (CS channels each)
+    int th, tw, tiles_w, tiles, items;  // output tile, tiles across and per plane, tiles of the batch
+    int mtiles;               // m16 tiles per output tile
+    int in_h, in_w, phase_w;  // the tile's input window; stored columns per stride phase
+    int pix_chunks, row_chunks, window_chunks;  // 16-byte chunks per stored pixel, window row, window
+    int y_maps, y_row;        // maps of a block (packs * pack_m); y staging elements per pixel (padded)
+    int w_offset, b_offset, table_offset, pix_offset, y_offset;  // bytes from the start of shared memory
+    int x_nhwc, y_nhwc, w_mkkc, x_vec, w_vec, y_vec, y_pair, relu;
+};
+
+// Where window column j is stored: by stride phase (no division at strides 1 and 2).
+__device__ __forceinline__ int tgc_stored_col(const tgc_shape& s, int j) {
+    if (s.stride_w == 1) return j;
+    if (s.stride_w == 2) return (j & 1) * s.phase_w + (j >> 1);
+    return j % s.stride_w * s.phase_w + j / s.stride_w;
+}
+
+// Stages the window (rows from ih0, columns from iw0) of channels [c0, c0 + CS) as [row][stored column]
+// [channel] chunks, zeros outside the image and past C.
+template <int CS, int THREADS, class TO, class TX>
+__device__ __forceinline__ void tgc_stage_window(const tgc_shape& s, const TX* __restrict__ x, int b, int c0, int ih0,
+                                                 int iw0, uint4* s_x) {
+    if constexpr (std::is_same<TX, TO>::value) {
+        if (s.x_vec) {  // NHWC, C % 8 == 0, x 16-byte aligned: a chunk is whole or all past C
+            // A thread takes a chunk of a window column (a column's chunks in neighbouring lanes) and copies
+            // it down the rows: one address step per copy.
+            constexpr int CHUNKS = CS / TGC_CHUNK;
+            const int row_step = s.W * s.C;
+            for (int e = threadIdx.x; e < s.in_w * CHUNKS; e += THREADS) {
+                const int ch = e % CHUNKS, j = e / CHUNKS, iw = iw0 + j, c = c0 + ch * TGC_CHUNK;
+                const bool col_in = (unsigned)iw < (unsigned)s.W && c < s.C;
+                uint4* dst = s_x + tgc_stored_col(s, j) * s.pix_chunks + ch;
+                int off = ((b * s.H + ih0) * s.W + iw) * s.C + c;  // x's offset at row ih0 (read where in)
+#pragma unroll 4
+                for (int i = 0; i < s.in_h; ++i, off += row_step, dst += s.row_chunks) {
+                    const bool in = col_in && (unsigned)(ih0 + i) < (unsigned)s.H;
+                    cp_async_16_zfill(dst, x + (in ? off : 0), in);
+                }
+            }
+            return;
+        }
+    }
+    const int total = s.in_h * s.in_w * CS;
+    for (int e = threadIdx.x; e < total; e += THREADS) {
+        int ch, i, j;
+        if (s.x_nhwc) {  // channels fastest
+            ch = e % CS;
+            const int pix = e / CS;
+            j = pix % s.in_w;
+            i = pix / s.in_w;
+        } else {  // columns fastest
+            j = e % s.in_w;
+            const int r = e / s.in_w;
+            i = r % s.in_h;
+            ch = r / s.in_h;
+        }
+        const int ih = ih0 + i, iw = iw0 + j, c = c0 + ch;
+        const bool in = (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
+        const TX v = conv_ldg(x + (in ? (s.x_nhwc ? ((b * s.H + ih) * s.W + iw) * s.C + c
+                                                  : ((b * s.C + c) * s.H + ih) * s.W + iw)
+                                      : 0));
+        TO* dst = reinterpret_cast<TO*>(s_x + i * s.row_chunks + tgc_stored_col(s, j) * s.pix_chunks) + ch;
+        *dst = in ? mma16_operand<TO>(v) : mma16_zero<TO>();
+    }
+}
+
+// Copies the filters of the block's groups (from g0 on: (CS / Cg) * Mg maps of Cg * KK values, contiguous in
+// w in either layout) into s_w as operands: 16-byte cp.async where w is 16-bit and aligned (the slab's first
+// value is: c0 is a multiple of 32), else element by element (f32 w rounded to fp16).
+template <int CS, int THREADS, class TO, class TX>
+__device__ __forceinline__ void tgc_stage_raw_filters(const tgc_shape& s, const TX* __restrict__ w, int g0, TO* s_w) {
+    const int per_group = s.Mg * s.Cg * s.KH * s.KW;
+    const int groups = min(CS / s.Cg, s.G - g0);
+    const int count = groups * per_group;
+    const TX* src = w + g0 * per_group;
+    int done = 0;
+    if constexpr (std::is_same<TX, TO>::value) {
+        if (s.w_vec) {
+            const int chunks = count / TGC_CHUNK;
+            for (int e = threadIdx.x; e < chunks; e += THREADS)
+                cp_async_16_zfill(s_w + e * TGC_CHUNK, src + e * TGC_CHUNK, true);
+            done = chunks * TGC_CHUNK;
+        }
+    }
+#pragma unroll 4
+    for (int e = done + threadIdx.x; e < count; e += THREADS) s_w[e] = mma16_operand<TO>(conv_ldg(src + e));
+}
+
+// Builds the B fragments of the block's packs from the staged filters s_w (maps from g0 * Mg on) as
+// [pack][n8 tile][k-step][lane] pairs of registers: k = 16 ks + {2t, 2t+1, 2t+8, 2t+9} of map
+// n = 8 n8 + lane / 4 (t = lane % 4) is piece k / 8's channel k % 8: the filter's value where that
+// channel is in the map's group, else a zero of the block diagonal (and past the pack's pieces, maps and
+// the layer's groups).
+template <int WARPS, class TO>
+__device__ __forceinline__ void tgc_build_fragments(const tgc_shape& s, const TO* s_w, int g0, uint2* s_b) {
+    const int KK = s.KH * s.KW, l = threadIdx.x % 32, nq = l / 4, t2 = 2 * (l % 4);
+    // A warp's (pack, n8 tile, k-step) triples, k-steps fastest, WARPS apart: carried, not divided.
+    int ks = threadIdx.x / 32, n8 = 0, pk = 0;
+    const auto carry = [&] {
+        while (ks >= s.ksteps) {
+            ks -= s.ksteps;
+            if (++n8 == s.nt) { n8 = 0; ++pk; }
+        }
+    };
+    for (carry(); pk < s.packs; ks += WARPS, carry()) {
+        const int n = n8 * 8 + nq, gm = s.gpp == 1 ? 0 : n / s.Mg;  // the map in the pack, its group in the pack
+        const int g = g0 + pk * s.gpp + gm, ml = (pk * s.gpp + gm) * s.Mg + n - gm * s.Mg;  // ml: from g0 * Mg
+        const bool map_ok = n < s.pack_m && g < s.G;
+        const TO* wm = s_w + (map_ok ? ml : 0) * KK * s.Cg;  // a map's Cg * KK values, MKKC or MCKK
+        uint32_t h[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int piece = 2 * ks + (i >> 1), tap = piece >> s.lg_cpp;
+            const int cp = ((piece & (s.cpp - 1)) << 3) + t2 + (i & 1);  // the channel in the pack
+            const int gi = cp >> s.lg_cg, ci = cp & (s.Cg - 1);
+            const bool ok = map_ok && piece < s.pieces && gi == gm;
+            h[i] = ok ? mma16_bits(wm[s.w_mkkc ? tap * s.Cg + ci : ci * KK + tap]) : 0u;
+        }
+        s_b[((pk * s.nt + n8) * s.ksteps + ks) * 32 + l] = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+    }
+}
+
+// A block takes the maps of input channels [c0, c0 + CS) (its slab: blockIdx.x % slabs, so that the blocks
+// in flight read whole pixels) for output tiles blockIdx.x / slabs, then every gridDim.x / slabs-th after it
+// (persistent: its filters are staged once), the next tile's window copied in while this one's is
+// multiplied.
+template <int TP, int CS, int WARPS, class TO, class TX, class TY>
+__global__ void __launch_bounds__(32 * WARPS) tc_grouped_kernel(tgc_shape s, const TX* __restrict__ x,
+                                                                const TX* __restrict__ w,
+                                                                const TY* __restrict__ bias, TY* __restrict__ y) {
+    constexpr int THREADS = 32 * WARPS, MT = TP / 16;
+    extern __shared__ uint4 tgc_smem[];
+    uint4* s_x = tgc_smem;  // two windows, then a chunk of zeros
+    const uint4* zero = s_x + 2 * s.window_chunks;
+    uint2* s_b = reinterpret_cast<uint2*>(reinterpret_cast<char*>(tgc_smem) + s.b_offset);
+    int* s_piece = reinterpret_cast<int*>(reinterpret_cast<char*>(tgc_smem) + s.table_offset);
+    int* s_pix = reinterpret_cast<int*>(reinterpret_cast<char*>(tgc_smem) + s.pix_offset);
+    int* s_abase = s_pix + TP;
+    TY* s_y = reinterpret_cast<TY*>(reinterpret_cast<char*>(tgc_smem) + s.y_offset);  // y_vec: [pixel][y_row]
+
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int slab = blockIdx.x % s.slabs, step = gridDim.x / s.slabs;  // gridDim.x: whole slabs
+    const int c0 = slab * CS, g0 = c0 >> s.lg_cg;                        // CS is whole packs, a pack whole groups
+
+    // Each piece's chunk offset from a pixel's first chunk in its pack (-1: the unused half of the last
+    // k-step, read from the zero chunk); each tile pixel's (row << 16 | column) and first window chunk (0
+    // past the tile).
+    for (int j = threadIdx.x; j < 2 * s.ksteps; j += THREADS) {
+        int off = -1;
+        if (j < s.pieces) {
+            const int tap = j >> s.lg_cpp, c8 = j & (s.cpp - 1), kh = tap / s.KW, col = (tap - kh * s.KW) * s.dil_w;
+            off = kh * s.dil_h * s.row_chunks + (col % s.stride_w * s.phase_w + col / s.stride_w) * s.pix_chunks + c8;
+        }
+        s_piece[j] = off;
+    }
+    for (int p = threadIdx.x; p < TP; p += THREADS) {
+        const int r = p < s.th * s.tw ? p / s.tw : 0, c = p < s.th * s.tw ? p % s.tw : 0;
+        s_pix[p] = r << 16 | c;
+        s_abase[p] = r * s.stride_h * s.row_chunks + c * s.pix_chunks;
+    }
+    if (threadIdx.x == 0) s_x[2 * s.window_chunks] = make_uint4(0u, 0u, 0u, 0u);
+    grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
+    TO* s_w = reinterpret_cast<TO*>(reinterpret_cast<char*>(tgc_smem) + s.w_offset);
+    tgc_stage_raw_filters<CS, THREADS>(s, w, g0, s_w);
+    cp_async_commit();
+
+    // The window of item i (the batch's tiles, image-major) into buffer buf.
+    const auto stage = [&](int i, int buf) {
+        const int tile = i % s.tiles, b = i / s.tiles;
+        const int oh0 = tile / s.tiles_w * s.th, ow0 = tile % s.tiles_w * s.tw;
+        tgc_stage_window<CS, THREADS, TO>(s, x, b, c0, oh0 * s.stride_h - s.pad_h, ow0 * s.stride_w - s.pad_w,
+                                          s_x + buf * s.window_chunks);
+    };
+    int item = blockIdx.x / s.slabs;
+    if (item < s.items) stage(item, 0);
+    cp_async_commit();
+    cp_async_wait<1>();  // the filters (the first window's copies stay in flight)
+    __syncthreads();
+    tgc_build_fragments<WARPS>(s, s_w, g0, s_b);  // seen by every warp after the loop's first barrier
+
+    const int tile_px = s.th * s.tw;
+    // ldmatrix.x4 rows: lanes 0-15 give pixels 0-15 of an m16 tile at a k-step's first piece, lanes 16-31
+    // the same pixels at its second.
+    const int a_row = lane % 16, a_half = lane / 16;
+    const int g4 = lane / 4, t2 = 2 * (lane % 4);
+    // The y vector stores: this thread's first (pixel, vector) and its step, carried (no division a store).
+    constexpr int VY = 16 / sizeof(TY);
+    const int vecs = s.y_maps / VY, m_slab = slab * s.y_maps;
+    const int vp0 = s.y_vec ? threadIdx.x / vecs : 0, vv0 = s.y_vec ? threadIdx.x % vecs : 0;
+    const int vdp = s.y_vec ? THREADS / vecs : 0, vdv = s.y_vec ? THREADS % vecs : 0;
+#pragma unroll 1
+    for (int cur = 0; item < s.items; item += step, cur ^= 1) {
+        if (item + step < s.items) stage(item + step, cur ^ 1);
+        cp_async_commit();
+        cp_async_wait<1>();  // this item's window (the next one's copies stay in flight)
+        __syncthreads();
+        const uint4* win = s_x + cur * s.window_chunks;
+        const int tile = item % s.tiles, b = item / s.tiles;
+        const int oh0 = tile / s.tiles_w * s.th, ow0 = tile % s.tiles_w * s.tw;
+        // The warp's tasks (pack, n8 tile), n8 tiles fastest, WARPS apart: carried, not divided.
+        int n8 = warp, pk = 0;
+        const auto carry = [&] {
+            while (n8 >= s.nt) {
+                n8 -= s.nt;
+                ++pk;
+            }
+        };
+#pragma unroll 1
+        for (carry(); pk < s.packs; n8 += WARPS, carry()) {
+            const int gfirst = g0 + pk * s.gpp;
+            if (gfirst >= s.G) continue;  // the last slab's packs past C (the same for the whole warp)
+            int base[MT];  // this lane's pixel's first chunk in the pack (rows past the tile: pixel 0)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) base[mt] = s_abase[mt * 16 + a_row] + pk * s.cpp;
+            float acc[MT][1][4];
+            mma_zero(acc);
+            const uint2* bf = s_b + (pk * s.nt + n8) * s.ksteps * 32 + lane;
+            for (int ks = 0; ks < s.ksteps; ++ks) {
+                const int off = s_piece[2 * ks + a_half];
+                const uint2 bv = bf[ks * 32];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    if (mt * 16 >= tile_px) continue;  // the same for the whole warp
+                    uint32_t a[4];
+                    ldmatrix_x4(a, off >= 0 ? win + base[mt] + off : zero);
+                    mma16_m16n8k16<TO>(acc[mt][0], a, bv.x, bv.y);
+                }
+            }
+
+            // This lane's maps (columns t2, t2 + 1 of the n8 tile): in the pack and the layer, and their bias.
+            const int n0 = n8 * 8 + t2, m0 = gfirst * s.Mg + n0;  // in the pack, in the layer
+            bool ok[2];
+            float bsum[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                ok[e] = n0 + e < s.pack_m && m0 + e < s.M;
+                bsum[e] = ok[e] && bias ? conv_load(bias, m0 + e) : 0.0f;
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if (mt * 16 >= tile_px) continue;  // the same for the whole warp
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {  // rows g4 and g4 + 8 of the m16 tile
+                    const int p = mt * 16 + g4 + 8 * h;
+                    const float v0 = conv_epilogue_value(acc[mt][0][2 * h], bsum[0], s.relu);
+                    const float v1 = conv_epilogue_value(acc[mt][0][2 * h + 1], bsum[1], s.relu);
+                    if (s.y_vec) {  // the block's maps of the pixel, staged for whole-vector stores (rows < TP)
+                        TY* sy = s_y + p * s.y_row + pk * s.pack_m + n0;
+                        if (ok[1] && s.pack_m % 2 == 0) {  // an even offset: one 4- or 8-byte write
+                            mma16_store_pair(sy, v0, v1);
+                        } else {
+                            if (ok[0]) sy[0] = conv_store_as<TY>(v0);
+                            if (ok[1]) sy[1] = conv_store_as<TY>(v1);
+                        }
+                        continue;
+                    }
+                    const int pix = s_pix[p], oh = oh0 + (pix >> 16), ow = ow0 + (pix & 0xffff);
+                    if (p >= tile_px || oh >= s.OH || ow >= s.OW) continue;
+                    if (s.y_nhwc) {
+                        TY* py = y + ((b * s.OH + oh) * s.OW + ow) * s.M + m0;
+                        if (s.y_pair && ok[1]) {
+                            mma16_store_pair(py, v0, v1);
+                        } else {
+                            if (ok[0]) py[0] = conv_store_as<TY>(v0);
+                            if (ok[1]) py[1] = conv_store_as<TY>(v1);
+                        }
+                    } else {
+                        TY* py = y + ((b * s.M + m0) * s.OH + oh) * s.OW + ow;
+                        if (ok[0]) py[0] = conv_store_as<TY>(v0);
+                        if (ok[1]) py[s.OH * s.OW] = conv_store_as<TY>(v1);
+                    }
+                }
+            }
+        }
+        if (s.y_vec) {  // NHWC y by 16-byte vectors of the block's y_maps maps a pixel
+            __syncthreads();
+            for (int p = vp0, v = vv0; p < tile_px; p += vdp, v += vdv) {
+                if (v >= vecs) { v -= vecs; ++p; if (p >= tile_px) break; }
+                const int pix = s_pix[p], oh = oh0 + (pix >> 16), ow = ow0 + (pix & 0xffff), m = m_slab + v * VY;
+                if (oh >= s.OH || ow >= s.OW || m >= s.M) continue;  // M % VY == 0: vectors whole or out
+                *reinterpret_cast<uint4*>(y + ((b * s.OH + oh) * s.OW + ow) * s.M + m) =
+                    *reinterpret_cast<const uint4*>(s_y + p * s.y_row + v * VY);
+            }
+        }
+        __syncthreads();  // every read of this window (and of the y staging) is done before they are refilled
+    }
+    grid_launch_dependents();  // x, w and bias are read
+}
+
+// The output tile of at most TP pixels that moves the least: over the widths up to OW (the rows as
+// many as fit), the fewest of (window pixels staged + m16 rows multiplied) over the plane's tiles.
+static void tgc_pick_tile(int TP, const conv_problem* p, int& th, int& tw) {
+    const long long OH = conv_out_h(p), OW = conv_out_w(p);
+    long long best = -1;
+    th = tw = 1;
+    for (long long w = 1; w <= OW && w <= TP; ++w) {
+        const long long h = OH < TP / w ? OH : TP / w;
+        const long long tiles = (OH + h - 1) / h * ((OW + w - 1) / w);
+        const long long window = ((h - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1) *
+                                 ((w - 1) * p->stride_w + (p->KW - 1) * p->dilation_w + 1);
+        const long long cost = tiles * (window + (h * w + 15) / 16 * 16);
+        if (best < 0 || cost < best) {
+            best = cost;
+            th = (int)h;
+            tw = (int)w;
+        }
+    }
+}
+
+static int tgc_log2(int v) {
+    int l = 0;
+    while ((1 << (l + 1)) <= v) ++l;
+    return l;
+}
+
+// Fills s's geometry (no pointers' properties) and returns the shared memory of a launch (two windows, the
+// zero chunk, the staged filters, their B fragments, the piece and pixel tables, and where y may take
+// 16-byte stores the y staging), or 0 where that passes int range (far beyond any GPU's shared memory).
+template <int TP, int CS>
+static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
+    static_cast<ConvShape32&>(s) = conv_shape32(p);
+    s.G = (int)p->groups;
+    s.Cg = (int)(p->C / p->groups);
+    s.Mg = (int)(p->M / p->groups);
+    s.pack_c = s.Cg % TGC_CHUNK == 0 ? s.Cg : TGC_CHUNK;
+    s.gpp = s.pack_c / s.Cg;
+    s.pack_m = s.gpp * s.Mg;
+    s.cpp = s.pack_c / TGC_CHUNK;
+    s.lg_cg = tgc_log2(s.Cg);
+    s.lg_cpp = tgc_log2(s.cpp);
+    s.packs = CS / s.pack_c;
+    s.nt = (s.pack_m + 7) / 8;
+    s.slabs = (s.C + CS - 1) / CS;
+    tgc_pick_tile(TP, p, s.th, s.tw);
+    s.tiles_w = (s.OW + s.tw - 1) / s.tw;
+    s.tiles = (s.OH + s.th - 1) / s.th * s.tiles_w;
+    s.items = (int)(p->B * s.tiles);  // < 2^31: supports()
+    s.mtiles = (s.th * s.tw + 15) / 16;
+    const long long pieces = p->KH * p->KW * s.cpp;
+    const long long in_h = (s.th - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1;
+    const long long in_w = (s.tw - 1) * p->stride_w + (p->KW - 1) * p->dilation_w + 1;
+    const long long phase_w = (in_w + p->stride_w - 1) / p->stride_w;
+    const long long pix_chunks = (CS / TGC_CHUNK) | 1;
+    const long long window_chunks = in_h * p->stride_w * phase_w * pix_chunks;
+    const long long ksteps = (pieces + 1) / 2;
+    const long long b_bytes = (long long)s.packs * s.nt * ksteps * 32 * 8;
+    const long long w_offset = (2 * window_chunks + 1) * 16;
+    const long long w_bytes = ((long long)CS * s.Mg * p->KH * p->KW * 2 + 15) / 16 * 16;
+    const long long b_offset = w_offset + w_bytes, table_offset = b_offset + b_bytes;
+    const long long pix_offset = table_offset + 2 * ksteps * 4, y_offset = (pix_offset + 2 * TP * 4 + 15) / 16 * 16;
+    // 16-byte stores of y: NHWC, whole vectors of maps per block and in M (the pointer's alignment: the launch).
+    s.y_maps = s.packs * s.pack_m;
+    const int vy = (int)(16 / y_elem);
+    const bool y_vec_shape = p->y_layout == CONV_NHWC && s.y_maps % vy == 0 && s.M % vy == 0;
+    s.y_row = s.y_maps + vy;  // a pixel's maps and 16 bytes: the fragments' rows in distinct banks
+    const long long bytes = y_offset + (y_vec_shape ? (long long)TP * s.y_row * (long long)y_elem : 0);
+    if (bytes >= (1ll << 31)) return 0;
+    s.y_vec = y_vec_shape;  // the launch clears it where y is not 16-byte aligned
+    s.pieces = (int)pieces;
+    s.ksteps = (int)ksteps;
+    s.in_h = (int)in_h;
+    s.in_w = (int)in_w;
+    s.phase_w = (int)phase_w;
+    s.pix_chunks = (int)pix_chunks;
+    s.row_chunks = (int)(p->stride_w * phase_w * pix_chunks);
+    s.window_chunks = (int)window_chunks;
+    s.w_offset = (int)w_offset;
+    s.b_offset = (int)b_offset;
+    s.table_offset = (int)table_offset;
+    s.pix_offset = (int)pix_offset;
+    s.y_offset = (int)y_offset;
+    return (size_t)bytes;
+}
+
+template <int TP, int CS, int WARPS>
+struct TgcLaunch {
+    template <class TO, class TX, class TY>
+    static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
+        tgc_shape s;
+        const size_t smem = tgc_layout<TP, CS>(p, sizeof(TY), s);
+        s.x_nhwc = p->x_layout == CONV_NHWC;
+        s.y_nhwc = p->y_layout == CONV_NHWC;
+        s.w_mkkc = p->w_layout == CONV_MKKC;
+        s.x_vec = std::is_same<TX, TO>::value && s.x_nhwc && s.C % TGC_CHUNK == 0 && (uintptr_t)t->x % 16 == 0;
+        s.w_vec = (uintptr_t)t->w % 16 == 0;
+        s.y_vec = s.y_vec && (uintptr_t)t->y % 16 == 0;
+        s.y_pair = s.y_nhwc && s.Mg % 2 == 0 && (uintptr_t)t->y % (2 * sizeof(TY)) == 0;
+        s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
+        const auto kernel = tc_grouped_kernel<TP, CS, WARPS, TO, TX, TY>;
+        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        // A wave of blocks, whole slabs of them, each looping over the tiles (at most all of them).
+        int64_t wave = 0;
+        const int status = conv_wave_blocks(kernel, 32 * WARPS, smem, &wave);
+        if (status != CONV_OK) return status;
+        const int64_t per_slab = wave / s.slabs > 1 ? wave / s.slabs : 1;
+        const dim3 grid((unsigned)(s.slabs * (per_slab < s.items ? per_slab : s.items)));
+        CONV_LAUNCH_DEPENDENT("tc_grouped_kernel", kernel, grid, 32 * WARPS, smem, stream, s,
+                              static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
+                              static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
+        return CONV_OK;
+    }
+};
+
+}  // namespace
+
+template <int TP, int CS, int WARPS>
+int tc_grouped_supports(const conv_problem* p) {
+    if (p->groups < 2)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the grp configurations run grouped layers (groups >= 2); this one "
+                              "has groups=%lld", (long long)p->groups);
+    const long long Cg = p->C / p->groups;
+    // A pack is a chunk of 8 / Cg groups or one group of whole chunks, and a block's CS channels whole packs.
+    if (!(Cg == 1 || Cg == 2 || Cg == 4 || (Cg % TGC_CHUNK == 0 && CS % Cg == 0)))
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the grp%d_c%d configuration takes groups of 1, 2, 4 or a multiple "
+                              "of 8 channels that divides %d; this layer has %lld channels per group", TP, CS, CS,
+                              Cg);
+    if (p->y_dtype != p->x_dtype)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the grp configurations write y in x's dtype (x %s, y %s)",
+                              conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
+    tgc_shape s;
+    const size_t bytes = tgc_layout<TP, CS>(p, conv_dtype_size(p->y_dtype), s);
+    int device = 0, most = 0;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (bytes == 0 || bytes > (size_t)most)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the grp%d_c%d tile's input window (%lld x %lld pixels x %d "
+                              "channels: KH=%lld, KW=%lld, stride %lld x %lld, dilation %lld x %lld) and filters "
+                              "need %s%zu bytes of shared memory, the GPU gives a block %d", TP, CS,
+                              (long long)((s.th - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1),
+                              (long long)((s.tw - 1) * p->stride_w + (p->KW - 1) * p->dilation_w + 1), CS,
+                              (long long)p->KH, (long long)p->KW, (long long)p->stride_h, (long long)p->stride_w,
+                              (long long)p->dilation_h, (long long)p->dilation_w, bytes == 0 ? "over " : "",
+                              bytes == 0 ? (size_t)1 << 31 : bytes, most);
+    if (p->B * s.tiles * s.slabs >= (1ll << 31))
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "implicit_gemm_f16: the grp tiles of this batch pass gridDim.x");
+    return CONV_OK;
+}
+
+template <int TP, int CS, int WARPS>
+int tc_grouped_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    using L = TgcLaunch<TP, CS, WARPS>;
+    const cudaStream_t s = conv_stream(stream);
+    switch (p->x_dtype) {
+    case CONV_F16: return L::template run<__half, __half, __half>(p, t, s);
+    case CONV_BF16: return L::template run<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16>(p, t, s);
+    default: return L::template run<__half, float, float>(p, t, s);  // f32 rounded to fp16
+    }
+}
+
+// The configurations TcVariant lists (tc_igemm_host.cuh).
+#define TGC_CONFIG(TP, CS, WARPS)                                                                                 \
+    template int tc_grouped_supports<TP, CS, WARPS>(const conv_problem*);                                        \
+    template int tc_grouped_run<TP, CS, WARPS>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
+TGC_CONFIG(128, 64, 8)
+TGC_CONFIG(64, 64, 4)
+TGC_CONFIG(128, 32, 4)
+TGC_CONFIG(64, 32, 4)
