@@ -10,20 +10,27 @@
 //   straight from the staged window: the im2col is an address per lane), B_j the filter's values for
 //   those channels and tap. Two pieces make an mma's k of 16. Groups of fewer than 8 channels (1, 2, 4)
 //   are packed 8 / Cg to a chunk, with a block-diagonal B (half its products useful at 4 channels).
-//   A block computes a th x tw output tile (at most TP pixels, chosen per problem to waste few m16 rows
-//   and little halo) for CS input channels of one image, i.e. for CS / pack_c packs of groups:
-//   1. stages the pieces' offsets, every pack's B fragments (each lane's registers in the order the warps
-//      read them: one 8-byte load per n8 tile and k-step) and the tile's input window with its halo as
-//      [row][column][channel] in the operand dtype (zeros on padding, past the image and past C): from
-//      NHWC f16 / bf16 x by 16-byte cp.async where C and x allow, else element by element (NCHW, f32 x
-//      rounded to fp16). Window columns are stored by stride phase (column j at (j % S) * phase_w + j / S),
-//      so that neighbouring output columns read neighbouring stored pixels at any stride; a pixel takes
-//      an odd number of 16-byte chunks (CS / 8, plus one where that is even), so that the 8 rows of an
-//      ldmatrix fall in distinct banks;
+//   A block takes CS input channels of the layer (a slab: CS / pack_c packs of groups) and loops over output
+//   tiles of th x tw pixels (at most TP, chosen per problem to waste few m16 rows and little halo) of the
+//   batch: a wave of blocks, each taking every (gridDim.x / slabs)-th tile, so that its set-up is paid once.
+//   0. once: copies the slab's filters into shared memory (16-byte cp.async), builds every pack's B
+//      fragments from them (each lane's registers in the order the warps read them: one 8-byte load per
+//      k-step), the pieces' window offsets and the tile pixels' positions;
+//   1. per tile: its input window with the halo as [row][column][channel] in the operand dtype (zeros on
+//      padding, past the image and past C), copied in while the tile before is multiplied (two buffers):
+//      from NHWC f16 / bf16 x by 16-byte cp.async where C and x allow (a thread takes one chunk of a
+//      window column down its rows), else element by element (NCHW, f32 x rounded to fp16). Window
+//      columns are stored by stride phase (column j at (j % S) * phase_w + j / S), so that neighbouring
+//      output columns read neighbouring stored pixels at any stride; a pixel takes an odd number of
+//      16-byte chunks (CS / 8, plus one where that is even), so that the 8 rows of an ldmatrix fall in
+//      distinct banks;
 //   2. warps take tasks of one n8 map tile of one pack over every m16 pixel tile of the output tile: per
-//      k-step of two pieces, one B fragment load and TP / 16 ldmatrix + mma;
-//   3. each task's sums get bias and ReLU and are written from the fragments: NHWC y as pairs of maps
-//      (one 4- or 8-byte store) where the maps per group are even and y allows, else element by element.
+//      k-step of two pieces, one B fragment load and TP / 16 ldmatrix + mma (the first versions, of two
+//      m16 tiles a task, spent most of their instructions on each task's set-up and epilogue);
+//   3. each task's sums get bias and ReLU; NHWC y whose block maps and M are whole 16-byte vectors (and y
+//      aligned) is staged in shared memory and written by 16-byte stores, other y from the fragments (pairs
+//      of maps in one 4- or 8-byte store where the maps per group are even and y allows, else element by
+//      element, NCHW y along the maps' planes).
 //   Non-finite inputs: an mma multiplies the 8 channels of a chunk by the filter column of every map in
 //   it, so an Inf or NaN input of one group makes NaN of the outputs of the other groups packed with it
 //   at that pixel (Cg < 8), as the packed-group GEMM tiles do. Non-finite weights meet exactly the inputs
