@@ -274,13 +274,18 @@ TMA_REFUSED = {
 }
 
 
+def expect_refusal(variant, config, case, match):
+    """variant[config] refuses case (at the variant's compute level) with ConvUnsupportedError matching `match`."""
+    pr.skip_unless_available(variant)
+    case = case.with_(compute=pr.variant_caps(variant)["compute"])
+    with pytest.raises(ConvUnsupportedError, match=match):
+        pr.run_config(variant, config, case, *pr.random_operands(case, np.random.default_rng(0)))
+
+
 def check_refused(config, case, words):
     """implicit_gemm_f16[config] refuses case with a message holding `words` (or, on a GPU or build
     without wgmma, the architecture's refusal)."""
-    pr.skip_unless_available("implicit_gemm_f16")
-    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
-    with pytest.raises(ConvUnsupportedError, match=f"{words}|compute capability 9.0|no sm_90a code"):
-        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+    expect_refusal("implicit_gemm_f16", config, case, f"{words}|compute capability 9.0|no sm_90a code")
 
 
 @requires_gpu
@@ -390,11 +395,7 @@ NCHW_MMA_REFUSED = {
 @pytest.mark.parametrize("case_id", list(NCHW_MMA_REFUSED))
 @pytest.mark.parametrize("config", NCHW_MMA + NCHW_MMA_CLUSTER)
 def test_nchw_mma_config_refuses_other_problems(config, case_id):
-    case, match = NCHW_MMA_REFUSED[case_id]
-    pr.skip_unless_available("implicit_gemm_tf32")
-    case = case.with_(compute=pr.variant_caps("implicit_gemm_tf32")["compute"])
-    with pytest.raises(ConvUnsupportedError, match=match):
-        pr.run_config("implicit_gemm_tf32", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+    expect_refusal("implicit_gemm_tf32", config, *NCHW_MMA_REFUSED[case_id])
 
 
 DW = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
@@ -461,11 +462,7 @@ DEPTHWISE_REFUSED = {
 @pytest.mark.parametrize("case_id", list(DEPTHWISE_REFUSED))
 @pytest.mark.parametrize("config", DEPTHWISE)
 def test_depthwise_config_refuses_other_problems(config, case_id):
-    case, match = DEPTHWISE_REFUSED[case_id]
-    pr.skip_unless_available("implicit_gemm_f16")
-    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
-    with pytest.raises(ConvUnsupportedError, match=match):
-        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+    expect_refusal("implicit_gemm_f16", config, *DEPTHWISE_REFUSED[case_id])
 
 
 GROUPED_CASES = {
@@ -563,21 +560,14 @@ GROUPED_REFUSED = {
 @pytest.mark.parametrize("case_id", list(GROUPED_REFUSED))
 @pytest.mark.parametrize("config", GROUPED)
 def test_grouped_config_refuses_other_problems(config, case_id):
-    case, match = GROUPED_REFUSED[case_id]
-    pr.skip_unless_available("implicit_gemm_f16")
-    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
-    with pytest.raises(ConvUnsupportedError, match=match):
-        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)))
+    expect_refusal("implicit_gemm_f16", config, *GROUPED_REFUSED[case_id])
 
 
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
     """A grid that fills the GPU without a split is not the cluster configuration's to run."""
-    pr.skip_unless_available(variant)
-    case = CASES["two_pass_fp32_tile"].with_(B=64, compute=pr.variant_caps(variant)["compute"])
-    with pytest.raises(ConvUnsupportedError, match="split-K not used here"):
-        pr.run_config(variant, config, case, *pr.random_operands(case, np.random.default_rng(0)))
+    expect_refusal(variant, config, CASES["two_pass_fp32_tile"].with_(B=64), "split-K not used here")
 
 
 @requires_gpu
@@ -592,8 +582,8 @@ def test_unaligned_y_takes_the_register_epilogue(variant, rng):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_swept_configs_are_the_variants(variant):
     """The sweeps above name every configuration of both variants."""
-    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE + GROUPED if variant == "implicit_gemm_f16"
-           else NCHW_MMA + NCHW_MMA_CLUSTER)
+    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE + GROUPED
+           if variant == "implicit_gemm_f16" else NCHW_MMA + NCHW_MMA_CLUSTER)
     pr.check_swept_configs(variant, PLAIN + SPLIT + CLUSTER + own)
 
 

@@ -58,12 +58,11 @@ constexpr int TGC_CHUNK = 8;
 struct tgc_shape : ConvShape32 {
     int Cg, Mg, G;            // channels and maps per group, groups
     int lg_cg, lg_cpp;        // log2 of Cg and of cpp (both powers of two: supports())
-    int gpp, pack_c, pack_m;  // groups, channels and maps of a pack (pack_c: a chunk, or whole chunks)
+    int gpp, pack_m;          // groups and maps of a pack
     int cpp, packs, nt;       // chunks per pack, packs per block, n8 tiles per pack
     int pieces, ksteps;       // taps x chunks of a pack, and the k-steps of two pieces that cover them
     int slabs;                // blocks across C (CS channels each)
     int th, tw, tiles_w, tiles, items;  // output tile, tiles across and per plane, tiles of the batch
-    int mtiles;               // m16 tiles per output tile
     int in_h, in_w, phase_w;  // the tile's input window; stored columns per stride phase
     int pix_chunks, row_chunks, window_chunks;  // 16-byte chunks per stored pixel, window row, window
     int y_maps, y_row;        // maps of a block (packs * pack_m); y staging elements per pixel (padded)
@@ -76,6 +75,15 @@ __device__ __forceinline__ int tgc_stored_col(const tgc_shape& s, int j) {
     if (s.stride_w == 1) return j;
     if (s.stride_w == 2) return (j & 1) * s.phase_w + (j >> 1);
     return j % s.stride_w * s.phase_w + j / s.stride_w;
+}
+
+// Item i of a launch (the batch's output tiles, image-major): its image and first output row and column.
+struct TgcTile {
+    int b, oh0, ow0;
+};
+__device__ __forceinline__ TgcTile tgc_tile(const tgc_shape& s, int i) {
+    const int tile = i % s.tiles;
+    return {i / s.tiles, tile / s.tiles_w * s.th, tile % s.tiles_w * s.tw};
 }
 
 // Stages the window (rows from ih0, columns from iw0) of channels [c0, c0 + CS) as [row][stored column]
@@ -227,11 +235,10 @@ __global__ void __launch_bounds__(32 * WARPS) tc_grouped_kernel(tgc_shape s, con
     tgc_stage_raw_filters<CS, THREADS>(s, w, g0, s_w);
     cp_async_commit();
 
-    // The window of item i (the batch's tiles, image-major) into buffer buf.
+    // The window of item i into buffer buf.
     const auto stage = [&](int i, int buf) {
-        const int tile = i % s.tiles, b = i / s.tiles;
-        const int oh0 = tile / s.tiles_w * s.th, ow0 = tile % s.tiles_w * s.tw;
-        tgc_stage_window<CS, THREADS, TO>(s, x, b, c0, oh0 * s.stride_h - s.pad_h, ow0 * s.stride_w - s.pad_w,
+        const TgcTile t = tgc_tile(s, i);
+        tgc_stage_window<CS, THREADS, TO>(s, x, t.b, c0, t.oh0 * s.stride_h - s.pad_h, t.ow0 * s.stride_w - s.pad_w,
                                           s_x + buf * s.window_chunks);
     };
     int item = blockIdx.x / s.slabs;
@@ -258,8 +265,8 @@ __global__ void __launch_bounds__(32 * WARPS) tc_grouped_kernel(tgc_shape s, con
         cp_async_wait<1>();  // this item's window (the next one's copies stay in flight)
         __syncthreads();
         const uint4* win = s_x + cur * s.window_chunks;
-        const int tile = item % s.tiles, b = item / s.tiles;
-        const int oh0 = tile / s.tiles_w * s.th, ow0 = tile % s.tiles_w * s.tw;
+        const TgcTile t = tgc_tile(s, item);
+        const int b = t.b, oh0 = t.oh0, ow0 = t.ow0;
         // The warp's tasks (pack, n8 tile), n8 tiles fastest, WARPS apart: carried, not divided.
         int n8 = warp, pk = 0;
         const auto carry = [&] {
@@ -385,20 +392,19 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
     s.G = (int)p->groups;
     s.Cg = (int)(p->C / p->groups);
     s.Mg = (int)(p->M / p->groups);
-    s.pack_c = s.Cg % TGC_CHUNK == 0 ? s.Cg : TGC_CHUNK;
-    s.gpp = s.pack_c / s.Cg;
+    const int pack_c = s.Cg % TGC_CHUNK == 0 ? s.Cg : TGC_CHUNK;  // a pack's channels: a chunk, or whole chunks
+    s.gpp = pack_c / s.Cg;
     s.pack_m = s.gpp * s.Mg;
-    s.cpp = s.pack_c / TGC_CHUNK;
+    s.cpp = pack_c / TGC_CHUNK;
     s.lg_cg = tgc_log2(s.Cg);
     s.lg_cpp = tgc_log2(s.cpp);
-    s.packs = CS / s.pack_c;
+    s.packs = CS / pack_c;
     s.nt = (s.pack_m + 7) / 8;
     s.slabs = (s.C + CS - 1) / CS;
     tgc_pick_tile(TP, p, s.th, s.tw);
     s.tiles_w = (s.OW + s.tw - 1) / s.tw;
     s.tiles = (s.OH + s.th - 1) / s.th * s.tiles_w;
     s.items = (int)(p->B * s.tiles);  // < 2^31: supports()
-    s.mtiles = (s.th * s.tw + 15) / 16;
     const long long pieces = p->KH * p->KW * s.cpp;
     const long long in_h = (s.th - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1;
     const long long in_w = (s.tw - 1) * p->stride_w + (p->KW - 1) * p->dilation_w + 1;
