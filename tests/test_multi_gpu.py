@@ -6,7 +6,8 @@ plans and tuning). Skipped below two GPUs."""
 import numpy as np
 import pytest
 from oracle import conv2d_reference, rel_l2
-from test_devices_streams import (assert_device_still_works, current_device, optional_torch, precision_of,
+from test_devices_streams import (_sleep_cycles_per_second, assert_device_still_works, current_device, optional_torch,
+                                  precision_of,
                                   requires_cupy, requires_torch_cuda)
 from test_threads import run_threads
 
@@ -142,6 +143,36 @@ def test_torch_current_stream_of_the_operands_device(rng):
         y = pyconv.conv2d(xt, wt)
     s1.synchronize()
     assert rel_l2(y.cpu().numpy(), conv2d_reference(x, w)) <= 1e-5
+
+
+@requires_torch_cuda
+def test_grouped_tiles_on_device_1_after_a_delayed_producer(rng):
+    """implicit_gemm_f16's grp tiles (persistent blocks, cp.async window copies; ResNeXt's 4 channels a group)
+    on cuda:1, called on a side stream whose producer of x is still asleep on the GPU: the call runs in that
+    stream's order on device 1 and device 0 is current again after the block; a refused layer (3 channels a
+    group) leaves device 1 usable."""
+    torch = optional_torch()
+    x = rng.uniform(-1, 1, (2, 128, 19, 21)).astype(np.float32)
+    w = rng.uniform(-1, 1, (128, 4, 3, 3)).astype(np.float32)
+    src, wt = (torch.from_numpy(a).to("cuda:1").half().to(memory_format=torch.channels_last) for a in (x, w))
+    xt = torch.zeros_like(src)
+    torch.cuda.synchronize(1)
+    s1 = torch.cuda.Stream(device=1)
+    kw = dict(padding=1, groups=32, variant="implicit_gemm_f16", config="grp64_c32")
+    with torch.cuda.stream(s1):
+        torch.cuda._sleep(int(0.05 * _sleep_cycles_per_second()))  # the producer: x written after 50 ms
+        xt.copy_(src)
+        y = pyconv.conv2d(xt, wt, **kw)
+    assert torch.cuda.current_device() == 0
+    s1.synchronize()
+    assert y.device == torch.device("cuda", 1) and y.dtype == torch.float16
+    ref = conv2d_reference(src.double().cpu().numpy(), wt.double().cpu().numpy(), padding=(1, 1), groups=32)
+    assert rel_l2(y.double().cpu().numpy(), ref) <= INFOS["implicit_gemm_f16"].max_rel_error
+    x3 = torch.zeros((2, 96, 9, 9), device="cuda:1", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w3 = torch.zeros((96, 3, 3, 3), device="cuda:1", dtype=torch.float16).to(memory_format=torch.channels_last)
+    with pytest.raises(pyconv.ConvUnsupportedError, match="groups of 1, 2, 4 or a multiple of 8"):
+        pyconv.conv2d(x3, w3, **kw)
+    assert_device_still_works(OTHER)
 
 
 @requires_cupy
