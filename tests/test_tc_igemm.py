@@ -510,6 +510,15 @@ GROUPED_CASES = {
     "many_tiles_per_block_nchw_y": ConvCase(3, 16, 200, 190, 16, 3, 3, padding=(1, 1), groups=4, x_dtype="bf16",
                                             y_dtype="bf16", epilogue="relu", x_layout="NHWC", w_layout="MKKC",
                                             y_layout="NCHW"),
+    # f32 x copied raw and rounded into the window once the tile before is done: NCHW over thousands of tiles
+    # (the raw window's copies in flight while a tile is multiplied), NCHW at stride 2 with C = 20 (a part
+    # chunk), and NHWC f32
+    "many_tiles_per_block_f32_nchw": ConvCase(3, 16, 190, 170, 16, 3, 3, padding=(1, 1), groups=4, bias=True,
+                                              epilogue="relu"),
+    "cg4_f32_nchw_c20_s2": ConvCase(2, 20, 15, 17, 20, 3, 3, stride=(2, 2), padding=(1, 1), groups=5, bias=True),
+    "cg8_f32_nhwc": ConvCase(2, 32, 11, 12, 32, 3, 3, padding=(1, 1), groups=4, **DW),
+    # 16-bit NCHW x: 8 element loads a chunk
+    "cg4_f16_nchw": ConvCase(2, 32, 13, 11, 32, 3, 3, padding=(1, 1), groups=8, x_dtype="f16", y_dtype="f16"),
     # depthwise (one channel a group, 8 to a chunk), as MobileNetV2's
     "cg1_depthwise_s2": ConvCase(2, 48, 29, 30, 48, 3, 3, stride=(2, 2), padding=(1, 1), groups=48,
                                  x_dtype="f16", y_dtype="f16", **DW),

@@ -26,6 +26,18 @@ __device__ __forceinline__ TO mma16_operand(TX v) {
 __device__ __forceinline__ uint32_t mma16_bits(__half v) { return __half_as_ushort(v); }
 __device__ __forceinline__ uint32_t mma16_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
 
+// Two f32 values rounded to one fragment register of TO operands (v0 in the low half): one paired conversion.
+template <class TO>
+__device__ __forceinline__ uint32_t mma16_pair_bits(float v0, float v1) {
+    if constexpr (std::is_same<TO, __half>::value) {
+        const __half2 h = __floats2half2_rn(v0, v1);
+        return *reinterpret_cast<const uint32_t*>(&h);
+    } else {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+        return *reinterpret_cast<const uint32_t*>(&h);
+    }
+}
+
 // D += A * B for one m16n8k16 tile of TO operands.
 template <class TO>
 __device__ __forceinline__ void mma16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {

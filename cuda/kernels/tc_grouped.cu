@@ -17,9 +17,11 @@
 //      fragments from them (each lane's registers in the order the warps read them: one 8-byte load per
 //      k-step), the pieces' window offsets and the tile pixels' positions;
 //   1. per tile: its input window with the halo as [row][column][channel] in the operand dtype (zeros on
-//      padding, past the image and past C), copied in while the tile before is multiplied (two buffers):
-//      from NHWC f16 / bf16 x by 16-byte cp.async where C and x allow (a thread takes one chunk of a
-//      window column down its rows), else element by element (NCHW, f32 x rounded to fp16). Window
+//      padding, past the image and past C), copied in while the tile before is multiplied: from NHWC
+//      f16 / bf16 x by 16-byte cp.async where C and x allow (two buffers); from f32 x (NCHW or NHWC) by
+//      4-byte cp.async into a raw f32 window, rounded to fp16 into the one buffer once the tile before is
+//      done (the fast path's NCHW input: loads waited on in place were most of its stalls); else (16-bit
+//      NCHW, unaligned x) element by element, waited on in place. Window
 //      columns are stored by stride phase (column j at (j % S) * phase_w + j / S), so that neighbouring
 //      output columns read neighbouring stored pixels at any stride; a pixel takes an odd number of
 //      16-byte chunks (CS / 8, plus one where that is even), so that the 8 rows of an ldmatrix fall in
@@ -86,21 +88,45 @@ __device__ __forceinline__ TgcTile tgc_tile(const tgc_shape& s, int i) {
     return {i / s.tiles, tile / s.tiles_w * s.th, tile % s.tiles_w * s.tw};
 }
 
-// Stages the window (rows from ih0, columns from iw0) of channels [c0, c0 + CS) as [row][stored column]
-// [channel] chunks, zeros outside the image and past C.
+// Line e of a window's columns (`per` lines a column: its 8-channel chunks, or for the raw f32 copy its
+// channels): NHWC with a column's lines in neighbouring lanes, NCHW with neighbouring columns in neighbouring
+// lanes, so that a warp's accesses of one pixel (NHWC) or one channel's row (NCHW) are one run.
+__device__ __forceinline__ void tgc_line(const tgc_shape& s, int per, int e, int& ch, int& j) {
+    ch = s.x_nhwc ? e % per : e / s.in_w;
+    j = s.x_nhwc ? e / per : e % s.in_w;
+}
+
+// 8 channels' f32 values as one 16-byte chunk of TO operands.
+template <class TO>
+__device__ __forceinline__ uint4 tgc_pack8(const float (&v)[TGC_CHUNK]) {
+    return make_uint4(mma16_pair_bits<TO>(v[0], v[1]), mma16_pair_bits<TO>(v[2], v[3]),
+                      mma16_pair_bits<TO>(v[4], v[5]), mma16_pair_bits<TO>(v[6], v[7]));
+}
+
+// Stages the window (rows from ih0, columns from iw0) of channels [c0, c0 + CS), zeros outside the image and
+// past C, in one of three ways:
+//   NHWC 16-bit x, C % 8 == 0, x 16-byte aligned (x_vec): chunks by 16-byte cp.async into win, in flight
+//     until the caller waits;
+//   f32 x: elements by 4-byte cp.async into raw, in flight until the caller waits, then rounded into
+//     win by tgc_convert_raw;
+//   else (16-bit NCHW or unaligned x): element by element into win, done on return.
+// In the first two a thread takes one line of a window column and walks it down the rows: one address step a
+// row.
 template <int CS, int THREADS, class TO, class TX>
 __device__ __forceinline__ void tgc_stage_window(const tgc_shape& s, const TX* __restrict__ x, int b, int c0, int ih0,
-                                                 int iw0, uint4* s_x) {
+                                                 int iw0, uint4* win, float* raw) {
+    constexpr int CHUNKS = CS / TGC_CHUNK;
+    const int row_step = s.x_nhwc ? s.W * s.C : s.W;
+    // x's offset of channel c at column iw of row ih0 (read only where in the image)
+    const auto offset = [&](int c, int iw) {
+        return s.x_nhwc ? ((b * s.H + ih0) * s.W + iw) * s.C + c : ((b * s.C + c) * s.H + ih0) * s.W + iw;
+    };
     if constexpr (std::is_same<TX, TO>::value) {
-        if (s.x_vec) {  // NHWC, C % 8 == 0, x 16-byte aligned: a chunk is whole or all past C
-            // A thread takes a chunk of a window column (a column's chunks in neighbouring lanes) and copies
-            // it down the rows: one address step per copy.
-            constexpr int CHUNKS = CS / TGC_CHUNK;
-            const int row_step = s.W * s.C;
+        if (s.x_vec) {  // NHWC (a column's chunks in neighbouring lanes); a chunk is whole or all past C
             for (int e = threadIdx.x; e < s.in_w * CHUNKS; e += THREADS) {
                 const int ch = e % CHUNKS, j = e / CHUNKS, iw = iw0 + j, c = c0 + ch * TGC_CHUNK;
                 const bool col_in = (unsigned)iw < (unsigned)s.W && c < s.C;
-                uint4* dst = s_x + tgc_stored_col(s, j) * s.pix_chunks + ch;
+                uint4* dst = win + tgc_stored_col(s, j) * s.pix_chunks + ch;
                 int off = ((b * s.H + ih0) * s.W + iw) * s.C + c;  // x's offset at row ih0 (read where in)
 #pragma unroll 4
                 for (int i = 0; i < s.in_h; ++i, off += row_step, dst += s.row_chunks) {
@@ -111,27 +137,67 @@ __device__ __forceinline__ void tgc_stage_window(const tgc_shape& s, const TX* _
             return;
         }
     }
-    const int total = s.in_h * s.in_w * CS;
-    for (int e = threadIdx.x; e < total; e += THREADS) {
-        int ch, i, j;
-        if (s.x_nhwc) {  // channels fastest
-            ch = e % CS;
-            const int pix = e / CS;
-            j = pix % s.in_w;
-            i = pix / s.in_w;
-        } else {  // columns fastest
-            j = e % s.in_w;
-            const int r = e / s.in_w;
-            i = r % s.in_h;
-            ch = r / s.in_h;
+    if constexpr (std::is_same<TX, float>::value) {  // raw: [channel][row][column] (NCHW), [row][column][channel]
+        const int raw_row = s.x_nhwc ? s.in_w * CS : s.in_w;
+        for (int e = threadIdx.x; e < s.in_w * CS; e += THREADS) {
+            int ch, j;
+            tgc_line(s, CS, e, ch, j);
+            const int iw = iw0 + j, c = c0 + ch;
+            const bool col_in = (unsigned)iw < (unsigned)s.W && c < s.C;
+            float* dst = raw + (s.x_nhwc ? j * CS + ch : ch * s.in_h * s.in_w + j);
+            int off = col_in ? offset(c, iw) : 0;
+#pragma unroll 4
+            for (int i = 0; i < s.in_h; ++i, off += row_step, dst += raw_row) {
+                const bool in = col_in && (unsigned)(ih0 + i) < (unsigned)s.H;
+                cp_async_4_zfill(dst, x + (in ? off : 0), in);
+            }
         }
-        const int ih = ih0 + i, iw = iw0 + j, c = c0 + ch;
-        const bool in = (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
-        const TX v = conv_ldg(x + (in ? (s.x_nhwc ? ((b * s.H + ih) * s.W + iw) * s.C + c
-                                                  : ((b * s.C + c) * s.H + ih) * s.W + iw)
-                                      : 0));
-        TO* dst = reinterpret_cast<TO*>(s_x + i * s.row_chunks + tgc_stored_col(s, j) * s.pix_chunks) + ch;
-        *dst = in ? mma16_operand<TO>(v) : mma16_zero<TO>();
+    } else {  // (8 loads a chunk here, tried, changed ptxas's allocation of the whole kernel: fp16 NHWC ran
+              // 10-25% slower on the cp.async path)
+        const int total = s.in_h * s.in_w * CS;
+        for (int e = threadIdx.x; e < total; e += THREADS) {
+            int ch, i, j;
+            if (s.x_nhwc) {  // channels fastest
+                ch = e % CS;
+                const int pix = e / CS;
+                j = pix % s.in_w;
+                i = pix / s.in_w;
+            } else {  // columns fastest
+                j = e % s.in_w;
+                const int r = e / s.in_w;
+                i = r % s.in_h;
+                ch = r / s.in_h;
+            }
+            const int ih = ih0 + i, iw = iw0 + j, c = c0 + ch;
+            const bool in = (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W && c < s.C;
+            const TX v = conv_ldg(x + (in ? (s.x_nhwc ? ((b * s.H + ih) * s.W + iw) * s.C + c
+                                                      : ((b * s.C + c) * s.H + ih) * s.W + iw)
+                                          : 0));
+            TO* dst = reinterpret_cast<TO*>(win + i * s.row_chunks + tgc_stored_col(s, j) * s.pix_chunks) + ch;
+            *dst = in ? mma16_operand<TO>(v) : mma16_zero<TO>();
+        }
+    }
+}
+
+// Rounds the raw f32 window (tgc_stage_window, its copies complete and seen) into win, a chunk a thread as
+// there (NCHW: neighbouring columns in neighbouring lanes, so that their reads of a channel fall in distinct
+// banks).
+template <int CS, int THREADS, class TO>
+__device__ __forceinline__ void tgc_convert_raw(const tgc_shape& s, const float* raw, uint4* win) {
+    constexpr int CHUNKS = CS / TGC_CHUNK;
+    const int raw_row = s.x_nhwc ? s.in_w * CS : s.in_w, k_step = s.x_nhwc ? 1 : s.in_h * s.in_w;
+    for (int e = threadIdx.x; e < s.in_w * CHUNKS; e += THREADS) {
+        int ch, j;
+        tgc_line(s, CHUNKS, e, ch, j);
+        const float* src = raw + (s.x_nhwc ? j * CS + ch * TGC_CHUNK : ch * TGC_CHUNK * k_step + j);
+        uint4* dst = win + tgc_stored_col(s, j) * s.pix_chunks + ch;
+#pragma unroll 2
+        for (int i = 0; i < s.in_h; ++i, src += raw_row, dst += s.row_chunks) {
+            float v[TGC_CHUNK];
+#pragma unroll
+            for (int k = 0; k < TGC_CHUNK; ++k) v[k] = src[k * k_step];
+            *dst = tgc_pack8<TO>(v);
+        }
     }
 }
 
@@ -194,15 +260,21 @@ __device__ __forceinline__ void tgc_build_fragments(const tgc_shape& s, const TO
 // A block takes the maps of input channels [c0, c0 + CS) (its slab: blockIdx.x % slabs, so that the blocks
 // in flight read whole pixels) for output tiles blockIdx.x / slabs, then every gridDim.x / slabs-th after it
 // (persistent: its filters are staged once), the next tile's window copied in while this one's is
-// multiplied.
+// multiplied. For f32 x the launch bounds ask for 16 warps an SM (up to 128 registers a thread): without a
+// minimum ptxas chose 56-72 registers and spilled. 16-bit x keeps ptxas's own choice (55-117 registers, no
+// spills), with which its tables were measured.
 template <int TP, int CS, int WARPS, class TO, class TX, class TY>
-__global__ void __launch_bounds__(32 * WARPS) tc_grouped_kernel(tgc_shape s, const TX* __restrict__ x,
-                                                                const TX* __restrict__ w,
-                                                                const TY* __restrict__ bias, TY* __restrict__ y) {
+__global__ void __launch_bounds__(32 * WARPS, std::is_same<TX, float>::value ? 512 / (32 * WARPS) : 0)
+    tc_grouped_kernel(tgc_shape s, const TX* __restrict__ x, const TX* __restrict__ w, const TY* __restrict__ bias,
+                      TY* __restrict__ y) {
     constexpr int THREADS = 32 * WARPS, MT = TP / 16;
+    constexpr bool RAW = std::is_same<TX, float>::value;  // tgc_stage_window's raw f32 window
     extern __shared__ uint4 tgc_smem[];
-    uint4* s_x = tgc_smem;  // two windows, then a chunk of zeros
-    const uint4* zero = s_x + 2 * s.window_chunks;
+    // A chunk of zeros first (at a fixed address: the k-steps' select of it stays cheap), then a window, then a
+    // second one (or the raw f32 window).
+    const uint4* zero = tgc_smem;
+    uint4* s_x = tgc_smem + 1;
+    float* s_raw = reinterpret_cast<float*>(s_x + s.window_chunks);
     uint2* s_b = reinterpret_cast<uint2*>(reinterpret_cast<char*>(tgc_smem) + s.b_offset);
     int* s_piece = reinterpret_cast<int*>(reinterpret_cast<char*>(tgc_smem) + s.table_offset);
     int* s_pix = reinterpret_cast<int*>(reinterpret_cast<char*>(tgc_smem) + s.pix_offset);
@@ -229,17 +301,17 @@ __global__ void __launch_bounds__(32 * WARPS) tc_grouped_kernel(tgc_shape s, con
         s_pix[p] = r << 16 | c;
         s_abase[p] = r * s.stride_h * s.row_chunks + c * s.pix_chunks;
     }
-    if (threadIdx.x == 0) s_x[2 * s.window_chunks] = make_uint4(0u, 0u, 0u, 0u);
+    if (threadIdx.x == 0) tgc_smem[0] = make_uint4(0u, 0u, 0u, 0u);
     grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
     TO* s_w = reinterpret_cast<TO*>(reinterpret_cast<char*>(tgc_smem) + s.w_offset);
     tgc_stage_raw_filters<CS, THREADS>(s, w, g0, s_w);
     cp_async_commit();
 
-    // The window of item i into buffer buf.
+    // The window of item i into buffer buf (f32 x: into the raw window).
     const auto stage = [&](int i, int buf) {
         const TgcTile t = tgc_tile(s, i);
         tgc_stage_window<CS, THREADS, TO>(s, x, t.b, c0, t.oh0 * s.stride_h - s.pad_h, t.ow0 * s.stride_w - s.pad_w,
-                                          s_x + buf * s.window_chunks);
+                                          s_x + buf * s.window_chunks, s_raw);
     };
     int item = blockIdx.x / s.slabs;
     if (item < s.items) stage(item, 0);
@@ -247,6 +319,11 @@ __global__ void __launch_bounds__(32 * WARPS) tc_grouped_kernel(tgc_shape s, con
     cp_async_wait<1>();  // the filters (the first window's copies stay in flight)
     __syncthreads();
     tgc_build_fragments<WARPS>(s, s_w, g0, s_b);  // seen by every warp after the loop's first barrier
+    if constexpr (RAW) {  // the first window rounded into buffer 0
+        cp_async_wait<0>();
+        __syncthreads();
+        if (item < s.items) tgc_convert_raw<CS, THREADS, TO>(s, s_raw, s_x);
+    }
 
     const int tile_px = s.th * s.tw;
     // ldmatrix.x4 rows: lanes 0-15 give pixels 0-15 of an m16 tile at a k-step's first piece, lanes 16-31
@@ -258,12 +335,18 @@ __global__ void __launch_bounds__(32 * WARPS) tc_grouped_kernel(tgc_shape s, con
     const int vecs = s.y_maps / VY, m_slab = slab * s.y_maps;
     const int vp0 = s.y_vec ? threadIdx.x / vecs : 0, vv0 = s.y_vec ? threadIdx.x % vecs : 0;
     const int vdp = s.y_vec ? THREADS / vecs : 0, vdv = s.y_vec ? THREADS % vecs : 0;
+    // Two windows: the next one's copies in flight while this one is multiplied. f32 x: one window, rounded
+    // from the raw one (the next one's copies in flight the same way) after this one is done.
 #pragma unroll 1
-    for (int cur = 0; item < s.items; item += step, cur ^= 1) {
-        if (item + step < s.items) stage(item + step, cur ^ 1);
+    for (int cur = 0; item < s.items; item += step) {
+        const bool more = item + step < s.items;
+        if constexpr (RAW) __syncthreads();  // this item's window rounded in, and the raw one read
+        if (more) stage(item + step, cur ^ 1);
         cp_async_commit();
-        cp_async_wait<1>();  // this item's window (the next one's copies stay in flight)
-        __syncthreads();
+        if constexpr (!RAW) {
+            cp_async_wait<1>();  // this item's window (the next one's copies stay in flight)
+            __syncthreads();
+        }
         const uint4* win = s_x + cur * s.window_chunks;
         const TgcTile t = tgc_tile(s, item);
         const int b = t.b, oh0 = t.oh0, ow0 = t.ow0;
@@ -352,7 +435,14 @@ __global__ void __launch_bounds__(32 * WARPS) tc_grouped_kernel(tgc_shape s, con
                     *reinterpret_cast<const uint4*>(s_y + p * s.y_row + v * VY);
             }
         }
-        __syncthreads();  // every read of this window (and of the y staging) is done before they are refilled
+        if constexpr (RAW) {  // the next raw window complete, every read of this window (and of the y staging) done
+            cp_async_wait<0>();
+            __syncthreads();
+            if (more) tgc_convert_raw<CS, THREADS, TO>(s, s_raw, s_x);
+        } else {
+            __syncthreads();  // every read of this window (and of the y staging) is done before they are refilled
+            cur ^= 1;
+        }
     }
     grid_launch_dependents();  // x, w and bias are read
 }
@@ -383,9 +473,10 @@ static int tgc_log2(int v) {
     return l;
 }
 
-// Fills s's geometry (no pointers' properties) and returns the shared memory of a launch (two windows, the
-// zero chunk, the staged filters, their B fragments, the piece and pixel tables, and where y may take
-// 16-byte stores the y staging), or 0 where that passes int range (far beyond any GPU's shared memory).
+// Fills s's geometry (no pointers' properties) and returns the shared memory of a launch (the zero chunk, two
+// windows or for f32 x a window and the raw one, the staged filters, their B fragments, the piece and pixel
+// tables, and where y may take 16-byte stores the y staging), or 0 where that passes int range (far beyond any
+// GPU's shared memory).
 template <int TP, int CS>
 static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
     static_cast<ConvShape32&>(s) = conv_shape32(p);
@@ -413,7 +504,9 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
     const long long window_chunks = in_h * p->stride_w * phase_w * pix_chunks;
     const long long ksteps = (pieces + 1) / 2;
     const long long b_bytes = (long long)s.packs * s.nt * ksteps * 32 * 8;
-    const long long w_offset = (2 * window_chunks + 1) * 16;
+    // After the window: a second one, or for f32 x the raw window (in_h x in_w x CS floats).
+    const long long second = p->x_dtype == CONV_F32 ? (in_h * in_w * CS * 4 + 15) / 16 : window_chunks;
+    const long long w_offset = (1 + window_chunks + second) * 16;
     const long long w_bytes = ((long long)CS * s.Mg * p->KH * p->KW * 2 + 15) / 16 * 16;
     const long long b_offset = w_offset + w_bytes, table_offset = b_offset + b_bytes;
     const long long pix_offset = table_offset + 2 * ksteps * 4, y_offset = (pix_offset + 2 * TP * 4 + 15) / 16 * 16;
