@@ -61,11 +61,11 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
         ["m1_t32x32", "m1_t32x32_p8", "m1_t16x16", "m1_t8x8", "m4_t32x16", "m4_t16x16", "m4_t8x8",
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
-         "nhwc_narrow_r4p4_t128", "nchw_r2", "nchw_r4", "nchw_r7"]]
+         "nhwc_narrow_r4p4_t128", "nchw_r2", "nchw_r4", "nchw_r7", "nchw_t32x32", "nchw_t16x16", "nchw_t8x8"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128"]
-NCHW_CONFIGS = ["nchw_r2", "nchw_r4", "nchw_r7"]
+NCHW_CONFIGS = ["nchw_r2", "nchw_r4", "nchw_r7", "nchw_t32x32", "nchw_t16x16", "nchw_t8x8"]
 
 
 def test_config_list_is_the_swept_one():
@@ -104,6 +104,10 @@ DW_SHAPES = {
     "7x7_s2_generic": ConvCase(1, 16, 12, 11, 16, 7, 7, stride=(2, 2), padding=(3, 3), groups=16),
     "3x5_dil2_generic": ConvCase(1, 8, 10, 12, 8, 3, 5, padding=(2, 4), dilation=(2, 2), groups=8),
     "3x3_s2_multiplier2": ConvCase(1, 6, 11, 13, 12, 3, 3, stride=(2, 2), padding=(1, 1), groups=6),
+    # Planes of several tiles (the nchw_t* kernels: 32, 16 and 8 outputs a side), 12 planes (blocks of 2,
+    # 8 and 32 planes, the last one part empty)
+    "7x7_plane40x37_c4": ConvCase(3, 4, 40, 37, 4, 7, 7, padding=(3, 3), groups=4),
+    "5x5_s2_plane70x67_c4": ConvCase(1, 4, 70, 67, 4, 5, 5, stride=(2, 2), padding=(2, 2), groups=4),
     # The most taps the NHWC kernel stages (93 x (128 + 4 padding) floats: all but 48 bytes of 48 KB).
     "3x31_c128_most_taps": ConvCase(1, 128, 5, 34, 128, 3, 31, padding=(1, 15), groups=128),
 }
@@ -124,6 +128,17 @@ def test_depthwise_kernels_every_dtype(shape, dtype, config, rng):
         status, message = supports(case, config)
         assert status == UNSUPPORTED and "groups == C == M" in message, message
         return
+    pr.check_config(NAME, config, case, rng)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("config", ["nchw_t32x32", "nchw_t16x16", "nchw_t8x8"])
+def test_nchw_tiles_loop_over_many_tile_groups(config, dtype, rng):
+    """More tile groups than a wave of blocks (512 planes of 80 x 80): each persistent block loops over
+    several, the next windows copied in (f32: cp.async) while one is multiplied."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(8, 64, 80, 80, 64, 5, 5, padding=(2, 2), groups=64, x_dtype=dtype, y_dtype=dtype, bias=True,
+                    epilogue="relu")
     pr.check_config(NAME, config, case, rng)
 
 
@@ -189,7 +204,10 @@ def test_default_config_per_shape():
                                **half)) == "nhwc_narrow_r2p2_t128"
     assert default_of(ConvCase(64, 128, 7, 7, 128, 5, 5, padding=(2, 2), groups=128,
                                **dict(half, x_dtype="bf16", y_dtype="bf16"))) == "nhwc_narrow_r4p4_t128"
-    assert default_of(SHAPES["convnext_7x7"]) == "m1_t32x32_p8"
+    assert default_of(SHAPES["convnext_7x7"]) == "nchw_t32x32"  # 5x5 / 7x7 NCHW depthwise, 24+ columns
+    assert default_of(SHAPES["convnext_7x7"].with_(y_dtype="f16")) == "m1_t32x32_p8"  # mixed dtypes
+    assert default_of(ConvCase(1, 8, 30, 32, 8, 5, 5, padding=(4, 4), dilation=(2, 2),
+                               groups=8)) == "m1_t32x32_p8"  # dilated: no kernel of its own in the nchw_t tiles
     assert default_of(SHAPES["convnext_7x7_tiny"]) == "nchw_r7"  # 7x7 plane: one band of 7 rows
     assert default_of(SHAPES["mbv2_3x3_s2"]) == "nchw_r4"  # stride 2, 12 output rows
     assert default_of(SHAPES["resnext_g8_cg4"]) == "m4_t16x16"

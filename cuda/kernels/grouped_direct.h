@@ -1,6 +1,6 @@
 // grouped_direct.h — what grouped_direct.cu (the variant: tiled kernels for any grouped layer) shares
-// with its two depthwise kernels, depthwise_nhwc.cu (channels contiguous) and depthwise_nchw.cu
-// (planes contiguous): their eligibility tests and launch configurations, which the variant's
+// with its depthwise kernels, depthwise_nhwc.cu (channels contiguous), depthwise_nchw.cu and
+// depthwise_nchw_tiled.cu (planes contiguous): their eligibility tests and launch configurations, which the variant's
 // configuration table lists beside its own.
 #pragma once
 
@@ -43,9 +43,19 @@ int dw_nchw_fits(const conv_problem* p, int report);
 template <int PR>
 int dw_nchw_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
+// Runs the register-blocked NCHW depthwise kernel (depthwise_nchw_tiled.cu) on a problem dw_nchw_fits
+// takes: TH x TW output tiles, 4 x 4 outputs a thread; filters without a kernel of their own there and
+// mixed dtypes take dw_nchw_run<4>.
+template <int TH, int TW>
+int dwt_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+
+// 1 if dwt_run has a kernel of its own for the problem's filter and dtypes (else it takes dw_nchw_run<4>).
+int dwt_unrolled(const conv_problem* p);
+
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
 // generic kernel, run-time filter loops) for every other shape.
+
 template <template <int, int> class At>
 static inline std::remove_const_t<decltype(At<0, 0>::kernel)> gd_kernel_for_filter(const conv_problem* p) {
     const bool square = p->KH == p->KW && p->stride_h == p->stride_w && p->dilation_h == 1 && p->dilation_w == 1;

@@ -310,13 +310,20 @@ int gd_nchw_run(const conv_problem* p, const conv_tensors* t, void*, size_t, voi
     return dw_nchw_run<PR>(p, t, conv_stream(stream));
 }
 
+// A register-blocked NCHW depthwise configuration (depthwise_nchw_tiled.cu).
+template <int TH, int TW>
+int gd_nchw_tiled_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return dwt_run<TH, TW>(p, t, conv_stream(stream));
+}
+
 int gd_nchw_supports(const conv_problem* p) { return dw_nchw_fits(p, 1); }
 
 // Names: maps per thread (m1: depthwise, one map per group; m4: grouped, LDS.128 of 4 maps), the
 // output tile (columns x rows), rows per thread where not the tile's default. The nhwc_* ones: output
 // rows (r, where more than 1) x pixels per thread, threads per block of depthwise_nhwc.cu, with
-// 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids. The nchw_* ones:
-// output rows per thread of depthwise_nchw.cu.
+// 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids. The nchw_r* ones:
+// output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
+// depthwise_nchw_tiled.cu.
 const conv_config GD_CONFIGS[] = {
     {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
     {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
@@ -339,6 +346,9 @@ const conv_config GD_CONFIGS[] = {
     {"nchw_r2", gd_nchw_run<2>, gd_nchw_supports},
     {"nchw_r4", gd_nchw_run<4>, gd_nchw_supports},
     {"nchw_r7", gd_nchw_run<7>, gd_nchw_supports},
+    {"nchw_t32x32", gd_nchw_tiled_run<32, 32>, gd_nchw_supports},
+    {"nchw_t16x16", gd_nchw_tiled_run<16, 16>, gd_nchw_supports},
+    {"nchw_t8x8", gd_nchw_tiled_run<8, 8>, gd_nchw_supports},
 };
 
 // Untuned choice: the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
@@ -348,7 +358,9 @@ const conv_config GD_CONFIGS[] = {
 // larger filters, 4 x 2 at stride 1, 2 x 2 at stride 2; fp32 (not timed that way) 16-byte vectors in strips
 // that waste the fewest pixels (small planes: 2 x 2 tiles, which read each input vector for 4 outputs
 // instead of 1); the NCHW depthwise kernel for depthwise NCHW planes that a tile leaves mostly empty or
-// reads at stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); else map
+// reads at stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); the
+// register-blocked 32 x 32 tiles for its 5x5 and 7x7 filters on wider planes (ConvNeXt's 56 and 28 columns,
+// EfficientNet's 28: 14-23% faster than m1_t32x32_p8 in fp32 on the H100, PERF_NOTES seventeenth run); else map
 // quads where a group has several maps, and the tile that fits the output plane (wide planes: 32 columns;
 // 5x5 and 7x7 filters: 8 rows per thread, so each loaded value feeds more taps). A tile whose window does
 // not fit shared memory falls back to the smallest, which gd_supports checked.
@@ -364,6 +376,7 @@ const char* gd_default_config(const conv_problem* p) {
     }
     if (dw_nchw_fits(p, 0) == CONV_OK && (OW < 24 || p->stride_w > 1))
         return conv_out_h(p) % 7 == 0 ? "nchw_r7" : "nchw_r4";
+    if (dw_nchw_fits(p, 0) == CONV_OK && p->KH >= 5 && dwt_unrolled(p)) return "nchw_t32x32";
     if (p->M / p->groups >= 2) {
         if (OW >= 24 && GdTileLaunch<4, 2, 32, 8>::fits(p)) return "m4_t32x16";
         if (OW >= 12 && GdTileLaunch<4, 4, 16, 4>::fits(p)) return "m4_t16x16";
