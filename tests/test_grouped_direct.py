@@ -108,6 +108,9 @@ DW_SHAPES = {
     # 8 and 32 planes, the last one part empty)
     "7x7_plane40x37_c4": ConvCase(3, 4, 40, 37, 4, 7, 7, padding=(3, 3), groups=4),
     "5x5_s2_plane70x67_c4": ConvCase(1, 4, 70, 67, 4, 5, 5, stride=(2, 2), padding=(2, 2), groups=4),
+    # W % 4 == 0 and padding K / 2: fp32 staged by 16-byte copies from the vector boundary left of the window
+    "7x7_plane36x44_c8": ConvCase(2, 8, 36, 44, 8, 7, 7, padding=(3, 3), groups=8),
+    "5x5_s2_plane33x36_c4": ConvCase(1, 4, 33, 36, 4, 5, 5, stride=(2, 2), padding=(2, 2), groups=4),
     # The most taps the NHWC kernel stages (93 x (128 + 4 padding) floats: all but 48 bytes of 48 KB).
     "3x31_c128_most_taps": ConvCase(1, 128, 5, 34, 128, 3, 31, padding=(1, 15), groups=128),
 }

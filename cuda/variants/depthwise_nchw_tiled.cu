@@ -13,7 +13,8 @@
 //     while this one is multiplied (two buffers): f32 x by 4-byte cp.async, f16 / bf16 widened element by
 //     element. The first version, one block per tile with the loads waited on in place, ran 98 us on
 //     ConvNeXt's dw7_0 (B = 32, H100), slower than m1_t32x32_p8; persistent and double-buffered, 75 us.
-//   Other filters, strides, dilations and mixed dtypes run depthwise_nchw.cu's kernel (nchw_r4).
+//   Other filters, strides, dilations and mixed dtypes, and GPUs whose blocks cannot have the two buffers
+//   (up to 73 KB), run depthwise_nchw.cu's kernel (nchw_r4).
 // A tap on padding meets a zero and still its weight: an Inf or NaN weight there gives NaN, as in
 // PyTorch.
 
@@ -40,48 +41,65 @@ struct dwt_shape : ConvShape32 {
 };
 
 // The tile geometry: threads across and down a plane's tile, planes a block, the input window, and the
-// staged row (whole 16-byte vectors, room for the last thread's last vector).
-template <int K, int S, int TH, int TW>
+// staged row (whole 16-byte vectors, room for the last thread's last vector). VEC: the staged row starts A
+// columns left of the window, at a 16-byte boundary of x where the padding is K / 2 (16-byte copies, see
+// dwt_stage); a thread's segment then starts A values into its first vector.
+template <int K, int S, int TH, int TW, bool VEC = false>
 struct DwtTile {
     static constexpr int TXT = TW / DWT_PC, TYT = TH / DWT_PR, PL = DWT_THREADS / (TXT * TYT);
     static constexpr int IN_H = (TH - 1) * S + K, ROWS = (DWT_PR - 1) * S + K;
-    static constexpr int SEG = (DWT_PC - 1) * S + K, SEGV = (SEG + 3) / 4;
+    static constexpr int A = VEC ? (4 - K / 2 % 4) % 4 : 0;
+    static constexpr int SEG = (DWT_PC - 1) * S + K, SEGV = (A + SEG + 3) / 4;
     static constexpr int ROW = (TXT - 1) * DWT_PC * S + 4 * SEGV;
     static_assert(TW % DWT_PC == 0 && TH % DWT_PR == 0 && DWT_THREADS % (TXT * TYT) == 0, "whole threads, planes");
     static_assert(ROW % 4 == 0, "rows of whole vectors");
 };
 
 // Stages item i's windows (plane group i / tiles, tile i % tiles) into buf as [plane][row][column], zeros on
-// padding and past the planes, columns fastest (coalesced rows): f32 by 4-byte cp.async (in flight until the
-// caller waits), f16 / bf16 widened element by element, 8 loads in flight.
+// padding and past the planes, columns fastest (coalesced rows): f32 by cp.async (in flight until the caller
+// waits), f16 / bf16 widened element by element, 8 loads in flight. VEC (f32, W % 4 == 0, x 16-byte aligned,
+// padding K / 2): 16-byte copies of 4 columns from the boundary A columns left of the window, each wholly in
+// or out of the image; else a copy per element.
 template <class T, int S, int TH, int TW, class TX>
 __device__ __forceinline__ void dwt_stage(const dwt_shape& s, const TX* __restrict__ x, int i, float* buf) {
     const int tile = i % s.tiles, first = i / s.tiles * T::PL;
-    const int ih0 = tile / s.tiles_w * TH * S - s.pad_h, iw0 = tile % s.tiles_w * TW * S - s.pad_w;
+    const int ih0 = tile / s.tiles_w * TH * S - s.pad_h, iw0 = tile % s.tiles_w * TW * S - s.pad_w - T::A;
+    if constexpr (T::A > 0) {
+        constexpr int VR = T::ROW / 4;  // vectors a staged row
+#pragma unroll 4
+        for (int e = threadIdx.x; e < T::PL * T::IN_H * VR; e += DWT_THREADS) {
+            const int j = e % VR * 4, r = e / VR, row = r % T::IN_H, plane = first + r / T::IN_H;
+            const int ih = ih0 + row, iw = iw0 + j;
+            const bool in = plane < s.planes && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W;
+            cp_async_16_zfill(buf + 4 * e, x + (in ? (plane * s.H + ih) * s.W + iw : 0), in);  // Mg == 1 (VEC)
+        }
+    } else {
 #pragma unroll 8
-    for (int e = threadIdx.x; e < T::PL * T::IN_H * T::ROW; e += DWT_THREADS) {
-        const int j = e % T::ROW, r = e / T::ROW, row = r % T::IN_H, plane = first + r / T::IN_H;
-        const int ih = ih0 + row, iw = iw0 + j;
-        const bool in = plane < s.planes && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W;
-        // x's plane of the map's channel (no division without a channel multiplier)
-        const int xp = s.Mg == 1 ? plane : plane / s.M * s.C + plane % s.M / s.Mg;
-        const int at = in ? (xp * s.H + ih) * s.W + iw : 0;
-        if constexpr (std::is_same<TX, float>::value) {
-            cp_async_4_zfill(buf + e, x + at, in);
-        } else {
-            const float v = conv_load(x, at);
-            buf[e] = in ? v : 0.0f;
+        for (int e = threadIdx.x; e < T::PL * T::IN_H * T::ROW; e += DWT_THREADS) {
+            const int j = e % T::ROW, r = e / T::ROW, row = r % T::IN_H, plane = first + r / T::IN_H;
+            const int ih = ih0 + row, iw = iw0 + j;
+            const bool in = plane < s.planes && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W;
+            // x's plane of the map's channel (no division without a channel multiplier)
+            const int xp = s.Mg == 1 ? plane : plane / s.M * s.C + plane % s.M / s.Mg;
+            const int at = in ? (xp * s.H + ih) * s.W + iw : 0;
+            if constexpr (std::is_same<TX, float>::value) {
+                cp_async_4_zfill(buf + e, x + at, in);
+            } else {
+                const float v = conv_load(x, at);
+                buf[e] = in ? v : 0.0f;
+            }
         }
     }
 }
 
 // Persistent blocks: a wave of them, each taking every gridDim.x-th item (a plane group's tile), the next
-// item's windows copied in while this one's are multiplied (two buffers).
-template <int K, int S, int TH, int TW, class TX>
+// item's windows copied in while this one's are multiplied (two buffers). The launch bounds hold 7x7 to 80
+// registers (6 blocks an SM; ptxas took 95 without them: the same speed, measured, with fewer warps).
+template <int K, int S, int TH, int TW, class TX, bool VEC>
 __global__ void __launch_bounds__(DWT_THREADS, 6) dwt_kernel(dwt_shape s, const TX* __restrict__ x,
                                                           const TX* __restrict__ w, const TX* __restrict__ bias,
                                                           TX* __restrict__ y) {
-    using T = DwtTile<K, S, TH, TW>;
+    using T = DwtTile<K, S, TH, TW, VEC>;
     constexpr int PR = DWT_PR, PC = DWT_PC, BUF = T::PL * T::IN_H * T::ROW;
     extern __shared__ float4 dwt_smem4[];
     float* s_x = reinterpret_cast<float*>(dwt_smem4);  // two buffers of [plane][row][column]
@@ -110,7 +128,7 @@ __global__ void __launch_bounds__(DWT_THREADS, 6) dwt_kernel(dwt_shape s, const 
         for (int r = 0; r < PR; ++r)
 #pragma unroll
             for (int q = 0; q < PC; ++q) acc[r][q] = 0.0f;
-        // 16-byte aligned: ROW and PC * S are whole vectors
+        // 16-byte aligned: ROW and PC * S are whole vectors (the segment starts A values in)
         const float* xs = s_x + cur * BUF + (pl * T::IN_H + ty * PR * S) * T::ROW + tx * PC * S;
 #pragma unroll
         for (int i = 0; i < T::ROWS; ++i) {
@@ -127,7 +145,8 @@ __global__ void __launch_bounds__(DWT_THREADS, 6) dwt_kernel(dwt_shape s, const 
 #pragma unroll
                 for (int kw = 0; kw < K; ++kw)
 #pragma unroll
-                    for (int q = 0; q < PC; ++q) acc[r][q] = fmaf(taps[kh * K + kw], seg[q * S + kw], acc[r][q]);
+                    for (int q = 0; q < PC; ++q)
+                        acc[r][q] = fmaf(taps[kh * K + kw], seg[T::A + q * S + kw], acc[r][q]);
             }
         }
 
@@ -154,22 +173,25 @@ __global__ void __launch_bounds__(DWT_THREADS, 6) dwt_kernel(dwt_shape s, const 
 // 73 KB).
 template <int TH, int TW>
 static size_t dwt_smem_bytes(const conv_problem* p) {
-    const auto bytes = [](auto tile) { return 2 * sizeof(float) * decltype(tile)::PL * decltype(tile)::IN_H * decltype(tile)::ROW; };
-    const int64_t k = p->KH, st = p->stride_h;
-    if (k == 3) return st == 1 ? bytes(DwtTile<3, 1, TH, TW>{}) : bytes(DwtTile<3, 2, TH, TW>{});
-    if (k == 5) return st == 1 ? bytes(DwtTile<5, 1, TH, TW>{}) : bytes(DwtTile<5, 2, TH, TW>{});
-    return bytes(DwtTile<7, 1, TH, TW>{});
+    const auto bytes = [](auto tile) {
+        using T = decltype(tile);
+        return 2 * sizeof(float) * T::PL * T::IN_H * T::ROW;
+    };
+    const int64_t k = p->KH, st = p->stride_h;  // the VEC rows: the longer ones (A + SEG may take a vector more)
+    if (k == 3) return st == 1 ? bytes(DwtTile<3, 1, TH, TW, true>{}) : bytes(DwtTile<3, 2, TH, TW, true>{});
+    if (k == 5) return st == 1 ? bytes(DwtTile<5, 1, TH, TW, true>{}) : bytes(DwtTile<5, 2, TH, TW, true>{});
+    return bytes(DwtTile<7, 1, TH, TW, true>{});
 }
 
 template <int TH, int TW>
 struct DwtLaunch {
-    template <class TX, class TY>
+    template <class TX, bool VEC>
     struct Kernels {
         // At<0, 0> (the filters without a kernel of their own here): none.
         template <int K, int S>
         struct At {
-            static constexpr decltype(&dwt_kernel<3, 1, TH, TW, TX>) kernel =
-                K ? dwt_kernel<K ? K : 3, K ? S : 1, TH, TW, TX> : nullptr;
+            static constexpr decltype(&dwt_kernel<3, 1, TH, TW, TX, VEC>) kernel =
+                K ? dwt_kernel<K ? K : 3, K ? S : 1, TH, TW, TX, VEC> : nullptr;
         };
     };
 
@@ -178,7 +200,13 @@ struct DwtLaunch {
         if constexpr (!std::is_same<TX, TY>::value) {
             return dw_nchw_run<4>(p, t, stream);
         } else {
-            const auto kernel = gd_kernel_for<Kernels<TX, TY>::template At, TX, TY>(p);
+            // 16-byte staging copies: f32 rows of whole vectors (W % 4 == 0, x aligned) read from K / 2 columns
+            // of padding on, one input channel a map.
+            constexpr bool F32 = std::is_same<TX, float>::value;
+            const bool vec = F32 && p->W % 4 == 0 && (uintptr_t)t->x % 16 == 0 && p->pad_w == p->KW / 2 &&
+                             p->M == p->C;
+            const auto kernel = vec ? gd_kernel_for<Kernels<TX, F32>::template At, TX, TY>(p)
+                                    : gd_kernel_for<Kernels<TX, false>::template At, TX, TY>(p);
             if (!kernel) return dw_nchw_run<4>(p, t, stream);
             dwt_shape s;
             static_cast<ConvShape32&>(s) = conv_shape32(p);
@@ -193,6 +221,10 @@ struct DwtLaunch {
                                       "int range", TW, TH);
             s.items = (int)items;
             const size_t smem = dwt_smem_bytes<TH, TW>(p);
+            int device = 0, most = 0;
+            CONV_CUDA_CHECK(cudaGetDevice(&device));
+            CONV_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+            if (smem > (size_t)most) return dw_nchw_run<4>(p, t, stream);  // GPUs with less shared memory
             CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
             int64_t wave = 0;
             const int status = conv_wave_blocks(kernel, DWT_THREADS, smem, &wave);
@@ -208,7 +240,7 @@ struct DwtLaunch {
 }  // namespace
 
 int dwt_unrolled(const conv_problem* p) {
-    using At = DwtLaunch<32, 32>::Kernels<float, float>;  // the filters with a kernel: the same for every tile
+    using At = DwtLaunch<32, 32>::Kernels<float, false>;  // the filters with a kernel: the same for every tile
     return p->x_dtype == p->y_dtype && gd_kernel_for<At::template At, float, float>(p) != nullptr;
 }
 
