@@ -139,5 +139,9 @@ def test_lenet5_sgd_matches_nn_conv2d(device, gen):
     converted = pct.convert(original, engine="pyconv", fallback=False)
     theirs, ours = sgd_losses(original, batches), sgd_losses(converted, batches)
     assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-6)
+    # Parameters to 1e-3 of their largest value: a max-pool window whose two largest inputs differ by less than
+    # the sums' rounding can send its gradient to the other input in one model and not in the other, and five
+    # momentum steps carry that on (on the H100 once in about ten full runs: c3.weight 2.3e-4 off, seed
+    # 2841449270). A wrong backward is off by far more.
     for (name, p), q in zip(original.named_parameters(), converted.parameters()):
-        assert error(q, p) <= 1e-4, name
+        assert error(q, p) <= 1e-3, name
