@@ -1,13 +1,15 @@
 """Real networks converted with pyconv.torch.convert: LeNet-5 (the main job's, built in PyTorch) and
 torchvision's ResNet-18, MobileNetV2 and ConvNeXt-T (random weights, eval mode) at batch 1 and 32, fp32
 and fp16 / bf16, eager, torch.compile and CUDA graph: logits against the unconverted model; SGD steps
-on LeNet-5 give the same losses as with nn.Conv2d.
+on LeNet-5 give the losses and parameters of the same nn.Conv2d model stepped in float64.
 
 Error = max |converted - original| / max |original| over the logits. fp32 (TF32 off on both sides):
 <= 1e-4. fp16 / bf16: both models in that dtype are compared with the fp32 original; the converted
 model's error may be at most 2x the original's own plus 1e-3 (no less exact than PyTorch's own
 half-precision run of the same network).
 LeNet-5 also runs on the CPU (the cpu variant); the rest needs CUDA and skips with the reason."""
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
@@ -133,15 +135,22 @@ def sgd_losses(model, batches, lr=0.05):
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
 def test_lenet5_sgd_matches_nn_conv2d(device, gen):
-    batches = [(torch.rand(16, *lenet_model.INPUT_SHAPE, generator=gen).to(device),
-                torch.randint(10, (16,), generator=gen).to(device)) for _ in range(5)]
+    """Five SGD steps of the converted LeNet against the same nn.Conv2d model stepped in float64 on the CPU.
+
+    The losses agree to 1e-5. The parameters agree to about 2e-7 of their largest value, except where a
+    max-pool window's two largest inputs lie closer than fp32's rounding of the sums: then the window's
+    gradient goes to the other input in one model, and the momentum steps carry that on. On the H100 that
+    happened in about one run in five, to either fp32 model: ours 4.6e-4 off on c1.weight (seed 481143856),
+    and the unconverted fp32 model on cuDNN 2.3e-4 off on c3.weight (seed 2841449270) where ours stayed within
+    2e-7 (this test compared those two at 1e-4 before). So the parameters are held to 2e-3; a wrong gradient
+    is off by more than 1e-2."""
+    batches = [(torch.rand(16, *lenet_model.INPUT_SHAPE, generator=gen),
+                torch.randint(10, (16,), generator=gen)) for _ in range(5)]
     original = build("lenet5", device, torch.float32).train()
+    exact = copy.deepcopy(original).double().cpu()
     converted = pct.convert(original, engine="pyconv", fallback=False)
-    theirs, ours = sgd_losses(original, batches), sgd_losses(converted, batches)
-    assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-6)
-    # Parameters to 1e-3 of their largest value: a max-pool window whose two largest inputs differ by less than
-    # the sums' rounding can send its gradient to the other input in one model and not in the other, and five
-    # momentum steps carry that on (on the H100 once in about ten full runs: c3.weight 2.3e-4 off, seed
-    # 2841449270). A wrong backward is off by far more.
-    for (name, p), q in zip(original.named_parameters(), converted.parameters()):
-        assert error(q, p) <= 1e-3, name
+    ours = sgd_losses(converted, [(x.to(device), labels.to(device)) for x, labels in batches])
+    truth = sgd_losses(exact, [(x.double(), labels) for x, labels in batches])
+    assert ours == pytest.approx(truth, rel=1e-5)
+    for (name, p), q in zip(exact.named_parameters(), converted.parameters()):
+        assert error(q, p) <= 2e-3, name
