@@ -208,6 +208,8 @@ def test_default_config_per_shape():
     assert default_of(ConvCase(64, 128, 7, 7, 128, 5, 5, padding=(2, 2), groups=128,
                                **dict(half, x_dtype="bf16", y_dtype="bf16"))) == "nhwc_narrow_r4p4_t128"
     assert default_of(SHAPES["convnext_7x7"]) == "nchw_t32x32"  # 5x5 / 7x7 NCHW depthwise, 24+ columns
+    assert default_of(DW_SHAPES["5x5_s2_plane70x67_c4"]) == "nchw_t32x32"  # also at stride 2 (34 columns)
+    assert default_of(SHAPES["effnet_5x5_s2"]) == "nchw_r7"  # 14 columns: the plain kernel, bands of 7 rows
     assert default_of(SHAPES["convnext_7x7"].with_(y_dtype="f16")) == "m1_t32x32_p8"  # mixed dtypes
     assert default_of(ConvCase(1, 8, 30, 32, 8, 5, 5, padding=(4, 4), dilation=(2, 2),
                                groups=8)) == "m1_t32x32_p8"  # dilated: no kernel of its own in the nchw_t tiles

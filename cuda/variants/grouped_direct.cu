@@ -358,9 +358,10 @@ const conv_config GD_CONFIGS[] = {
 // larger filters, 4 x 2 at stride 1, 2 x 2 at stride 2; fp32 (not timed that way) 16-byte vectors in strips
 // that waste the fewest pixels (small planes: 2 x 2 tiles, which read each input vector for 4 outputs
 // instead of 1); the NCHW depthwise kernel for depthwise NCHW planes that a tile leaves mostly empty or
-// reads at stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7); the
-// register-blocked 32 x 32 tiles for its 5x5 and 7x7 filters on wider planes (ConvNeXt's 56 and 28 columns,
-// EfficientNet's 28: 14-23% faster than m1_t32x32_p8 in fp32 on the H100, PERF_NOTES seventeenth run); else map
+// reads at stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7), but the
+// register-blocked 32 x 32 tiles for its 5x5 and 7x7 filters on planes of 24 output columns or more
+// (ConvNeXt's 56 and 28 columns, EfficientNet's 28 at strides 1 and 2: 14-33% faster than m1_t32x32_p8 and
+// nchw_r4 in fp32 on the H100, PERF_NOTES seventeenth run); else map
 // quads where a group has several maps, and the tile that fits the output plane (wide planes: 32 columns;
 // 5x5 and 7x7 filters: 8 rows per thread, so each loaded value feeds more taps). A tile whose window does
 // not fit shared memory falls back to the smallest, which gd_supports checked.
@@ -374,9 +375,9 @@ const char* gd_default_config(const conv_problem* p) {
         if (p->KH >= 5) return "nhwc_narrow_r4p4_t128";
         return p->stride_h == 1 ? "nhwc_narrow_r4p2_t128" : "nhwc_narrow_r2p2_t128";
     }
+    if (dw_nchw_fits(p, 0) == CONV_OK && OW >= 24 && p->KH >= 5 && dwt_unrolled(p)) return "nchw_t32x32";
     if (dw_nchw_fits(p, 0) == CONV_OK && (OW < 24 || p->stride_w > 1))
         return conv_out_h(p) % 7 == 0 ? "nchw_r7" : "nchw_r4";
-    if (dw_nchw_fits(p, 0) == CONV_OK && p->KH >= 5 && dwt_unrolled(p)) return "nchw_t32x32";
     if (p->M / p->groups >= 2) {
         if (OW >= 24 && GdTileLaunch<4, 2, 32, 8>::fits(p)) return "m4_t32x16";
         if (OW >= 12 && GdTileLaunch<4, 4, 16, 4>::fits(p)) return "m4_t16x16";
