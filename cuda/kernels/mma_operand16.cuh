@@ -1,6 +1,7 @@
-// mma_operand16.cuh — the 16-bit operand pieces of the direct tensor-core kernels (tc_depthwise.cu,
-// tc_grouped.cu): an x or w value as an fp16 / bf16 operand, its bits for a fragment register, and one
-// m16n8k16 mma (fp32 accumulation) picked by the operand type.
+// mma_operand16.cuh — the 16-bit operand pieces of the tensor-core kernels (tc_depthwise.cu, tc_grouped.cu,
+// tc_nchw_feed.cuh): an x or w value as an fp16 / bf16 operand, its bits for a fragment register, f32 values
+// rounded to operand pairs and 16-byte chunks, and one m16n8k16 mma (fp32 accumulation) picked by the operand
+// type.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,7 +27,8 @@ __device__ __forceinline__ TO mma16_operand(TX v) {
 __device__ __forceinline__ uint32_t mma16_bits(__half v) { return __half_as_ushort(v); }
 __device__ __forceinline__ uint32_t mma16_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
 
-// Two f32 values rounded to one fragment register of TO operands (v0 in the low half): one paired conversion.
+// Two f32 values rounded (to nearest even) to one 32-bit pair of TO operands, v0 in the low half: one paired
+// conversion.
 template <class TO>
 __device__ __forceinline__ uint32_t mma16_pair_bits(float v0, float v1) {
     if constexpr (std::is_same<TO, __half>::value) {
@@ -36,6 +38,13 @@ __device__ __forceinline__ uint32_t mma16_pair_bits(float v0, float v1) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
         return *reinterpret_cast<const uint32_t*>(&h);
     }
+}
+
+// 8 f32 values rounded to one 16-byte chunk of TO operands (an ldmatrix row, a k-chunk of a staged tile).
+template <class TO>
+__device__ __forceinline__ uint4 mma16_pack8(const float (&v)[8]) {
+    return make_uint4(mma16_pair_bits<TO>(v[0], v[1]), mma16_pair_bits<TO>(v[2], v[3]),
+                      mma16_pair_bits<TO>(v[4], v[5]), mma16_pair_bits<TO>(v[6], v[7]));
 }
 
 // D += A * B for one m16n8k16 tile of TO operands.

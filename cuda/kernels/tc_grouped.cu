@@ -96,13 +96,6 @@ __device__ __forceinline__ void tgc_line(const tgc_shape& s, int per, int e, int
     j = s.x_nhwc ? e / per : e % s.in_w;
 }
 
-// 8 channels' f32 values as one 16-byte chunk of TO operands.
-template <class TO>
-__device__ __forceinline__ uint4 tgc_pack8(const float (&v)[TGC_CHUNK]) {
-    return make_uint4(mma16_pair_bits<TO>(v[0], v[1]), mma16_pair_bits<TO>(v[2], v[3]),
-                      mma16_pair_bits<TO>(v[4], v[5]), mma16_pair_bits<TO>(v[6], v[7]));
-}
-
 // Stages the window (rows from ih0, columns from iw0) of channels [c0, c0 + CS), zeros outside the image and
 // past C, in one of three ways:
 //   NHWC 16-bit x, C % 8 == 0, x 16-byte aligned (x_vec): chunks by 16-byte cp.async into win, in flight
@@ -196,7 +189,7 @@ __device__ __forceinline__ void tgc_convert_raw(const tgc_shape& s, const float*
             float v[TGC_CHUNK];
 #pragma unroll
             for (int k = 0; k < TGC_CHUNK; ++k) v[k] = src[k * k_step];
-            *dst = tgc_pack8<TO>(v);
+            *dst = mma16_pack8<TO>(v);
         }
     }
 }

@@ -18,19 +18,8 @@
 //   occupancy they cost outweighed the latency they hid.)
 #pragma once
 
+#include "mma_operand16.cuh"
 #include "tc_igemm.cuh"
-
-// Two floats as one 32-bit pair of the operand type T (fp16 or bf16), rounded to nearest even.
-template <class T>
-__device__ __forceinline__ uint32_t tc_pack2(float lo, float hi) {
-    if constexpr (std::is_same<T, __half>::value) {
-        const __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t*>(&h);
-    } else {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t*>(&h);
-    }
-}
 
 template <class Tile>
 struct TcNchwFeed {
@@ -86,9 +75,7 @@ struct TcNchwFeed {
     __device__ __forceinline__ void store(unsigned char* stage) const {
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i)
-            *reinterpret_cast<uint4*>(stage + Tile::offset(item_row(i), item_chunk(i))) =
-                make_uint4(tc_pack2<T>(v[i][0], v[i][1]), tc_pack2<T>(v[i][2], v[i][3]),
-                           tc_pack2<T>(v[i][4], v[i][5]), tc_pack2<T>(v[i][6], v[i][7]));
+            *reinterpret_cast<uint4*>(stage + Tile::offset(item_row(i), item_chunk(i))) = mma16_pack8<T>(v[i]);
     }
 
     // Before the mainloop (k-tiles kt0 .. kt0 + nk - 1): tile 0 in stage 0, tile 1 in flight.
