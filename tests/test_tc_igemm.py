@@ -124,13 +124,13 @@ def arch_refused(e):
     return "compute capability 9.0" in str(e) or "no sm_90a code" in str(e)
 
 
-def check_where_it_runs(variant, config, case, rng):
-    """pr.check_config(), skipped where the configuration refuses this GPU or build (arch_refused) and raising on
-    any other refusal."""
+def check_where_it_runs(variant, config, case, rng, refused=arch_refused):
+    """pr.check_config(), skipped where the configuration refuses the case for a reason `refused` accepts (by
+    default this GPU or build: arch_refused) and raising on any other refusal."""
     try:
         return pr.check_config(variant, config, case, rng)
     except ConvUnsupportedError as e:
-        if not arch_refused(e):
+        if not refused(e):
             raise
         pytest.skip(f"{variant}[{config}]: {e}")
 
@@ -428,12 +428,8 @@ def test_depthwise_config_matches_oracle(config, case_id, rng):
     """Every case runs on the tiles whose window fits the GPU's shared memory (the 32-row tile's window of a
     stride-2 5x5 layer with f32 y does not: refused with the reason)."""
     pr.skip_unless_available("implicit_gemm_f16")
-    try:
-        pr.check_config("implicit_gemm_f16", config, DEPTHWISE_CASES[case_id], rng)
-    except ConvUnsupportedError as e:
-        if "bytes of shared memory" not in str(e):
-            raise
-        pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
+    check_where_it_runs("implicit_gemm_f16", config, DEPTHWISE_CASES[case_id], rng,
+                        refused=lambda e: "bytes of shared memory" in str(e))
 
 
 @requires_gpu
@@ -533,12 +529,8 @@ GROUPED_CASES = {
 def test_grouped_config_matches_oracle(config, case_id, rng):
     """Every case on every configuration that takes its groups (64 channels a group: the c64 blocks)."""
     pr.skip_unless_available("implicit_gemm_f16")
-    try:
-        pr.check_config("implicit_gemm_f16", config, GROUPED_CASES[case_id], rng)
-    except ConvUnsupportedError as e:
-        if not (case_id == "cg64_f16" and config.endswith("_c32") and "divides 32" in str(e)):
-            raise
-        pytest.skip(f"implicit_gemm_f16[{config}]: {e}")
+    check_where_it_runs("implicit_gemm_f16", config, GROUPED_CASES[case_id], rng,
+                        refused=lambda e: case_id == "cg64_f16" and config.endswith("_c32") and "divides 32" in str(e))
 
 
 @requires_gpu
