@@ -82,17 +82,25 @@ __device__ __forceinline__ uint32_t mma_round_tf32(uint32_t bits) {
     return r;
 }
 
-// Four 8 x 8 matrices of 16-bit values (or 8 x 4 of 32-bit ones) from shared memory; `row` is this lane's
-// row address (lanes 8i .. 8i+7: matrix i), 16-byte aligned.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+// Four 8 x 8 matrices of 16-bit values (or 8 x 4 of 32-bit ones) from shared memory; `addr` is this lane's
+// row's shared-window address (lanes 8i .. 8i+7: matrix i), 16-byte aligned.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned addr = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 #else
-    (void)row;
+    (void)addr;
     r[0] = r[1] = r[2] = r[3] = 0;
+#endif
+}
+// The same from a generic pointer to the row.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    ldmatrix_x4(r, (uint32_t)__cvta_generic_to_shared(row));
+#else
+    ldmatrix_x4(r, 0u);
+    (void)row;
 #endif
 }
 

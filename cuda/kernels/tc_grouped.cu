@@ -13,9 +13,12 @@
 //   A block takes CS input channels of the layer (a slab: CS / pack_c packs of groups) and loops over output
 //   tiles of th x tw pixels (at most TP, chosen per problem to waste few m16 rows and little halo) of the
 //   batch: a wave of blocks, each taking every (gridDim.x / slabs)-th tile, so that its set-up is paid once.
-//   0. once: copies the slab's filters into shared memory (16-byte cp.async), builds every pack's B
-//      fragments from them (each lane's registers in the order the warps read them: one 8-byte load per
-//      k-step), the pieces' window offsets and the tile pixels' positions;
+//   0. once: copies the slab's filters into shared memory (16-byte cp.async; tap-major, a map's row padded
+//      with zeros), and for packs of several groups builds their block-diagonal B fragments from them (each
+//      lane's registers in the order the warps read them: one 8-byte load per k-step; a group of whole
+//      chunks reads its two registers straight from the rows: on ResNeXt's 14- and 7-pixel layers a block
+//      takes two tiles, and building fragments was a third of the kernel's instructions), the pieces' window
+//      offsets and the tile pixels' positions;
 //   1. per tile: its input window with the halo as [row][column][channel] in the operand dtype (zeros on
 //      padding, past the image and past C), copied in while the tile before is multiplied: from NHWC
 //      f16 / bf16 x by 16-byte cp.async where C and x allow (two buffers); from f32 x (NCHW or NHWC) by
@@ -24,8 +27,8 @@
 //      NCHW, unaligned x) element by element, waited on in place. Window
 //      columns are stored by stride phase (column j at (j % S) * phase_w + j / S), so that neighbouring
 //      output columns read neighbouring stored pixels at any stride; a pixel takes an odd number of
-//      16-byte chunks (CS / 8, plus one where that is even), so that the 8 rows of an ldmatrix fall in
-//      distinct banks;
+//      16-byte chunks (CS / 8 and one more), so that the 8 rows of an ldmatrix fall in distinct banks; that
+//      last chunk holds zeros, read by the unused half of a k-step (an odd number of pieces);
 //   2. warps take tasks of one n8 map tile of one pack over every m16 pixel tile of the output tile: per
 //      k-step of two pieces, one B fragment load and TP / 16 ldmatrix + mma (the first versions, of two
 //      m16 tiles a task, spent most of their instructions on each task's set-up and epilogue);
@@ -36,7 +39,7 @@
 //   Non-finite inputs: an mma multiplies the 8 channels of a chunk by the filter column of every map in
 //   it, so an Inf or NaN input of one group makes NaN of the outputs of the other groups packed with it
 //   at that pixel (Cg < 8), as the packed-group GEMM tiles do. Non-finite weights meet exactly the inputs
-//   a direct sum multiplies them by, and a k-step's unused half reads a chunk of zeros.
+//   a direct sum multiplies them by, and a k-step's unused half reads a pixel's chunk of zeros.
 #include "tc_grouped.h"
 
 #include <cuda_bf16.h>
@@ -68,7 +71,8 @@ struct tgc_shape : ConvShape32 {
     int in_h, in_w, phase_w;  // the tile's input window; stored columns per stride phase
     int pix_chunks, row_chunks, window_chunks;  // 16-byte chunks per stored pixel, window row, window
     int y_maps, y_row;        // maps of a block (packs * pack_m); y staging elements per pixel (padded)
-    int w_offset, b_offset, table_offset, pix_offset, y_offset;  // bytes from the start of shared memory
+    int w_stride, direct_b;   // staged filter elements a map; B read from them (a pack is one group)
+    int w_offset, b_offset, table_offset, wtable_offset, pix_offset, y_offset;  // bytes from shared memory's start
     int x_nhwc, y_nhwc, w_mkkc, x_vec, w_vec, y_vec, y_pair, relu;
 };
 
@@ -195,32 +199,54 @@ __device__ __forceinline__ void tgc_convert_raw(const tgc_shape& s, const float*
 }
 
 // Copies the filters of the block's groups (from g0 on: (CS / Cg) * Mg maps of Cg * KK values, contiguous in
-// w in either layout) into s_w as operands: 16-byte cp.async where w is 16-bit and aligned (the slab's first
-// value is: c0 is a multiple of 32), else element by element (f32 w rounded to fp16).
+// w in either layout) into s_w as operands, a map every w_stride elements, its values in MKKC order (tap-major:
+// a B register's two channels are neighbours), then zeros up to w_stride. 16-byte cp.async where w is 16-bit,
+// MKKC and aligned (the slab's first value is: c0 is a multiple of 32), else element by element (f32 w
+// rounded to fp16, MCKK w reordered).
 template <int CS, int THREADS, class TO, class TX>
-__device__ __forceinline__ void tgc_stage_raw_filters(const tgc_shape& s, const TX* __restrict__ w, int g0, TO* s_w) {
-    const int per_group = s.Mg * s.Cg * s.KH * s.KW;
-    const int groups = min(CS / s.Cg, s.G - g0);
-    const int count = groups * per_group;
-    const TX* src = w + g0 * per_group;
+__device__ __forceinline__ void tgc_stage_filters(const tgc_shape& s, const TX* __restrict__ w, int g0, TO* s_w) {
+    const int per_map = s.Cg * s.KH * s.KW;
+    const int maps = min(CS / s.Cg, s.G - g0) * s.Mg, count = maps * per_map;
+    const TX* src = w + g0 * s.Mg * per_map;
     int done = 0;
     if constexpr (std::is_same<TX, TO>::value) {
-        if (s.w_vec) {
-            const int chunks = count / TGC_CHUNK;
-            for (int e = threadIdx.x; e < chunks; e += THREADS)
-                cp_async_16_zfill(s_w + e * TGC_CHUNK, src + e * TGC_CHUNK, true);
-            done = chunks * TGC_CHUNK;
+        if (s.w_vec && s.w_mkkc) {
+            if (s.w_stride == per_map) {  // the maps back to back: one run
+                const int chunks = count / TGC_CHUNK;
+                for (int e = threadIdx.x; e < chunks; e += THREADS)
+                    cp_async_16_zfill(s_w + e * TGC_CHUNK, src + e * TGC_CHUNK, true);
+                done = chunks * TGC_CHUNK;
+            } else {  // padded rows of whole chunks (Cg % 8 == 0): chunk q of map m, carried
+                const int per = per_map / TGC_CHUNK, dm = THREADS / per, dq = THREADS % per;
+                for (int m = threadIdx.x / per, q = threadIdx.x % per; m < maps; m += dm, q += dq) {
+                    if (q >= per) { q -= per; if (++m >= maps) break; }
+                    cp_async_16_zfill(s_w + m * s.w_stride + q * TGC_CHUNK, src + (m * per + q) * TGC_CHUNK, true);
+                }
+                done = count;
+            }
         }
     }
-#pragma unroll 4
-    for (int e = done + threadIdx.x; e < count; e += THREADS) s_w[e] = mma16_operand<TO>(conv_ldg(src + e));
+    // The rest in s_w's order: value r = tap * Cg + ci of map m (threads THREADS apart, carried).
+    const int KK = s.KH * s.KW, dm = THREADS / per_map, dr = THREADS % per_map;
+    int m = (done + threadIdx.x) / per_map, r = (done + threadIdx.x) % per_map;
+#pragma unroll 2
+    for (; m < maps; m += dm, r += dr) {
+        if (r >= per_map) { r -= per_map; ++m; if (m >= maps) break; }
+        const int tap = r >> s.lg_cg, ci = r & (s.Cg - 1);
+        s_w[m * s.w_stride + r] = mma16_operand<TO>(conv_ldg(src + m * per_map + (s.w_mkkc ? r : ci * KK + tap)));
+    }
+    const int pad_chunks = (s.w_stride - per_map) / TGC_CHUNK;  // whole chunks where there are any
+    for (int e = threadIdx.x; e < maps * pad_chunks; e += THREADS)
+        reinterpret_cast<uint4*>(s_w + (e / pad_chunks) * s.w_stride + per_map)[e % pad_chunks] =
+            make_uint4(0u, 0u, 0u, 0u);
 }
 
-// Builds the B fragments of the block's packs from the staged filters s_w (maps from g0 * Mg on) as
-// [pack][n8 tile][k-step][lane] pairs of registers: k = 16 ks + {2t, 2t+1, 2t+8, 2t+9} of map
-// n = 8 n8 + lane / 4 (t = lane % 4) is piece k / 8's channel k % 8: the filter's value where that
-// channel is in the map's group, else a zero of the block diagonal (and past the pack's pieces, maps and
-// the layer's groups).
+// Builds the B fragments of packs of several groups (Cg < 8, a block-diagonal B) from the staged filters s_w
+// (maps from g0 * Mg on) as [pack][n8 tile][k-step][lane] pairs of registers: k = 16 ks + {2t, 2t+1, 2t+8,
+// 2t+9} of map n = 8 n8 + lane / 4 (t = lane % 4) is piece k / 8's channel k % 8: the filter's value where
+// that channel is in the map's group, else a zero of the block diagonal (and past the pack's pieces, maps and
+// the layer's groups). Loads are unconditional (from a clamped place, the zeros selected after); a register's
+// two channels, neighbours in s_w, are one 4-byte load where they are of one group.
 template <int WARPS, class TO>
 __device__ __forceinline__ void tgc_build_fragments(const tgc_shape& s, const TO* s_w, int g0, uint2* s_b) {
     const int KK = s.KH * s.KW, l = threadIdx.x % 32, nq = l / 4, t2 = 2 * (l % 4);
@@ -233,20 +259,22 @@ __device__ __forceinline__ void tgc_build_fragments(const tgc_shape& s, const TO
         }
     };
     for (carry(); pk < s.packs; ks += WARPS, carry()) {
-        const int n = n8 * 8 + nq, gm = s.gpp == 1 ? 0 : n / s.Mg;  // the map in the pack, its group in the pack
-        const int g = g0 + pk * s.gpp + gm, ml = (pk * s.gpp + gm) * s.Mg + n - gm * s.Mg;  // ml: from g0 * Mg
+        const int n = n8 * 8 + nq, gm = n / s.Mg;  // the map in the pack, its group in the pack
+        const int g = g0 + pk * s.gpp + gm, ml = pk * s.pack_m + n;  // ml: from g0 * Mg
         const bool map_ok = n < s.pack_m && g < s.G;
-        const TO* wm = s_w + (map_ok ? ml : 0) * KK * s.Cg;  // a map's Cg * KK values, MKKC or MCKK
-        uint32_t h[4];
+        const TO* wm = s_w + (map_ok ? ml : 0) * s.w_stride;  // a map's values, tap-major
+        uint32_t h[2];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int piece = 2 * ks + (i >> 1), tap = piece >> s.lg_cpp;
-            const int cp = ((piece & (s.cpp - 1)) << 3) + t2 + (i & 1);  // the channel in the pack
-            const int gi = cp >> s.lg_cg, ci = cp & (s.Cg - 1);
-            const bool ok = map_ok && piece < s.pieces && gi == gm;
-            h[i] = ok ? mma16_bits(wm[s.w_mkkc ? tap * s.Cg + ci : ci * KK + tap]) : 0u;
+        for (int hp = 0; hp < 2; ++hp) {  // the k-step's two pieces (one tap each): registers {2t, 2t+1}, {2t+8, 2t+9}
+            const int piece = 2 * ks + hp;
+            const bool in = map_ok && piece < s.pieces;
+            const bool ok0 = in && t2 >> s.lg_cg == gm, ok1 = in && (t2 + 1) >> s.lg_cg == gm;
+            const TO* wt = wm + min(piece, KK - 1) * s.Cg;
+            const uint32_t v = s.Cg >= 2 ? *reinterpret_cast<const uint32_t*>(wt + (t2 & (s.Cg - 1)))  // aligned: even
+                                         : mma16_bits(wt[0]) * 0x10001u;  // one channel: the map's group's
+            h[hp] = (ok0 ? v & 0xffffu : 0u) | (ok1 ? v & 0xffff0000u : 0u);
         }
-        s_b[((pk * s.nt + n8) * s.ksteps + ks) * 32 + l] = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+        s_b[((pk * s.nt + n8) * s.ksteps + ks) * 32 + l] = make_uint2(h[0], h[1]);
     }
 }
 
@@ -257,19 +285,19 @@ __device__ __forceinline__ void tgc_build_fragments(const tgc_shape& s, const TO
 // minimum ptxas chose 56-72 registers and spilled. 16-bit x keeps ptxas's own choice (55-117 registers, no
 // spills), with which its tables were measured.
 template <int TP, int CS, int WARPS, class TO, class TX, class TY>
-__global__ void __launch_bounds__(32 * WARPS, std::is_same<TX, float>::value ? 512 / (32 * WARPS) : 0)
+__global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
     tc_grouped_kernel(tgc_shape s, const TX* __restrict__ x, const TX* __restrict__ w, const TY* __restrict__ bias,
                       TY* __restrict__ y) {
     constexpr int THREADS = 32 * WARPS, MT = TP / 16;
     constexpr bool RAW = std::is_same<TX, float>::value;  // tgc_stage_window's raw f32 window
     extern __shared__ uint4 tgc_smem[];
-    // A chunk of zeros first (at a fixed address: the k-steps' select of it stays cheap), then a window, then a
-    // second one (or the raw f32 window).
-    const uint4* zero = tgc_smem;
-    uint4* s_x = tgc_smem + 1;
+    static_assert(CS / TGC_CHUNK % 2 == 0, "a stored pixel's chunks: CS / 8 and a chunk of zeros");
+    // A window, then a second one (or the raw f32 window).
+    uint4* s_x = tgc_smem;
     float* s_raw = reinterpret_cast<float*>(s_x + s.window_chunks);
     uint2* s_b = reinterpret_cast<uint2*>(reinterpret_cast<char*>(tgc_smem) + s.b_offset);
     int* s_piece = reinterpret_cast<int*>(reinterpret_cast<char*>(tgc_smem) + s.table_offset);
+    int2* s_wpiece = reinterpret_cast<int2*>(reinterpret_cast<char*>(tgc_smem) + s.wtable_offset);
     int* s_pix = reinterpret_cast<int*>(reinterpret_cast<char*>(tgc_smem) + s.pix_offset);
     int* s_abase = s_pix + TP;
     TY* s_y = reinterpret_cast<TY*>(reinterpret_cast<char*>(tgc_smem) + s.y_offset);  // y_vec: [pixel][y_row]
@@ -278,26 +306,33 @@ __global__ void __launch_bounds__(32 * WARPS, std::is_same<TX, float>::value ? 5
     const int slab = blockIdx.x % s.slabs, step = gridDim.x / s.slabs;  // gridDim.x: whole slabs
     const int c0 = slab * CS, g0 = c0 >> s.lg_cg;                        // CS is whole packs, a pack whole groups
 
-    // Each piece's chunk offset from a pixel's first chunk in its pack (-1: the unused half of the last
-    // k-step, read from the zero chunk); each tile pixel's (row << 16 | column) and first window chunk (0
-    // past the tile).
+    // In bytes: each piece's offset from a pixel's first chunk in its pack (-1: the unused half of the last
+    // k-step, read from the pixel's chunk of zeros) and (direct_b) each k-step's two pieces' offsets in a
+    // staged map (past the pieces: its zeros); each tile pixel's (row << 16 | column) and its first window
+    // chunk's offset (0 past the tile). Then the windows' chunks of zeros (never staged over).
+    const int per_map = s.Cg * s.KH * s.KW;
+    const auto w_piece = [&](int j) {
+        return (int)sizeof(TO) * (j < s.pieces ? (j >> s.lg_cpp) * s.Cg + (j & (s.cpp - 1)) * TGC_CHUNK : per_map);
+    };
     for (int j = threadIdx.x; j < 2 * s.ksteps; j += THREADS) {
         int off = -1;
         if (j < s.pieces) {
             const int tap = j >> s.lg_cpp, c8 = j & (s.cpp - 1), kh = tap / s.KW, col = (tap - kh * s.KW) * s.dil_w;
-            off = kh * s.dil_h * s.row_chunks + (col % s.stride_w * s.phase_w + col / s.stride_w) * s.pix_chunks + c8;
+            off = 16 * (kh * s.dil_h * s.row_chunks + (col % s.stride_w * s.phase_w + col / s.stride_w) * s.pix_chunks + c8);
         }
         s_piece[j] = off;
+        if (s.direct_b && j % 2 == 0) s_wpiece[j / 2] = make_int2(w_piece(j), w_piece(j + 1));
     }
     for (int p = threadIdx.x; p < TP; p += THREADS) {
         const int r = p < s.th * s.tw ? p / s.tw : 0, c = p < s.th * s.tw ? p % s.tw : 0;
         s_pix[p] = r << 16 | c;
-        s_abase[p] = r * s.stride_h * s.row_chunks + c * s.pix_chunks;
+        s_abase[p] = 16 * (r * s.stride_h * s.row_chunks + c * s.pix_chunks);
     }
-    if (threadIdx.x == 0) tgc_smem[0] = make_uint4(0u, 0u, 0u, 0u);
+    for (int e = threadIdx.x; e < (RAW ? 1 : 2) * s.window_chunks / s.pix_chunks; e += THREADS)
+        s_x[e * s.pix_chunks + CS / TGC_CHUNK] = make_uint4(0u, 0u, 0u, 0u);
     grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
     TO* s_w = reinterpret_cast<TO*>(reinterpret_cast<char*>(tgc_smem) + s.w_offset);
-    tgc_stage_raw_filters<CS, THREADS>(s, w, g0, s_w);
+    tgc_stage_filters<CS, THREADS>(s, w, g0, s_w);
     cp_async_commit();
 
     // The window of item i into buffer buf (f32 x: into the raw window).
@@ -311,7 +346,7 @@ __global__ void __launch_bounds__(32 * WARPS, std::is_same<TX, float>::value ? 5
     cp_async_commit();
     cp_async_wait<1>();  // the filters (the first window's copies stay in flight)
     __syncthreads();
-    tgc_build_fragments<WARPS>(s, s_w, g0, s_b);  // seen by every warp after the loop's first barrier
+    if (!s.direct_b) tgc_build_fragments<WARPS>(s, s_w, g0, s_b);  // seen by every warp after the loop's first barrier
     if constexpr (RAW) {  // the first window rounded into buffer 0
         cp_async_wait<0>();
         __syncthreads();
@@ -343,79 +378,117 @@ __global__ void __launch_bounds__(32 * WARPS, std::is_same<TX, float>::value ? 5
         const uint4* win = s_x + cur * s.window_chunks;
         const TgcTile t = tgc_tile(s, item);
         const int b = t.b, oh0 = t.oh0, ow0 = t.ow0;
-        // The warp's tasks (pack, n8 tile), n8 tiles fastest, WARPS apart: carried, not divided.
-        int n8 = warp, pk = 0;
+        // The warp's tasks: nt of them a pack, WARPS apart (carried, not divided). A task multiplies MT m16 x n8
+        // tiles: where a pack of one group has several n8 tiles (16 or more maps), a run of NTT of them over
+        // MT / NTT m16 tiles, so that each A fragment read by ldmatrix feeds NTT mmas (one each, the warps
+        // were waiting on shared memory: MIO throttle), else one n8 tile over the MT m16 tiles.
+        const int ntt = !s.direct_b ? 1 : s.nt % 4 == 0 ? 4 : s.nt % 2 == 0 ? 2 : 1;
+        int q = warp, pk = 0;
         const auto carry = [&] {
-            while (n8 >= s.nt) {
-                n8 -= s.nt;
+            while (q >= s.nt) {
+                q -= s.nt;
                 ++pk;
             }
         };
 #pragma unroll 1
-        for (carry(); pk < s.packs; n8 += WARPS, carry()) {
+        for (carry(); pk < s.packs; q += WARPS, carry()) {
             const int gfirst = g0 + pk * s.gpp;
             if (gfirst >= s.G) continue;  // the last slab's packs past C (the same for the whole warp)
-            int base[MT];  // this lane's pixel's first chunk in the pack (rows past the tile: pixel 0)
+            // A pixel's chunk of zeros, from its first chunk in the pack.
+            const int zeros = (CS / TGC_CHUNK - pk * s.cpp) * 16;
+            // Task q with NTT n8 tiles a run: its first n8 tile and its m16 tiles, its sums with bias and ReLU
+            // stored; b_of(ks, bv) gives the runs' B fragments of k-step ks.
+            const auto task = [&](auto ntt_c, auto b_of) {
+                constexpr int NTT = decltype(ntt_c)::value, MTT = MT / NTT;
+                const int n8 = q / NTT * NTT, mt0 = q % NTT * MTT;
+                // This lane's pixels' first chunk in the pack as shared addresses (rows past the tile: pixel 0).
+                const uint32_t win_at = (uint32_t)__cvta_generic_to_shared(win) + pk * s.cpp * 16;
+                uint32_t a_at[MTT];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) base[mt] = s_abase[mt * 16 + a_row] + pk * s.cpp;
-            float acc[MT][1][4];
-            mma_zero(acc);
-            const uint2* bf = s_b + (pk * s.nt + n8) * s.ksteps * 32 + lane;
-            for (int ks = 0; ks < s.ksteps; ++ks) {
-                const int off = s_piece[2 * ks + a_half];
-                const uint2 bv = bf[ks * 32];
+                for (int i = 0; i < MTT; ++i) a_at[i] = win_at + s_abase[(mt0 + i) * 16 + a_row];
+                float acc[MTT][NTT][4];
+                mma_zero(acc);
+                for (int ks = 0; ks < s.ksteps; ++ks) {
+                    const int off = s_piece[2 * ks + a_half];
+                    const uint32_t k_at = off >= 0 ? off : zeros;
+                    uint2 bv[NTT];
+                    b_of(ks, n8, bv);
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    if (mt * 16 >= tile_px) continue;  // the same for the whole warp
-                    uint32_t a[4];
-                    ldmatrix_x4(a, off >= 0 ? win + base[mt] + off : zero);
-                    mma16_m16n8k16<TO>(acc[mt][0], a, bv.x, bv.y);
-                }
-            }
-
-            // This lane's maps (columns t2, t2 + 1 of the n8 tile): in the pack and the layer, and their bias.
-            const int n0 = n8 * 8 + t2, m0 = gfirst * s.Mg + n0;  // in the pack, in the layer
-            bool ok[2];
-            float bsum[2];
+                    for (int i = 0; i < MTT; ++i) {
+                        if ((mt0 + i) * 16 >= tile_px) continue;  // the same for the whole warp
+                        uint32_t a[4];
+                        ldmatrix_x4(a, a_at[i] + k_at);
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                ok[e] = n0 + e < s.pack_m && m0 + e < s.M;
-                bsum[e] = ok[e] && bias ? conv_load(bias, m0 + e) : 0.0f;
-            }
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                if (mt * 16 >= tile_px) continue;  // the same for the whole warp
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {  // rows g4 and g4 + 8 of the m16 tile
-                    const int p = mt * 16 + g4 + 8 * h;
-                    const float v0 = conv_epilogue_value(acc[mt][0][2 * h], bsum[0], s.relu);
-                    const float v1 = conv_epilogue_value(acc[mt][0][2 * h + 1], bsum[1], s.relu);
-                    if (s.y_vec) {  // the block's maps of the pixel, staged for whole-vector stores (rows < TP)
-                        TY* sy = s_y + p * s.y_row + pk * s.pack_m + n0;
-                        if (ok[1] && s.pack_m % 2 == 0) {  // an even offset: one 4- or 8-byte write
-                            mma16_store_pair(sy, v0, v1);
-                        } else {
-                            if (ok[0]) sy[0] = conv_store_as<TY>(v0);
-                            if (ok[1]) sy[1] = conv_store_as<TY>(v1);
-                        }
-                        continue;
-                    }
-                    const int pix = s_pix[p], oh = oh0 + (pix >> 16), ow = ow0 + (pix & 0xffff);
-                    if (p >= tile_px || oh >= s.OH || ow >= s.OW) continue;
-                    if (s.y_nhwc) {
-                        TY* py = y + ((b * s.OH + oh) * s.OW + ow) * s.M + m0;
-                        if (s.y_pair && ok[1]) {
-                            mma16_store_pair(py, v0, v1);
-                        } else {
-                            if (ok[0]) py[0] = conv_store_as<TY>(v0);
-                            if (ok[1]) py[1] = conv_store_as<TY>(v1);
-                        }
-                    } else {
-                        TY* py = y + ((b * s.M + m0) * s.OH + oh) * s.OW + ow;
-                        if (ok[0]) py[0] = conv_store_as<TY>(v0);
-                        if (ok[1]) py[s.OH * s.OW] = conv_store_as<TY>(v1);
+                        for (int j = 0; j < NTT; ++j) mma16_m16n8k16<TO>(acc[i][j], a, bv[j].x, bv[j].y);
                     }
                 }
+#pragma unroll
+                for (int j = 0; j < NTT; ++j) {
+                    // This lane's maps (columns t2, t2 + 1 of n8 tile n8 + j): in the pack and the layer, and
+                    // their bias.
+                    const int n0 = (n8 + j) * 8 + t2, m0 = gfirst * s.Mg + n0;
+                    bool ok[2];
+                    float bsum[2];
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        ok[e] = n0 + e < s.pack_m && m0 + e < s.M;
+                        bsum[e] = ok[e] && bias ? conv_load(bias, m0 + e) : 0.0f;
+                    }
+#pragma unroll
+                    for (int i = 0; i < MTT; ++i) {
+                        if ((mt0 + i) * 16 >= tile_px) continue;  // the same for the whole warp
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {  // rows g4 and g4 + 8 of the m16 tile
+                            const int p = (mt0 + i) * 16 + g4 + 8 * h;
+                            const float v0 = conv_epilogue_value(acc[i][j][2 * h], bsum[0], s.relu);
+                            const float v1 = conv_epilogue_value(acc[i][j][2 * h + 1], bsum[1], s.relu);
+                            if (s.y_vec) {  // the block's maps of the pixel, staged for whole-vector stores (rows < TP)
+                                TY* sy = s_y + p * s.y_row + pk * s.pack_m + n0;
+                                if (ok[1] && s.pack_m % 2 == 0) {  // an even offset: one 4- or 8-byte write
+                                    mma16_store_pair(sy, v0, v1);
+                                } else {
+                                    if (ok[0]) sy[0] = conv_store_as<TY>(v0);
+                                    if (ok[1]) sy[1] = conv_store_as<TY>(v1);
+                                }
+                                continue;
+                            }
+                            const int pix = s_pix[p], oh = oh0 + (pix >> 16), ow = ow0 + (pix & 0xffff);
+                            if (p >= tile_px || oh >= s.OH || ow >= s.OW) continue;
+                            if (s.y_nhwc) {
+                                TY* py = y + ((b * s.OH + oh) * s.OW + ow) * s.M + m0;
+                                if (s.y_pair && ok[1]) {
+                                    mma16_store_pair(py, v0, v1);
+                                } else {
+                                    if (ok[0]) py[0] = conv_store_as<TY>(v0);
+                                    if (ok[1]) py[1] = conv_store_as<TY>(v1);
+                                }
+                            } else {
+                                TY* py = y + ((b * s.M + m0) * s.OH + oh) * s.OW + ow;
+                                if (ok[0]) py[0] = conv_store_as<TY>(v0);
+                                if (ok[1]) py[s.OH * s.OW] = conv_store_as<TY>(v1);
+                            }
+                        }
+                    }
+                }
+            };
+            if (s.direct_b) {  // B from each lane's map's staged row (past the pack's maps: its last, not stored)
+                const auto b_rows = [&](int ks, int n8, auto& bv) {
+                    const int2 o = s_wpiece[ks];
+#pragma unroll
+                    for (int j = 0; j < (int)(sizeof(bv) / sizeof(bv[0])); ++j) {
+                        const char* wl = reinterpret_cast<const char*>(
+                            s_w + (pk * s.pack_m + min((n8 + j) * 8 + g4, s.pack_m - 1)) * s.w_stride + t2);
+                        bv[j] = make_uint2(*reinterpret_cast<const uint32_t*>(wl + o.x),
+                                           *reinterpret_cast<const uint32_t*>(wl + o.y));
+                    }
+                };
+                if (ntt == 4) task(std::integral_constant<int, 4>(), b_rows);
+                else if (ntt == 2) task(std::integral_constant<int, 2>(), b_rows);
+                else task(std::integral_constant<int, 1>(), b_rows);
+            } else {
+                task(std::integral_constant<int, 1>(), [&](int ks, int n8, uint2 (&bv)[1]) {
+                    bv[0] = s_b[((pk * s.nt + n8) * s.ksteps + ks) * 32 + lane];
+                });
             }
         }
         if (s.y_vec) {  // NHWC y by 16-byte vectors of the block's y_maps maps a pixel
@@ -466,7 +539,7 @@ static int tgc_log2(int v) {
     return l;
 }
 
-// Fills s's geometry (no pointers' properties) and returns the shared memory of a launch (the zero chunk, two
+// Fills s's geometry (no pointers' properties) and returns the shared memory of a launch (two
 // windows or for f32 x a window and the raw one, the staged filters, their B fragments, the piece and pixel
 // tables, and where y may take 16-byte stores the y staging), or 0 where that passes int range (far beyond any
 // GPU's shared memory).
@@ -493,16 +566,23 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
     const long long in_h = (s.th - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1;
     const long long in_w = (s.tw - 1) * p->stride_w + (p->KW - 1) * p->dilation_w + 1;
     const long long phase_w = (in_w + p->stride_w - 1) / p->stride_w;
-    const long long pix_chunks = (CS / TGC_CHUNK) | 1;
+    const long long pix_chunks = CS / TGC_CHUNK + 1;  // and a chunk of zeros
     const long long window_chunks = in_h * p->stride_w * phase_w * pix_chunks;
     const long long ksteps = (pieces + 1) / 2;
-    const long long b_bytes = (long long)s.packs * s.nt * ksteps * 32 * 8;
+    // A pack of one group (Cg % 8 == 0) reads B from the staged filters, its maps' rows padded with zeros (the
+    // unused half of a k-step) to 4 mod 8 words, so that a warp's 8 maps x 4 register pairs fall in distinct
+    // banks; packs of several groups read fragments built once a block (the block diagonal's zeros).
+    s.direct_b = s.gpp == 1;
+    const long long per_map = (long long)s.Cg * p->KH * p->KW;
+    const long long w_stride = s.direct_b ? per_map + (s.Cg / TGC_CHUNK * p->KH * p->KW % 2 ? 16 : 8) : per_map;
+    const long long b_bytes = s.direct_b ? 0 : (long long)s.packs * s.nt * ksteps * 32 * 8;
     // After the window: a second one, or for f32 x the raw window (in_h x in_w x CS floats).
     const long long second = p->x_dtype == CONV_F32 ? (in_h * in_w * CS * 4 + 15) / 16 : window_chunks;
-    const long long w_offset = (1 + window_chunks + second) * 16;
-    const long long w_bytes = ((long long)CS * s.Mg * p->KH * p->KW * 2 + 15) / 16 * 16;
+    const long long w_offset = (window_chunks + second) * 16;
+    const long long w_bytes = ((long long)CS / s.Cg * s.Mg * w_stride * 2 + 15) / 16 * 16;
     const long long b_offset = w_offset + w_bytes, table_offset = b_offset + b_bytes;
-    const long long pix_offset = table_offset + 2 * ksteps * 4, y_offset = (pix_offset + 2 * TP * 4 + 15) / 16 * 16;
+    const long long wtable_offset = table_offset + 2 * ksteps * 4;  // 8-byte aligned: ksteps int pairs
+    const long long pix_offset = wtable_offset + ksteps * 8, y_offset = (pix_offset + 2 * TP * 4 + 15) / 16 * 16;
     // 16-byte stores of y: NHWC, whole vectors of maps per block and in M (the pointer's alignment: the launch).
     s.y_maps = s.packs * s.pack_m;
     const int vy = (int)(16 / y_elem);
@@ -520,6 +600,8 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
     s.row_chunks = (int)(p->stride_w * phase_w * pix_chunks);
     s.window_chunks = (int)window_chunks;
     s.w_offset = (int)w_offset;
+    s.w_stride = (int)w_stride;
+    s.wtable_offset = (int)wtable_offset;
     s.b_offset = (int)b_offset;
     s.table_offset = (int)table_offset;
     s.pix_offset = (int)pix_offset;
