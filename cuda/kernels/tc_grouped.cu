@@ -31,7 +31,8 @@
 //      last chunk holds zeros, read by the unused half of a k-step (an odd number of pieces);
 //   2. warps take tasks of one n8 map tile of one pack over every m16 pixel tile of the output tile: per
 //      k-step of two pieces, one B fragment load and TP / 16 ldmatrix + mma (the first versions, of two
-//      m16 tiles a task, spent most of their instructions on each task's set-up and epilogue);
+//      m16 tiles a task, spent most of their instructions on each task's set-up and epilogue); a group of
+//      16, 32, ... maps: two n8 tiles over half the m16 tiles, each ldmatrix feeding two mmas;
 //   3. each task's sums get bias and ReLU; NHWC y whose block maps and M are whole 16-byte vectors (and y
 //      aligned) is staged in shared memory and written by 16-byte stores, other y from the fragments (pairs
 //      of maps in one 4- or 8-byte store where the maps per group are even and y allows, else element by
@@ -379,10 +380,11 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
         const TgcTile t = tgc_tile(s, item);
         const int b = t.b, oh0 = t.oh0, ow0 = t.ow0;
         // The warp's tasks: nt of them a pack, WARPS apart (carried, not divided). A task multiplies MT m16 x n8
-        // tiles: where a pack of one group has several n8 tiles (16 or more maps), a run of NTT of them over
-        // MT / NTT m16 tiles, so that each A fragment read by ldmatrix feeds NTT mmas (one each, the warps
-        // were waiting on shared memory: MIO throttle), else one n8 tile over the MT m16 tiles.
-        const int ntt = !s.direct_b ? 1 : s.nt % 4 == 0 ? 4 : s.nt % 2 == 0 ? 2 : 1;
+        // tiles: where a pack of one group has an even number of n8 tiles (16, 32, ... maps), a run of two of
+        // them over MT / 2 m16 tiles, so that each A fragment read by ldmatrix feeds two mmas (with one, the
+        // warps waited on shared memory: MIO throttle; runs of four were no faster), else one n8 tile over
+        // the MT m16 tiles.
+        const int ntt = s.direct_b && s.nt % 2 == 0 ? 2 : 1;
         int q = warp, pk = 0;
         const auto carry = [&] {
             while (q >= s.nt) {
@@ -482,8 +484,7 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
                                            *reinterpret_cast<const uint32_t*>(wl + o.y));
                     }
                 };
-                if (ntt == 4) task(std::integral_constant<int, 4>(), b_rows);
-                else if (ntt == 2) task(std::integral_constant<int, 2>(), b_rows);
+                if (ntt == 2) task(std::integral_constant<int, 2>(), b_rows);
                 else task(std::integral_constant<int, 1>(), b_rows);
             } else {
                 task(std::integral_constant<int, 1>(), [&](int ks, int n8, uint2 (&bv)[1]) {

@@ -8,8 +8,9 @@
 #include "conv_internal.h"
 
 // A block computes up to TP output pixels of one image for CS input channels (the maps of their groups),
-// with WARPS warps; a warp task is every m16 pixel tile (TP / 16) x one n8 map tile of one pack of groups, so
-// that a k-step's B fragment and piece offset are loaded once for TP / 16 mmas.
+// with WARPS warps; a warp task is every m16 pixel tile (TP / 16) x one n8 map tile of one pack of groups (or
+// half of them x two n8 tiles, where a group has an even number of n8 tiles), so that a k-step's B fragment
+// and piece offset are loaded once for TP / 16 mmas.
 // CONV_OK if configuration <TP, CS, WARPS> takes the problem (else CONV_ERR_UNSUPPORTED naming why):
 // 2 or more groups of 1, 2, 4 or a multiple of 8 channels (at most CS), the staged window and filters fit
 // the device's shared memory, the grid fits gridDim.x.
