@@ -34,12 +34,13 @@ struct dw_nchw_shape : ConvShape32 {
 };
 
 // x at (row ih, column iw) of a plane (xp: its start), zero on padding; the load itself always
-// happens, at a clamped address inside the plane, so that no load waits behind a branch.
+// happens, at a clamped address inside the plane, so that no load waits behind a branch. Row and column
+// are clamped apart, so that a thread computes each row's offset once for all the columns it reads.
 template <class TX>
 __device__ __forceinline__ float dw_plane_input(const TX* xp, int ih, int iw, const dw_nchw_shape& s) {
-    const bool ok = (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W;
-    const float v = conv_load(xp, ok ? ih * s.W + iw : 0);
-    return ok ? v : 0.0f;
+    const bool row_ok = (unsigned)ih < (unsigned)s.H, col_ok = (unsigned)iw < (unsigned)s.W;
+    const float v = conv_load(xp, (row_ok ? ih : 0) * s.W + (col_ok ? iw : 0));
+    return row_ok && col_ok ? v : 0.0f;
 }
 
 // One thread = PR rows of one output column of one (image, map) plane.
