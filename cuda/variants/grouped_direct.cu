@@ -41,6 +41,8 @@ constexpr int64_t DW_SMALL_GRID = 32768;
 constexpr int GD_MAX_CG = 64;
 // The largest tile side (TR*PT rows, TW columns): a tile runs up to one less past the output's edge.
 constexpr int GD_MAX_TILE = 32;
+// Window rows a warp loads together when it stages NCHW x.
+constexpr int GD_STAGE_ROWS = 4;
 
 // x is (B, C, H, W) or (B, H, W, C); w (M, Cg, KH, KW) or (M, KH, KW, Cg); y (B, M, OH, OW) or
 // (B, OH, OW, M); every element count < 2^31 (the dispatcher's batch chunks).
@@ -56,8 +58,9 @@ struct gd_shape : ConvShape32 {
 
 // Stages channels [c_first, c_first + cn) of the tile's input window (rows from ih0, columns from
 // iw0) into s_x as [c][in_h][in_w], zeros outside the image; a warp per window row. NCHW: a lane per
-// column, coalesced. NHWC: channels fastest, so that a lane run covers the group's contiguous channels
-// of neighbouring columns.
+// column, coalesced, GD_STAGE_ROWS rows' loads issued before their stores (one row at a time, the warps
+// spent most of the kernel waiting on each load before its store). NHWC: channels fastest, so that a
+// lane run covers the group's contiguous channels of neighbouring columns.
 template <int THREADS, class TX>
 __device__ __forceinline__ void gd_stage_input(const gd_shape& s, const TX* x, int b, int c_first, int cn, int ih0,
                                                int iw0, int in_h, int in_w, float* s_x) {
@@ -75,13 +78,26 @@ __device__ __forceinline__ void gd_stage_input(const gd_shape& s, const TX* x, i
         }
         return;
     }
-    for (int row = warp; row < cn * in_h; row += THREADS / 32) {
-        const int c = row / in_h, ih = ih0 + row - c * in_h;
-        const bool row_ok = (unsigned)ih < (unsigned)s.H;
-        const TX* xr = x + ((b * s.C + c_first + c) * s.H + (row_ok ? ih : 0)) * s.W;  // never outside x
+    constexpr int RB = GD_STAGE_ROWS;
+    const int rows = cn * in_h;
+    for (int row0 = warp * RB; row0 < rows; row0 += THREADS / 32 * RB) {
+        const TX* xr[RB];  // the rows' starts (clamped into x)
+        bool row_ok[RB];
+#pragma unroll
+        for (int k = 0; k < RB; ++k) {
+            const int row = row0 + k, c = row / in_h, ih = ih0 + row - c * in_h;
+            row_ok[k] = row < rows && (unsigned)ih < (unsigned)s.H;
+            xr[k] = x + ((b * s.C + c_first + (row_ok[k] ? c : 0)) * s.H + (row_ok[k] ? ih : 0)) * s.W;
+        }
         for (int j = lane; j < in_w; j += 32) {
             const int iw = iw0 + j;
-            s_x[row * in_w + j] = row_ok && (unsigned)iw < (unsigned)s.W ? conv_load(xr, iw) : 0.0f;
+            const bool col_ok = (unsigned)iw < (unsigned)s.W;
+            float v[RB];
+#pragma unroll
+            for (int k = 0; k < RB; ++k) v[k] = conv_load(xr[k], col_ok ? iw : 0);  // always: issued together
+#pragma unroll
+            for (int k = 0; k < RB; ++k)
+                if (row0 + k < rows) s_x[(row0 + k) * in_w + j] = row_ok[k] && col_ok ? v[k] : 0.0f;
         }
     }
 }
