@@ -347,6 +347,19 @@ def check_swept_configs(variant: str, swept) -> None:
     assert sorted(variant_configs(variant)) == sorted(set(swept)), variant
 
 
+def check_non_finite(label: str, y, ref, bound: float) -> None:
+    """y against an oracle with non-finite outputs (an Inf weight, NaN where it meets padding): NaN and Inf of
+    the same sign exactly where the oracle has them, the finite outputs within `bound` (relative L2)."""
+    nan_y, nan_ref = np.isnan(y), np.isnan(ref)
+    assert np.array_equal(nan_y, nan_ref), (f"{label}: NaN at {int(nan_y.sum())} outputs, the oracle at "
+                                            f"{int(nan_ref.sum())}; they differ at {int((nan_y != nan_ref).sum())}")
+    assert np.array_equal(np.isinf(y), np.isinf(ref)) and np.array_equal(np.sign(y[np.isinf(y)]),
+                                                                         np.sign(ref[np.isinf(ref)]))
+    finite = np.isfinite(ref)
+    err = rel_l2(y[finite], ref[finite])
+    assert err <= bound, f"{label}: relative L2 error {err:.2e} on the finite outputs"
+
+
 def check_config(variant: str, config: str, case: ConvCase, rng: np.random.Generator, **offsets) -> int:
     """Runs the case (at the variant's compute level) on fresh data through launch configuration `config`
     (run_config: y poisoned with NaN; offsets as there), holds every output to be written and within the

@@ -55,6 +55,7 @@ Fresh random data, outputs poisoned with NaN, relative L2 within the variant's b
 import numpy as np
 import pytest
 from conftest import requires_gpu
+from oracle import conv2d_reference
 
 import problem_runner as pr
 from pyconv._lib import ConvUnsupportedError
@@ -540,6 +541,30 @@ def test_grouped_config_takes_unaligned_operands(config, offsets, rng):
     """x one element past a 16-byte boundary: element staging; y: element stores."""
     pr.skip_unless_available("implicit_gemm_f16")
     pr.check_config("implicit_gemm_f16", config, GROUPED_CASES["cg4_f16_relu"], rng, **offsets)
+
+
+# An Inf weight of one map on a tap that meets the padding: NaN there, Inf of its sign inside, and no other
+# map's outputs touched, through every way the grouped tiles read B: straight from the staged rows (16 and 8
+# channels a group, the latter with a k-step's unused half reading the rows' zeros; 3 maps a group, where
+# the lanes past them read the last map's row) and the block-diagonal fragments of packed groups (1 and 4
+# channels), on 16-bit and f32 x.
+GROUPED_INF_CASES = ["cg16_f16_7x7_planes", "cg8_mg3", "cg16_f32_nchw", "cg1_multiplier2", "cg4_c20_odd_groups"]
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", GROUPED_INF_CASES)
+@pytest.mark.parametrize("config", GROUPED)
+def test_grouped_config_keeps_an_inf_weight_to_its_map(config, case_id, rng):
+    pr.skip_unless_available("implicit_gemm_f16")
+    case = GROUPED_CASES[case_id].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    x, w, bias = pr.random_operands(case, rng)
+    w[1, 0, 0, 0] = -np.inf  # map 1, its group's first channel, tap (0, 0): padding on the first row and column
+    y, _ = pr.run_config("implicit_gemm_f16", config, case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert np.isnan(ref).any() and np.isinf(ref).any(), "the Inf weight must meet padding and the image"
+    pr.check_non_finite(f"implicit_gemm_f16[{config}] {case_id}", y, ref,
+                        pr.error_bound("implicit_gemm_f16", case.x_dtype, case.y_dtype))
 
 
 GROUPED_REFUSED = {

@@ -57,28 +57,38 @@ struct gd_shape : ConvShape32 {
 };
 
 // Stages channels [c_first, c_first + cn) of the tile's input window (rows from ih0, columns from
-// iw0) into s_x as [c][in_h][in_w], zeros outside the image; a warp per window row. NCHW: a lane per
-// column, coalesced, GD_STAGE_ROWS rows' loads issued before their stores (one row at a time, the warps
-// spent most of the kernel waiting on each load before its store). NHWC: channels fastest, so that a
-// lane run covers the group's contiguous channels of neighbouring columns.
+// iw0) into s_x as [c][in_h][in_w], zeros outside the image; a warp takes GD_STAGE_ROWS window rows, their
+// loads issued before their stores (one row at a time, the warps spent most of the kernel waiting on each
+// load before its store). NCHW: a lane per column, coalesced. NHWC: channels fastest, so that a lane run
+// covers the group's contiguous channels of neighbouring columns.
 template <int THREADS, class TX>
 __device__ __forceinline__ void gd_stage_input(const gd_shape& s, const TX* x, int b, int c_first, int cn, int ih0,
                                                int iw0, int in_h, int in_w, float* s_x) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    constexpr int RB = GD_STAGE_ROWS;
     if (s.x_nhwc) {
-        for (int i = warp; i < in_h; i += THREADS / 32) {
-            const int ih = ih0 + i;
-            const bool row_ok = (unsigned)ih < (unsigned)s.H;
+        for (int i0 = warp * RB; i0 < in_h; i0 += THREADS / 32 * RB) {
+            const TX* xr[RB];  // the rows' starts at channel c_first (clamped into x)
+            bool row_ok[RB];
+#pragma unroll
+            for (int k = 0; k < RB; ++k) {
+                const int ih = ih0 + i0 + k;
+                row_ok[k] = i0 + k < in_h && (unsigned)ih < (unsigned)s.H;
+                xr[k] = x + (b * s.H + (row_ok[k] ? ih : 0)) * s.W * s.C + c_first;
+            }
             for (int e = lane; e < in_w * cn; e += 32) {
                 const int j = e / cn, c = e - j * cn, iw = iw0 + j;
-                float v = 0.0f;
-                if (row_ok && (unsigned)iw < (unsigned)s.W) v = conv_load(x, ((b * s.H + ih) * s.W + iw) * s.C + c_first + c);
-                s_x[(c * in_h + i) * in_w + j] = v;
+                const bool col_ok = (unsigned)iw < (unsigned)s.W;
+                float v[RB];
+#pragma unroll
+                for (int k = 0; k < RB; ++k) v[k] = conv_load(xr[k], (col_ok ? iw : 0) * s.C + c);
+#pragma unroll
+                for (int k = 0; k < RB; ++k)
+                    if (i0 + k < in_h) s_x[(c * in_h + i0 + k) * in_w + j] = row_ok[k] && col_ok ? v[k] : 0.0f;
             }
         }
         return;
     }
-    constexpr int RB = GD_STAGE_ROWS;
     const int rows = cn * in_h;
     for (int row0 = warp * RB; row0 < rows; row0 += THREADS / 32 * RB) {
         const TX* xr[RB];  // the rows' starts (clamped into x)

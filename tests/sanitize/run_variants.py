@@ -93,6 +93,8 @@ GROUPED_SHAPES = [
     ((2, 40, 23, 21), (40, 1, 7, 7), 1, 3, 40, np.float16, True),  # element-wise and 16-byte channel vectors
     ((2, 128, 19, 21), (128, 4, 3, 3), 1, 1, 32, np.float16, True),  # implicit_gemm_f16's grp tiles: 16-byte
     ((2, 96, 15, 14), (24, 8, 3, 3), 2, 1, 12, np.float16, True),    # copies, staged y, odd maps, a part slab
+    ((2, 64, 9, 10), (64, 16, 3, 3), 1, 1, 4, np.float16, True),     # 16 and 32 channels a group: B read from
+    ((1, 64, 8, 9), (64, 32, 3, 3), 2, 1, 2, np.float32, False),     # the staged rows, two n8 tiles a task
 ]
 
 
