@@ -282,9 +282,9 @@ __device__ __forceinline__ void tgc_build_fragments(const tgc_shape& s, const TO
 // A block takes the maps of input channels [c0, c0 + CS) (its slab: blockIdx.x % slabs, so that the blocks
 // in flight read whole pixels) for output tiles blockIdx.x / slabs, then every gridDim.x / slabs-th after it
 // (persistent: its filters are staged once), the next tile's window copied in while this one's is
-// multiplied. For f32 x the launch bounds ask for 16 warps an SM (up to 128 registers a thread): without a
-// minimum ptxas chose 56-72 registers and spilled. 16-bit x keeps ptxas's own choice (55-117 registers, no
-// spills), with which its tables were measured.
+// multiplied. The launch bounds ask for 16 warps an SM (up to 128 registers a thread): without a minimum
+// ptxas chose 56-72 registers for f32 x and spilled, and 96 with a spill for 16-bit x at TP = 128 once the
+// k-step loop lost its per-tile select (the 16-bit tiles were measured with these bounds since).
 template <int TP, int CS, int WARPS, class TO, class TX, class TY>
 __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
     tc_grouped_kernel(tgc_shape s, const TX* __restrict__ x, const TX* __restrict__ w, const TY* __restrict__ bias,

@@ -41,7 +41,7 @@ constexpr int64_t DW_SMALL_GRID = 32768;
 constexpr int GD_MAX_CG = 64;
 // The largest tile side (TR*PT rows, TW columns): a tile runs up to one less past the output's edge.
 constexpr int GD_MAX_TILE = 32;
-// Window rows a warp loads together when it stages NCHW x.
+// Window rows a warp loads together when it stages x.
 constexpr int GD_STAGE_ROWS = 4;
 
 // x is (B, C, H, W) or (B, H, W, C); w (M, Cg, KH, KW) or (M, KH, KW, Cg); y (B, M, OH, OW) or
