@@ -521,6 +521,14 @@ GROUPED_CASES = {
                                  x_dtype="f16", y_dtype="f16", **DW),
     # 64 channels a group: the c64 blocks only (c32 refuses)
     "cg64_f16": ConvCase(1, 128, 9, 9, 128, 3, 3, padding=(1, 1), groups=2, x_dtype="f16", y_dtype="f16", **DW),
+    # B read from the staged filter rows with other map counts: 8 channels and 16 maps a group (tasks of two
+    # n8 tiles, 9 pieces: a k-step's unused half reads both zeros), 16 channels and 24 maps (three n8 tiles:
+    # one a task), 32 channels and 8 maps (one n8 tile), at stride 2 on NCHW f32
+    "cg8_mg16_runs_of_two": ConvCase(2, 32, 11, 9, 64, 3, 3, padding=(1, 1), groups=4, x_dtype="bf16",
+                                     y_dtype="bf16", bias=True, **DW),
+    "cg16_mg24_odd_n8_tiles": ConvCase(2, 32, 10, 12, 48, 3, 3, padding=(1, 1), groups=2, x_dtype="f16",
+                                       y_dtype="f16", **DW),
+    "cg32_mg8_f32_s2": ConvCase(2, 64, 13, 11, 16, 3, 3, stride=(2, 2), padding=(1, 1), groups=2, bias=True),
 }
 
 
@@ -546,9 +554,10 @@ def test_grouped_config_takes_unaligned_operands(config, offsets, rng):
 # An Inf weight of one map on a tap that meets the padding: NaN there, Inf of its sign inside, and no other
 # map's outputs touched, through every way the grouped tiles read B: straight from the staged rows (16 and 8
 # channels a group, the latter with a k-step's unused half reading the rows' zeros; 3 maps a group, where
-# the lanes past them read the last map's row) and the block-diagonal fragments of packed groups (1 and 4
-# channels), on 16-bit and f32 x.
-GROUPED_INF_CASES = ["cg16_f16_7x7_planes", "cg8_mg3", "cg16_f32_nchw", "cg1_multiplier2", "cg4_c20_odd_groups"]
+# the lanes past them read the last map's row; tasks of two n8 tiles) and the block-diagonal fragments of
+# packed groups (1 and 4 channels), on 16-bit and f32 x.
+GROUPED_INF_CASES = ["cg16_f16_7x7_planes", "cg8_mg3", "cg8_mg16_runs_of_two", "cg16_f32_nchw", "cg1_multiplier2",
+                     "cg4_c20_odd_groups"]
 
 
 @requires_gpu
