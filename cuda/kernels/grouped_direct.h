@@ -55,7 +55,6 @@ int dwt_unrolled(const conv_problem* p);
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
 // generic kernel, run-time filter loops) for every other shape.
-
 template <template <int, int> class At>
 static inline std::remove_const_t<decltype(At<0, 0>::kernel)> gd_kernel_for_filter(const conv_problem* p) {
     const bool square = p->KH == p->KW && p->stride_h == p->stride_w && p->dilation_h == 1 && p->dilation_w == 1;

@@ -19,6 +19,14 @@ static inline int conv_sm_count(int* sms) {
     return CONV_OK;
 }
 
+// Shared memory a block of the current device may take (its opt-in maximum, beyond the default 48 KB).
+static inline int conv_smem_per_block_optin(int* bytes) {
+    int device;
+    CONV_CUDA_CHECK(cudaGetDevice(&device));
+    CONV_CUDA_CHECK(cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return CONV_OK;
+}
+
 // Blocks of `kernel` (threads per block, dynamic shared memory) resident on the whole current device
 // at once: one wave. At least one per SM, so that a kernel the occupancy query rejects still gets a
 // grid and its launch reports the reason. The occupancy query costs microseconds and persistent

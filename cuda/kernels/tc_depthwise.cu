@@ -31,6 +31,7 @@
 
 #include "conv_shape.cuh"
 #include "grid_dependency.cuh"
+#include "launch_util.cuh"
 #include "mma_operand16.cuh"
 #include "tensor_io.cuh"
 
@@ -367,9 +368,9 @@ int tc_dw_supports(const conv_problem* p) {
     const size_t y_elem = conv_dtype_size(p->y_dtype);
     const size_t bytes = p->x_dtype == CONV_F32 ? tdw_layout<MT, NT, CB, float>(p, y_elem, s)
                                                 : tdw_layout<MT, NT, CB, __half>(p, y_elem, s);
-    int device = 0, most = 0;
-    CONV_CUDA_CHECK(cudaGetDevice(&device));
-    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    int most = 0;
+    const int status = conv_smem_per_block_optin(&most);
+    if (status != CONV_OK) return status;
     if (bytes > (size_t)most)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: this dw tile's input window (%d rows x %d columns x %d channels: "

@@ -660,9 +660,9 @@ int tc_grouped_supports(const conv_problem* p) {
                               conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
     tgc_shape s;
     const size_t bytes = tgc_layout<TP, CS>(p, conv_dtype_size(p->y_dtype), s);
-    int device = 0, most = 0;
-    CONV_CUDA_CHECK(cudaGetDevice(&device));
-    CONV_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    int most = 0;
+    const int status = conv_smem_per_block_optin(&most);
+    if (status != CONV_OK) return status;
     if (bytes == 0 || bytes > (size_t)most)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: the grp%d_c%d tile's input window (%lld x %lld pixels x %d "

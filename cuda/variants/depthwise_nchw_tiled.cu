@@ -221,13 +221,13 @@ struct DwtLaunch {
                                       "int range", TW, TH);
             s.items = (int)items;
             const size_t smem = dwt_smem_bytes<TH, TW>(p);
-            int device = 0, most = 0;
-            CONV_CUDA_CHECK(cudaGetDevice(&device));
-            CONV_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+            int most = 0;
+            int status = conv_smem_per_block_optin(&most);
+            if (status != CONV_OK) return status;
             if (smem > (size_t)most) return dw_nchw_run<4>(p, t, stream);  // GPUs with less shared memory
             CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
             int64_t wave = 0;
-            const int status = conv_wave_blocks(kernel, DWT_THREADS, smem, &wave);
+            status = conv_wave_blocks(kernel, DWT_THREADS, smem, &wave);
             if (status != CONV_OK) return status;
             CONV_LAUNCH_DEPENDENT("dwt_kernel", kernel, (unsigned)(wave < items ? wave : items), DWT_THREADS, smem,
                                   stream, s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
