@@ -38,6 +38,8 @@ SHAPES = {
     "dw_multiplier3_s2": ConvCase(2, 6, 17, 15, 18, 3, 3, stride=(2, 2), padding=(1, 1), groups=6),
     "resnext_g8_cg4": ConvCase(2, 32, 14, 13, 32, 3, 3, padding=(1, 1), groups=8),
     "resnext_g2_cg32_s2": ConvCase(1, 64, 15, 16, 64, 3, 3, stride=(2, 2), padding=(1, 1), groups=2),
+    # 16 maps a group: one block of two 8-map slices (m8x2), or half of a 32-map block (m8x4).
+    "resnext_g4_cg16": ConvCase(2, 64, 11, 12, 64, 3, 3, padding=(1, 1), groups=4),
     "grouped_cg48_m24": ConvCase(1, 96, 9, 11, 48, 3, 3, padding=(1, 1), groups=2),
 }
 DTYPES = ["f32", "f16", "bf16"]
@@ -58,7 +60,8 @@ def variant_of(k, case, layout):
 
 ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
         for shape in SHAPES for layout in ("NCHW", "NHWC") for config in
-        ["m1_t32x32", "m1_t32x32_p8", "m1_t16x16", "m1_t8x8", "m4_t32x16", "m4_t16x16", "m4_t8x8",
+        ["m1_t32x32", "m1_t32x32_p8", "m1_t16x16", "m1_t8x8", "m4_t32x16", "m4_t16x16", "m4_t8x8", "m8_t32x16",
+         "m8_t16x16", "m8_t8x8", "m8x2_t16x16", "m8x4_t16x16", "m8x4_t8x8",
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nchw_r2", "nchw_r4", "nchw_r7", "nchw_t32x32", "nchw_t16x16", "nchw_t8x8"]]
@@ -154,6 +157,20 @@ def test_nchw_depthwise_mixed_dtypes(config, x_dtype, y_dtype, rng):
     pr.check_config(NAME, config, case, rng)
 
 
+@pytest.mark.parametrize("config", ["m1_t16x16", "m4_t8x8", "m8_t32x16", "m8x2_t16x16"])
+@pytest.mark.parametrize("width,offset", [(16, 0), (16, 1), (16, 2), (18, 0), (18, 1), (17, 0)])
+def test_fp32_window_copies_of_each_width(width, offset, config, rng):
+    """The fp32 NCHW tiles stage their windows in copies of 4 elements where x's rows (W) and x are 16-byte
+    aligned, 2 where 8-byte, else 1, each copy starting a multiple of its width from the row's start: every
+    width, with x placed 0, 1 or 2 elements past an aligned start, at strides 1 and 2 (the window's first
+    column 1 before a copy boundary)."""
+    pr.skip_unless_available(NAME)
+    for stride in (1, 2):
+        case = ConvCase(2, 32, 13, width, 32, 3, 3, stride=(stride, stride), padding=(1, 1), groups=2, bias=True,
+                        epilogue="relu")
+        pr.check_config(NAME, config, case, rng, x_offset=offset)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", NHWC_CONFIGS)
 @pytest.mark.parametrize("offset", [1, 4])
@@ -216,6 +233,9 @@ def test_default_config_per_shape():
     assert default_of(SHAPES["convnext_7x7_tiny"]) == "nchw_r7"  # 7x7 plane: one band of 7 rows
     assert default_of(SHAPES["mbv2_3x3_s2"]) == "nchw_r4"  # stride 2, 12 output rows
     assert default_of(SHAPES["resnext_g8_cg4"]) == "m4_t16x16"
+    assert default_of(SHAPES["resnext_g4_cg16"]) == "m8x2_t16x16"  # 16 maps a group: two slices share a window
+    assert default_of(SHAPES["resnext_g2_cg32_s2"]) == "m8x4_t8x8"  # 8 output columns
+    assert default_of(ConvCase(2, 64, 60, 60, 64, 3, 3, padding=(1, 1), groups=8)) == "m8_t32x16"
     assert default_of(SHAPES["mbv2_3x3_s1"].with_(x_layout="NHWC")) == "m1_t16x16"  # y NCHW: tiled
 
 
@@ -231,6 +251,7 @@ def supports(case, config=None):
 @pytest.mark.parametrize("case,config,words", [
     (ConvCase(1, 130, 9, 9, 2, 3, 3, groups=2), None, ["C/groups", "65"]),
     (SHAPES["mbv2_3x3_s1"], "m4_t16x16", ["maps per group"]),
+    (SHAPES["resnext_g8_cg4"], "m8x4_t16x16", ["32-map", "16 maps per group"]),
     (SHAPES["mbv2_3x3_s1"], "nhwc_p4_t128", ["x_layout", "NHWC"]),
     (SHAPES["resnext_g8_cg4"].with_(x_layout="NHWC", y_layout="NHWC"), "nhwc_p4_t128", ["groups == C == M"]),
     (SHAPES["resnext_g8_cg4"], "nchw_r4", ["one input channel per group"]),

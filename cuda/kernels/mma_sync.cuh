@@ -117,6 +117,19 @@ __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, bo
 #endif
 }
 
+// Copies 8 bytes from global to shared memory asynchronously (cp.async.ca), or writes 8 zero bytes and
+// reads nothing when !valid. Both addresses 8-byte aligned; src must be a valid global address even when
+// !valid.
+__device__ __forceinline__ void cp_async_8_zfill(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 8 : 0)
+                 : "memory");
+#else
+    (void)dst; (void)src; (void)valid;
+#endif
+}
+
 // Copies 4 bytes from global to shared memory asynchronously (cp.async.ca), or writes a zero and reads
 // nothing when !valid. Both addresses 4-byte aligned; src must be a valid global address even when !valid.
 __device__ __forceinline__ void cp_async_4_zfill(void* dst, const void* src, bool valid) {

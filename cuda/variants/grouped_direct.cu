@@ -1,15 +1,18 @@
 // grouped_direct.cu — direct convolution for depthwise and grouped layers (few input channels per
 // group: MobileNet / EfficientNet / ConvNeXt depthwise, ResNeXt's 32 groups), exact fp32 FFMA on f32,
 // f16 or bf16 data, NCHW or NHWC x and y, MCKK or MKKC w, bias + ReLU fused into the store.
-//   gd_tile_kernel<K, S, MT, PT, TW, TR, TX, TY>: a block computes an output tile of TW columns x
-//     TR*PT rows for MT maps of one (image, group). It stages the tile's input window with its halo
+//   gd_tile_kernel<K, S, MT, PT, TW, TR, MS, TX, TY>: a block computes an output tile of TW columns x
+//     TR*PT rows for MS*MT maps of one (image, group). It stages the tile's input window with its halo
 //     (zeros on padding) for a chunk of the group's channels in shared memory, widened to fp32, beside
-//     those channels' weights of its MT maps as [channel][tap][map] (an LDS.128 gives 4 maps). A
-//     thread computes PT rows of one column for the MT maps: as in direct_regblock, each input
-//     column segment ((PT-1)*S + K values) is read once per filter column and feeds K*MT*PT FMAs.
-//     Consecutive threads take consecutive columns: conflict-free shared reads at stride 1, and
-//     coalesced NCHW stores. One block per (tile, image, group, MT maps), so a batch-1 layer still
-//     gives C/(C/groups) * tiles blocks to fill the SMs, and a large plane many of them.
+//     those channels' weights of its maps as [channel][tap][map] (an LDS.128 gives 4 maps); fp32 NCHW
+//     on sm_80 and newer by cp.async (16-byte copies where x's rows allow), else through registers. A thread
+//     computes PT rows of one column for MT maps: as in direct_regblock, each input column segment
+//     ((PT-1)*S + K values) is read once per filter column and feeds K*MT*PT FMAs. Consecutive threads
+//     take consecutive columns: conflict-free shared reads at stride 1, and coalesced NCHW stores. The
+//     block's MS map slices (MS groups of TW*TR threads, MT maps each) share one staged window: with MS = 1
+//     a group of Mg maps stages its window Mg/MT times over, which on ResNeXt's 16- and 32-map groups was
+//     most of the traffic. One block per (tile, image, group, MS*MT maps), so a batch-1 layer still gives
+//     C/(C/groups) * tiles blocks to fill the SMs, and a large plane many of them.
 //     K, S > 0: K x K filter, stride S, dilation 1, fully unrolled with compile-time shared-memory
 //     strides (3x3 and 5x5 at strides 1 and 2, 7x7 at stride 1; same dtype in and out).
 //     K = S = 0: any KH x KW, stride and dilation, run-time filter loops (every other shape and the
@@ -26,6 +29,7 @@
 #include "conv_shape.cuh"
 #include "grid_dependency.cuh"
 #include "grouped_direct.h"
+#include "mma_sync.cuh"
 #include "tensor_io.cuh"
 
 namespace {
@@ -41,7 +45,7 @@ constexpr int64_t DW_SMALL_GRID = 32768;
 constexpr int GD_MAX_CG = 64;
 // The largest tile side (TR*PT rows, TW columns): a tile runs up to one less past the output's edge.
 constexpr int GD_MAX_TILE = 32;
-// Window rows a warp loads together when it stages x.
+// Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
 // x is (B, C, H, W) or (B, H, W, C); w (M, Cg, KH, KW) or (M, KH, KW, Cg); y (B, M, OH, OW) or
@@ -50,23 +54,41 @@ struct gd_shape : ConvShape32 {
     int Cg, Mg, G;     // channels and maps per group, groups
     int tiles_w;       // tiles across an output row
     int tiles;         // tiles per plane
-    int mchunks;       // ceil(Mg / MT): blocks per (tile, image, group)
+    int mchunks;       // ceil(Mg / (MS*MT)): blocks per (tile, image, group)
     int chunk_c;       // channels per shared-memory fill
     int in_h, in_w;    // a tile's input window
+    int in_ws;         // floats per staged window row (gd_row_stride)
+    int vec;           // elements per copy of the NCHW fp32 staging: 4, 2 or 1 (gd_copy_window)
     int x_nhwc, y_nhwc, w_mkkc, relu;
 };
 
+// Floats per staged window row: room for in_w columns after a lead of up to 3 (the copies start at a
+// multiple of 4 columns), a multiple of 4 (16-byte copies), and where it can be, such that the rows
+// that a warp's lane groups read (row_step = rows per thread x stride apart, tw lanes per group) fall
+// in different banks: with 8-lane groups on rows 16 floats apart (in_w = 10 rounded up), four groups
+// read 2 banks' worth of the same 8 banks.
+__host__ __device__ constexpr int gd_round4(int n) { return (n + 3) / 4 * 4; }
+
+__host__ __device__ constexpr int gd_row_stride(int in_w, int row_step, int tw) {
+    const int least = (in_w + 3 + 3) / 4 * 4;
+    for (int ws = least; ws < least + 32; ws += 4)
+        if (tw >= 32 || (row_step * ws) % 32 == tw) return ws;
+    return least;
+}
+
 // Stages channels [c_first, c_first + cn) of the tile's input window (rows from ih0, columns from
-// iw0) into s_x as [c][in_h][in_w], zeros outside the image; a warp takes GD_STAGE_ROWS window rows, their
-// loads issued before their stores (one row at a time, the warps spent most of the kernel waiting on each
-// load before its store). NCHW: a lane per column, coalesced. NHWC: channels fastest, so that a lane run
-// covers the group's contiguous channels of neighbouring columns.
+// iw0) into s_x as [c][in_h][in_ws], window column j at lead + j, zeros outside the image. A thread issues
+// GD_STAGE_ROWS loads before their stores (one at a time, the warps spent most of the kernel waiting on
+// each load before its store). NCHW: the window flattened, element e = (c * in_h + i) * in_w + j, lanes on
+// consecutive elements: coalesced along a row, and no lane idle where a row is not a multiple of 32
+// wide. NHWC: a warp takes GD_STAGE_ROWS window rows, channels fastest, so that a lane run covers the
+// group's contiguous channels of neighbouring columns. (fp32 NCHW on sm_80 and newer: gd_copy_window.)
 template <int THREADS, class TX>
 __device__ __forceinline__ void gd_stage_input(const gd_shape& s, const TX* x, int b, int c_first, int cn, int ih0,
-                                               int iw0, int in_h, int in_w, float* s_x) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+                                               int iw0, int in_h, int in_w, int in_ws, int lead, float* s_x) {
     constexpr int RB = GD_STAGE_ROWS;
     if (s.x_nhwc) {
+        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
         for (int i0 = warp * RB; i0 < in_h; i0 += THREADS / 32 * RB) {
             const TX* xr[RB];  // the rows' starts at channel c_first (clamped into x)
             bool row_ok[RB];
@@ -84,43 +106,88 @@ __device__ __forceinline__ void gd_stage_input(const gd_shape& s, const TX* x, i
                 for (int k = 0; k < RB; ++k) v[k] = conv_load(xr[k], (col_ok ? iw : 0) * s.C + c);
 #pragma unroll
                 for (int k = 0; k < RB; ++k)
-                    if (i0 + k < in_h) s_x[(c * in_h + i0 + k) * in_w + j] = row_ok[k] && col_ok ? v[k] : 0.0f;
+                    if (i0 + k < in_h) s_x[(c * in_h + i0 + k) * in_ws + lead + j] = row_ok[k] && col_ok ? v[k] : 0.0f;
             }
         }
         return;
     }
-    const int rows = cn * in_h;
-    for (int row0 = warp * RB; row0 < rows; row0 += THREADS / 32 * RB) {
-        const TX* xr[RB];  // the rows' starts (clamped into x)
-        bool row_ok[RB];
+    const int total = cn * in_h * in_w;
+    const TX* xb = x + (b * s.C + c_first) * s.H * s.W;  // the chunk's first plane
+    for (int e0 = threadIdx.x; e0 < total; e0 += THREADS * RB) {
+        float v[RB];
+        bool ok[RB];
+        int at[RB];
 #pragma unroll
         for (int k = 0; k < RB; ++k) {
-            const int row = row0 + k, c = row / in_h, ih = ih0 + row - c * in_h;
-            row_ok[k] = row < rows && (unsigned)ih < (unsigned)s.H;
-            xr[k] = x + ((b * s.C + c_first + (row_ok[k] ? c : 0)) * s.H + (row_ok[k] ? ih : 0)) * s.W;
+            const int e = e0 + k * THREADS, row = e / in_w, j = e - row * in_w, c = row / in_h;
+            const int ih = ih0 + row - c * in_h, iw = iw0 + j;
+            ok[k] = e < total && (unsigned)ih < (unsigned)s.H && (unsigned)iw < (unsigned)s.W;
+            at[k] = row * in_ws + lead + j;
+            v[k] = conv_load(xb, ok[k] ? (c * s.H + ih) * s.W + iw : 0);  // always: issued together
         }
-        for (int j = lane; j < in_w; j += 32) {
-            const int iw = iw0 + j;
-            const bool col_ok = (unsigned)iw < (unsigned)s.W;
-            float v[RB];
 #pragma unroll
-            for (int k = 0; k < RB; ++k) v[k] = conv_load(xr[k], col_ok ? iw : 0);  // always: issued together
-#pragma unroll
-            for (int k = 0; k < RB; ++k)
-                if (row0 + k < rows) s_x[(row0 + k) * in_w + j] = row_ok[k] && col_ok ? v[k] : 0.0f;
-        }
+        for (int k = 0; k < RB; ++k)
+            if (e0 + k * THREADS < total) s_x[at[k]] = ok[k] ? v[k] : 0.0f;
+    }
+}
+
+// Whether the kernels of this build stage fp32 NCHW windows with cp.async (sm_80 and newer).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+constexpr bool GD_ASYNC_COPY = true;
+#else
+constexpr bool GD_ASYNC_COPY = false;
+#endif
+
+// The fp32 NCHW staging on sm_80 and newer: window row r (channel r / in_h) as the in_ws columns from iw0a
+// (a multiple of V) in copies of V elements, cp.async with zeros for copies off the image (x's rows hold
+// a multiple of V elements: a copy lies wholly inside a row or wholly outside it), for gd_fill_window to
+// wait on. Every load of the fill is in flight at once and none passes through registers: with loads
+// into registers, the stride-2 layers' windows (4x their tiles) kept the warps waiting on each batch.
+template <int V, int THREADS>
+__device__ __forceinline__ void gd_copy_window(const gd_shape& s, const float* x, int b, int c_first, int cn, int ih0,
+                                               int iw0a, int in_h, int in_ws, float* s_x) {
+    const int per_row = in_ws / V, total = cn * in_h * per_row;
+    const float* xb = x + (b * s.C + c_first) * s.H * s.W;  // the chunk's first plane
+    for (int q = threadIdx.x; q < total; q += THREADS) {
+        const int r = q / per_row, col = iw0a + (q - r * per_row) * V, c = r / in_h, ih = ih0 + r - c * in_h;
+        const bool ok = (unsigned)ih < (unsigned)s.H && col >= 0 && col + V <= s.W;
+        const float* src = xb + (ok ? (c * s.H + ih) * s.W + col : 0);
+        if constexpr (V == 4) cp_async_16_zfill(s_x + q * V, src, ok);
+        else if constexpr (V == 2) cp_async_8_zfill(s_x + q * V, src, ok);
+        else cp_async_4_zfill(s_x + q * V, src, ok);
+    }
+}
+
+// Stages the tile's window for channels [c_first, c_first + cn): by cp.async where the build and the
+// operands allow (fp32 NCHW, sm_80 and newer), else through registers.
+template <int THREADS, class TX>
+__device__ __forceinline__ void gd_fill_window(const gd_shape& s, const TX* x, int b, int c_first, int cn, int ih0,
+                                               int iw0, int lead, int in_h, int in_w, int in_ws, float* s_x) {
+    if constexpr (GD_ASYNC_COPY && std::is_same<TX, float>::value) {
+        const int iw0a = iw0 - lead;
+        if (s.x_nhwc) gd_stage_input<THREADS>(s, x, b, c_first, cn, ih0, iw0, in_h, in_w, in_ws, lead, s_x);
+        else if (s.vec == 4) gd_copy_window<4, THREADS>(s, x, b, c_first, cn, ih0, iw0a, in_h, in_ws, s_x);
+        else if (s.vec == 2) gd_copy_window<2, THREADS>(s, x, b, c_first, cn, ih0, iw0a, in_h, in_ws, s_x);
+        else gd_copy_window<1, THREADS>(s, x, b, c_first, cn, ih0, iw0a, in_h, in_ws, s_x);
+        cp_async_commit();  // with the weights' copies (gd_stage_weights)
+        cp_async_wait<0>();
+    } else {
+        gd_stage_input<THREADS>(s, x, b, c_first, cn, ih0, iw0, in_h, in_w, in_ws, lead, s_x);
     }
 }
 
 // Stages the weights of channels [c0, c0 + cn) of the group for its maps [m0, m0 + maps) into s_w as
-// [c][tap][MT], zeros for the maps past `maps` (the last chunk of a group).
-template <int MT, class TX>
+// [c][tap][MB], zeros for the maps past `maps` (the last chunk of a group). fp32 on sm_80 and newer: by
+// cp.async, which gd_fill_window's wait covers (no load waited on before its store).
+template <int MB, class TX>
 __device__ __forceinline__ void gd_stage_weights(const gd_shape& s, const TX* w, int m0, int maps, int c0, int cn,
                                                  int KK, float* s_w) {
-    for (int e = threadIdx.x; e < cn * KK * MT; e += blockDim.x) {
-        const int j = e % MT, ct = e / MT, c = ct / KK, tap = ct - c * KK;
-        const int m = m0 + j, cc = c0 + c;
-        s_w[e] = j < maps ? conv_load(w, s.w_mkkc ? (m * KK + tap) * s.Cg + cc : (m * s.Cg + cc) * KK + tap) : 0.0f;
+    for (int e = threadIdx.x; e < cn * KK * MB; e += blockDim.x) {
+        const int j = e % MB, ct = e / MB, c = ct / KK, tap = ct - c * KK;
+        const int m = m0 + (j < maps ? j : 0), cc = c0 + c;
+        const int at = s.w_mkkc ? (m * KK + tap) * s.Cg + cc : (m * s.Cg + cc) * KK + tap;
+        if constexpr (GD_ASYNC_COPY && std::is_same<TX, float>::value) cp_async_4_zfill(s_w + e, w + at, j < maps);
+        else s_w[e] = j < maps ? conv_load(w, at) : 0.0f;
     }
 }
 
@@ -139,21 +206,24 @@ __device__ __forceinline__ void gd_tap_weights(const float* ws, float (&wv)[MT])
     }
 }
 
-// One block = a TW x TR*PT output tile of MT maps of one (image, group); one thread = PT rows x MT maps
-// of one column.
-template <int K, int S, int MT, int PT, int TW, int TR, class TX, class TY>
-__global__ void __launch_bounds__(TW * TR) gd_tile_kernel(gd_shape s, const TX* __restrict__ x,
-                                                          const TX* __restrict__ w, const TY* __restrict__ bias,
-                                                          TY* __restrict__ y) {
+// One block = a TW x TR*PT output tile of MS*MT maps of one (image, group); one thread = PT rows x MT maps
+// of one column (slice q of the block's threads takes the block's maps [q*MT, (q+1)*MT)).
+template <int K, int S, int MT, int PT, int TW, int TR, int MS, class TX, class TY>
+__global__ void __launch_bounds__(TW * TR * MS) gd_tile_kernel(gd_shape s, const TX* __restrict__ x,
+                                                               const TX* __restrict__ w, const TY* __restrict__ bias,
+                                                               TY* __restrict__ y) {
     static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
-    constexpr int THREADS = TW * TR, TH = TR * PT;
+    static_assert(MS == 1 || MT % 4 == 0, "a slice's weights start on a 16-byte boundary");
+    constexpr int THREADS = TW * TR * MS, TH = TR * PT, MB = MT * MS;
     const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
     const int sh = S ? S : s.stride_h, sw = S ? S : s.stride_w;
     const int dh = K ? 1 : s.dil_h, dw = K ? 1 : s.dil_w;
     const int in_h = K ? (TH - 1) * S + K : s.in_h, in_w = K ? (TW - 1) * S + K : s.in_w;
+    constexpr int IN_WS = K ? gd_row_stride((TW - 1) * S + K, PT * S, TW) : 0;
+    const int in_ws = K ? IN_WS : s.in_ws;
     extern __shared__ float4 gd_smem4[];
-    float* s_w = reinterpret_cast<float*>(gd_smem4);  // [c][tap][MT]: float4-aligned
-    float* s_x = s_w + s.chunk_c * KK * MT;            // [c][in_h][in_w]
+    float* s_w = reinterpret_cast<float*>(gd_smem4);      // [c][tap][MB]: float4-aligned
+    float* s_x = s_w + gd_round4(s.chunk_c * KK * MB);     // [c][in_h][in_ws]: float4-aligned
     grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
 
     // blockIdx.x = ((b * G + g) * mchunks + mc) * tiles + tile: neighbouring tiles run together.
@@ -164,8 +234,9 @@ __global__ void __launch_bounds__(TW * TR) gd_tile_kernel(gd_shape s, const TX* 
     const int g = plane % s.G, b = plane / s.G;
     const int oh0 = tile / s.tiles_w * TH, ow0 = tile % s.tiles_w * TW;
     const int ih0 = oh0 * sh - s.pad_h, iw0 = ow0 * sw - s.pad_w;
-    const int mg0 = mc * MT, m0 = g * s.Mg + mg0, maps = min(MT, s.Mg - mg0);
-    const int tx = threadIdx.x % TW, ty = threadIdx.x / TW;
+    const int lead = iw0 & (s.vec - 1);  // window column 0 at s_x column lead: the copies start at iw0 - lead
+    const int mg0 = mc * MB, m0 = g * s.Mg + mg0, maps = min(MB, s.Mg - mg0);
+    const int tx = threadIdx.x % TW, ty = threadIdx.x / TW % TR, slice = threadIdx.x / (TW * TR);
 
     float acc[MT][PT];
 #pragma unroll
@@ -176,25 +247,25 @@ __global__ void __launch_bounds__(TW * TR) gd_tile_kernel(gd_shape s, const TX* 
     for (int c0 = 0; c0 < s.Cg; c0 += s.chunk_c) {
         const int cn = min(s.chunk_c, s.Cg - c0);
         if (c0 > 0) __syncthreads();  // nobody still reads the previous fill
-        gd_stage_weights<MT>(s, w, m0, maps, c0, cn, KK, s_w);
-        gd_stage_input<THREADS>(s, x, b, g * s.Cg + c0, cn, ih0, iw0, in_h, in_w, s_x);
+        gd_stage_weights<MB>(s, w, m0, maps, c0, cn, KK, s_w);
+        gd_fill_window<THREADS>(s, x, b, g * s.Cg + c0, cn, ih0, iw0, lead, in_h, in_w, in_ws, s_x);
         __syncthreads();
 #pragma unroll 1
         for (int c = 0; c < cn; ++c) {
             // The thread's window: rows from ty*PT*sh, columns from tx*sw (within in_h x in_w).
-            const float* xs = s_x + (c * in_h + ty * PT * sh) * in_w + tx * sw;
-            const float* ws = s_w + c * KK * MT;
+            const float* xs = s_x + (c * in_h + ty * PT * sh) * in_ws + lead + tx * sw;
+            const float* ws = s_w + c * KK * MB + slice * MT;
             if constexpr (K > 0) {
                 constexpr int ROWS = (PT - 1) * S + K;
 #pragma unroll
                 for (int kw = 0; kw < K; ++kw) {
                     float col[ROWS];
 #pragma unroll
-                    for (int i = 0; i < ROWS; ++i) col[i] = xs[i * in_w + kw];
+                    for (int i = 0; i < ROWS; ++i) col[i] = xs[i * in_ws + kw];
 #pragma unroll
                     for (int kh = 0; kh < K; ++kh) {
                         float wv[MT];
-                        gd_tap_weights<MT>(ws + (kh * K + kw) * MT, wv);
+                        gd_tap_weights<MT>(ws + (kh * K + kw) * MB, wv);
 #pragma unroll
                         for (int j = 0; j < MT; ++j)
 #pragma unroll
@@ -205,11 +276,11 @@ __global__ void __launch_bounds__(TW * TR) gd_tile_kernel(gd_shape s, const TX* 
                 for (int kh = 0; kh < KH; ++kh)
                     for (int kw = 0; kw < KW; ++kw) {
                         float wv[MT];
-                        gd_tap_weights<MT>(ws + (kh * KW + kw) * MT, wv);
-                        const float* xp = xs + kh * dh * in_w + kw * dw;
+                        gd_tap_weights<MT>(ws + (kh * KW + kw) * MB, wv);
+                        const float* xp = xs + kh * dh * in_ws + kw * dw;
 #pragma unroll
                         for (int r = 0; r < PT; ++r) {
-                            const float v = xp[r * sh * in_w];
+                            const float v = xp[r * sh * in_ws];
 #pragma unroll
                             for (int j = 0; j < MT; ++j) acc[j][r] = fmaf(wv[j], v, acc[j][r]);
                         }
@@ -223,8 +294,8 @@ __global__ void __launch_bounds__(TW * TR) gd_tile_kernel(gd_shape s, const TX* 
     if (ow >= s.OW) return;
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
-        if (j >= maps) break;
-        const int m = m0 + j;
+        if (slice * MT + j >= maps) break;
+        const int m = m0 + slice * MT + j;
         const float bm = bias ? conv_load(bias, m) : 0.0f;
 #pragma unroll
         for (int r = 0; r < PT; ++r) {
@@ -241,22 +312,40 @@ static int64_t gd_window(int64_t tile, int64_t stride, int64_t k, int64_t dilati
     return (tile - 1) * stride + (k - 1) * dilation + 1;
 }
 
-// Floats of shared memory one channel of a fill takes: its input window and its weights.
-static int64_t gd_channel_floats(const conv_problem* p, int MT, int TH, int TW) {
-    return gd_window(TH, p->stride_h, p->KH, p->dilation_h) * gd_window(TW, p->stride_w, p->KW, p->dilation_w) +
-           p->KH * p->KW * MT;
+// Floats per staged window row of a tile TW columns wide, PT rows a thread (gd_row_stride; a window too
+// wide for shared memory in any case counts unpadded).
+static int64_t gd_staged_row(const conv_problem* p, int PT, int TW) {
+    const int64_t in_w = gd_window(TW, p->stride_w, p->KW, p->dilation_w);
+    const int row_step = PT * (int)(p->stride_h % 32);  // only its residue mod 32 (the banks) matters
+    return in_w <= GD_SMEM_MAX_FLOATS ? gd_row_stride((int)in_w, row_step, TW) : in_w;
 }
 
-template <int MT, int PT, int TW, int TR>
+// Floats of shared memory one channel of a fill takes: its staged input window and its weights of MB
+// maps. A fill of n channels takes n times that and up to 3 more (the window starts on a 16-byte boundary).
+static int64_t gd_channel_floats(const conv_problem* p, int MB, int PT, int TH, int TW) {
+    return gd_window(TH, p->stride_h, p->KH, p->dilation_h) * gd_staged_row(p, PT, TW) + p->KH * p->KW * MB;
+}
+
+// Elements per copy of the fp32 NCHW staging (gd_copy_window): 4 where x's rows and x are 16-byte
+// aligned, 2 where 8-byte, else 1; 1 for every other layout and dtype (staged through registers).
+static int gd_copy_vector(const conv_problem* p, const conv_tensors* t) {
+    if (p->x_dtype != CONV_F32 || p->x_layout != CONV_NCHW) return 1;
+    const uintptr_t x = (uintptr_t)t->x;
+    if (p->W % 4 == 0 && x % 16 == 0) return 4;
+    if (p->W % 2 == 0 && x % 8 == 0) return 2;
+    return 1;
+}
+
+template <int MT, int PT, int TW, int TR, int MS = 1>
 struct GdTileLaunch {
-    static constexpr int TH = TR * PT, THREADS = TW * TR;
+    static constexpr int TH = TR * PT, THREADS = TW * TR * MS, MB = MT * MS;
     static_assert(TH <= GD_MAX_TILE && TW <= GD_MAX_TILE && THREADS % 32 == 0, "gd_supports' slack; whole warps");
 
     template <class TX, class TY>
     struct Kernels {
         template <int K, int S>
         struct At {
-            static constexpr auto kernel = gd_tile_kernel<K, S, MT, PT, TW, TR, TX, TY>;
+            static constexpr auto kernel = gd_tile_kernel<K, S, MT, PT, TW, TR, MS, TX, TY>;
         };
     };
 
@@ -269,11 +358,13 @@ struct GdTileLaunch {
         s.Mg = s.M / s.G;
         s.tiles_w = conv_ceil_div(s.OW, TW);
         s.tiles = s.tiles_w * conv_ceil_div(s.OH, TH);
-        s.mchunks = conv_ceil_div(s.Mg, MT);
+        s.mchunks = conv_ceil_div(s.Mg, MB);
         s.in_h = (int)gd_window(TH, p->stride_h, p->KH, p->dilation_h);
         s.in_w = (int)gd_window(TW, p->stride_w, p->KW, p->dilation_w);
-        const int64_t per_c = gd_channel_floats(p, MT, TH, TW);  // <= GD_SMEM_MAX_FLOATS: supports()
-        const int64_t fit = GD_SMEM_FLOATS / per_c;
+        s.in_ws = (int)gd_staged_row(p, PT, TW);
+        s.vec = gd_copy_vector(p, t);
+        const int64_t per_c = gd_channel_floats(p, MB, PT, TH, TW);  // + 3 <= GD_SMEM_MAX_FLOATS: supports()
+        const int64_t fit = (GD_SMEM_FLOATS - 3) / per_c;
         s.chunk_c = (int)(fit < 1 ? 1 : fit < s.Cg ? fit : s.Cg);
         s.x_nhwc = p->x_layout == CONV_NHWC;
         s.y_nhwc = p->y_layout == CONV_NHWC;
@@ -281,7 +372,8 @@ struct GdTileLaunch {
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
         // Blocks: one per tile of each (image, group, map chunk); fewer than the outputs (< 2^31).
         const int64_t blocks = (int64_t)s.tiles * p->B * s.G * s.mchunks;
-        const size_t smem = (size_t)(s.chunk_c * per_c) * sizeof(float);
+        const int64_t floats = gd_round4(s.chunk_c * s.KH * s.KW * MB) + (int64_t)s.chunk_c * s.in_h * s.in_ws;
+        const size_t smem = (size_t)floats * sizeof(float);
         const auto kernel = gd_kernel_for<Kernels<TX, TY>::template At, TX, TY>(p);
         CONV_LAUNCH_DEPENDENT("gd_tile_kernel", kernel, (unsigned)blocks, THREADS, smem, stream, s,
                               static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
@@ -289,14 +381,18 @@ struct GdTileLaunch {
         return CONV_OK;
     }
 
+    // Maps per group the tile takes at least: the several-map tiles leave at most half of a block's maps
+    // (FMA columns) idle (a quad at least 2 maps; 8 maps a thread 4; 4 slices of 8, 16).
+    static constexpr int MIN_MAPS = MT == 1 ? 1 : MB / 2 > 2 ? MB / 2 : 2;
+
     // Limits of this tile: one channel's window and weights must fit the shared memory of a block,
-    // and the map-quad tiles are for groups of at least 2 maps (one map wastes 3 of 4 FMA columns).
+    // and a group must have MIN_MAPS maps.
     static bool fits(const conv_problem* p) {
-        return gd_channel_floats(p, MT, TH, TW) <= GD_SMEM_MAX_FLOATS && (MT == 1 || p->M / p->groups >= 2);
+        return gd_channel_floats(p, MB, PT, TH, TW) + 3 <= GD_SMEM_MAX_FLOATS && p->M / p->groups >= MIN_MAPS;
     }
     static int supports(const conv_problem* p) {
         if (fits(p)) return CONV_OK;
-        const int64_t per_c = gd_channel_floats(p, MT, TH, TW);
+        const int64_t per_c = gd_channel_floats(p, MB, PT, TH, TW) + 3;
         if (per_c > GD_SMEM_MAX_FLOATS)
             return conv_set_error(CONV_ERR_UNSUPPORTED,
                                   "grouped_direct: a %dx%d tile's input window and weights take %lld floats of "
@@ -306,15 +402,15 @@ struct GdTileLaunch {
                                   (long long)p->stride_h, (long long)p->stride_w, (long long)p->dilation_h,
                                   (long long)p->dilation_w, GD_SMEM_MAX_FLOATS);
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "grouped_direct: the %d-map tiles need at least 2 maps per group (M/groups=%lld)", MT,
-                              (long long)(p->M / p->groups));
+                              "grouped_direct: the %d-map tiles need at least %d maps per group (M/groups=%lld)", MB,
+                              MIN_MAPS, (long long)(p->M / p->groups));
     }
 };
 
 // A tiled configuration as a conv_config run function.
-template <int MT, int PT, int TW, int TR>
+template <int MT, int PT, int TW, int TR, int MS = 1>
 int gd_tile_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return conv_dispatch_dtypes<GdTileLaunch<MT, PT, TW, TR>>(p, p, t, conv_stream(stream));
+    return conv_dispatch_dtypes<GdTileLaunch<MT, PT, TW, TR, MS>>(p, p, t, conv_stream(stream));
 }
 
 // An NHWC depthwise configuration: its kernel where the operands are aligned for its vectors, else
@@ -344,8 +440,9 @@ int gd_nchw_tiled_run(const conv_problem* p, const conv_tensors* t, void*, size_
 
 int gd_nchw_supports(const conv_problem* p) { return dw_nchw_fits(p, 1); }
 
-// Names: maps per thread (m1: depthwise, one map per group; m4: grouped, LDS.128 of 4 maps), the
-// output tile (columns x rows), rows per thread where not the tile's default. The nhwc_* ones: output
+// Names: maps per thread (m1: depthwise, one map per group; m4, m8: grouped, LDS.128 of 4 maps) and map
+// slices per block where more than one (m8x4: 4 slices of 8 maps share a window), the output tile
+// (columns x rows), rows per thread where not the tile's default. The nhwc_* ones: output
 // rows (r, where more than 1) x pixels per thread, threads per block of depthwise_nhwc.cu, with
 // 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids. The nchw_r* ones:
 // output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
@@ -358,6 +455,12 @@ const conv_config GD_CONFIGS[] = {
     {"m4_t32x16", gd_tile_run<4, 2, 32, 8>, GdTileLaunch<4, 2, 32, 8>::supports},
     {"m4_t16x16", gd_tile_run<4, 4, 16, 4>, GdTileLaunch<4, 4, 16, 4>::supports},
     {"m4_t8x8", gd_tile_run<4, 1, 8, 8>, GdTileLaunch<4, 1, 8, 8>::supports},
+    {"m8_t32x16", gd_tile_run<8, 4, 32, 4>, GdTileLaunch<8, 4, 32, 4>::supports},
+    {"m8_t16x16", gd_tile_run<8, 4, 16, 4>, GdTileLaunch<8, 4, 16, 4>::supports},
+    {"m8_t8x8", gd_tile_run<8, 2, 8, 4>, GdTileLaunch<8, 2, 8, 4>::supports},
+    {"m8x2_t16x16", gd_tile_run<8, 4, 16, 4, 2>, GdTileLaunch<8, 4, 16, 4, 2>::supports},
+    {"m8x4_t16x16", gd_tile_run<8, 4, 16, 4, 4>, GdTileLaunch<8, 4, 16, 4, 4>::supports},
+    {"m8x4_t8x8", gd_tile_run<8, 2, 8, 4, 4>, GdTileLaunch<8, 2, 8, 4, 4>::supports},
     {"nhwc_p4_t128", gd_nhwc_run<1, 4, 128, false>, gd_nhwc_supports},
     {"nhwc_p2_t128", gd_nhwc_run<1, 2, 128, false>, gd_nhwc_supports},
     {"nhwc_p1_t64", gd_nhwc_run<1, 1, 64, false>, gd_nhwc_supports},
@@ -387,10 +490,12 @@ const conv_config GD_CONFIGS[] = {
 // reads at stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7), but the
 // register-blocked 32 x 32 tiles for its 5x5 and 7x7 filters on planes of 24 output columns or more
 // (ConvNeXt's 56 and 28 columns, EfficientNet's 28 at strides 1 and 2: 14-33% faster than m1_t32x32_p8 and
-// nchw_r4 in fp32 on the H100, PERF_NOTES seventeenth run); else map
-// quads where a group has several maps, and the tile that fits the output plane (wide planes: 32 columns;
-// 5x5 and 7x7 filters: 8 rows per thread, so each loaded value feeds more taps). A tile whose window does
-// not fit shared memory falls back to the smallest, which gd_supports checked.
+// nchw_r4 in fp32 on the H100, PERF_NOTES seventeenth run); else, where a group has several maps, 8 maps a
+// thread (16 or more maps a group: slices sharing a window) or map quads (2 to 7 maps), in the tile that
+// fits the output plane (the fastest of the m4 / m8 tiles on ResNeXt's grouped layers at batch 32, fp32,
+// H100, PERF_NOTES nineteenth run); one map (wide planes: 32 columns; 5x5 and 7x7 filters: 8 rows per
+// thread, so each loaded value feeds more taps). A tile whose window does not fit shared memory falls back
+// to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
     if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p)) {
@@ -404,7 +509,17 @@ const char* gd_default_config(const conv_problem* p) {
     if (dw_nchw_fits(p, 0) == CONV_OK && OW >= 24 && p->KH >= 5 && dwt_unrolled(p)) return "nchw_t32x32";
     if (dw_nchw_fits(p, 0) == CONV_OK && (OW < 24 || p->stride_w > 1))
         return conv_out_h(p) % 7 == 0 ? "nchw_r7" : "nchw_r4";
-    if (p->M / p->groups >= 2) {
+    const int64_t maps = p->M / p->groups;
+    if (maps >= 16) {
+        if (OW >= 12 && GdTileLaunch<8, 4, 16, 4, 2>::fits(p)) return "m8x2_t16x16";
+        if (GdTileLaunch<8, 2, 8, 4, 4>::fits(p)) return "m8x4_t8x8";
+    }
+    if (maps >= 8) {
+        if (OW >= 24 && GdTileLaunch<8, 4, 32, 4>::fits(p)) return "m8_t32x16";
+        if (OW >= 12 && GdTileLaunch<8, 4, 16, 4>::fits(p)) return "m8_t16x16";
+        if (GdTileLaunch<8, 2, 8, 4>::fits(p)) return "m8_t8x8";
+    }
+    if (maps >= 2) {
         if (OW >= 24 && GdTileLaunch<4, 2, 32, 8>::fits(p)) return "m4_t32x16";
         if (OW >= 12 && GdTileLaunch<4, 4, 16, 4>::fits(p)) return "m4_t16x16";
         if (GdTileLaunch<4, 1, 8, 8>::fits(p)) return "m4_t8x8";
