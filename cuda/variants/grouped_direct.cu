@@ -148,6 +148,7 @@ __device__ __forceinline__ void gd_copy_window(const gd_shape& s, const float* x
                                                int iw0a, int in_h, int in_ws, float* s_x) {
     const int per_row = in_ws / V, total = cn * in_h * per_row;
     const float* xb = x + (b * s.C + c_first) * s.H * s.W;  // the chunk's first plane
+#pragma unroll 1  // nothing to gain: no copy waits on another (unrolled, the kernels took up to 128 registers)
     for (int q = threadIdx.x; q < total; q += THREADS) {
         const int r = q / per_row, col = iw0a + (q - r * per_row) * V, c = r / in_h, ih = ih0 + r - c * in_h;
         const bool ok = (unsigned)ih < (unsigned)s.H && col >= 0 && col + V <= s.W;
@@ -177,17 +178,27 @@ __device__ __forceinline__ void gd_fill_window(const gd_shape& s, const TX* x, i
 }
 
 // Stages the weights of channels [c0, c0 + cn) of the group for its maps [m0, m0 + maps) into s_w as
-// [c][tap][MB], zeros for the maps past `maps` (the last chunk of a group). fp32 on sm_80 and newer: by
-// cp.async, which gd_fill_window's wait covers (no load waited on before its store).
-template <int MB, class TX>
+// [c][tap][MB], zeros for the maps past `maps` (the last chunk of a group). MB divides the block's threads,
+// so a thread keeps one map j and steps over (channel, tap) pairs ct: in MCKK those are one contiguous run
+// of the map's filter (an index per map, not per element: at 4 and 32 maps, 29 instructions an element
+// were most of the 7-pixel layers' time). fp32 on sm_80 and newer: by cp.async, which gd_fill_window's wait
+// covers (no load waited on before its store).
+template <int MB, int THREADS, class TX>
 __device__ __forceinline__ void gd_stage_weights(const gd_shape& s, const TX* w, int m0, int maps, int c0, int cn,
                                                  int KK, float* s_w) {
-    for (int e = threadIdx.x; e < cn * KK * MB; e += blockDim.x) {
-        const int j = e % MB, ct = e / MB, c = ct / KK, tap = ct - c * KK;
-        const int m = m0 + (j < maps ? j : 0), cc = c0 + c;
-        const int at = s.w_mkkc ? (m * KK + tap) * s.Cg + cc : (m * s.Cg + cc) * KK + tap;
-        if constexpr (GD_ASYNC_COPY && std::is_same<TX, float>::value) cp_async_4_zfill(s_w + e, w + at, j < maps);
-        else s_w[e] = j < maps ? conv_load(w, at) : 0.0f;
+    static_assert(THREADS % MB == 0, "a thread's map stays the same");
+    const int j = threadIdx.x % MB, m = m0 + (j < maps ? j : 0);
+    const bool ok = j < maps;
+    const TX* wm = w + (s.w_mkkc ? m * KK * s.Cg + c0 : (m * s.Cg + c0) * KK);  // the map's first channel
+#pragma unroll 1
+    for (int ct = threadIdx.x / MB; ct < cn * KK; ct += THREADS / MB) {
+        int at = ct;  // MCKK
+        if (s.w_mkkc) {
+            const int c = ct / KK;
+            at = (ct - c * KK) * s.Cg + c;
+        }
+        if constexpr (GD_ASYNC_COPY && std::is_same<TX, float>::value) cp_async_4_zfill(s_w + ct * MB + j, wm + at, ok);
+        else s_w[ct * MB + j] = ok ? conv_load(wm, at) : 0.0f;
     }
 }
 
@@ -247,7 +258,7 @@ __global__ void __launch_bounds__(TW * TR * MS) gd_tile_kernel(gd_shape s, const
     for (int c0 = 0; c0 < s.Cg; c0 += s.chunk_c) {
         const int cn = min(s.chunk_c, s.Cg - c0);
         if (c0 > 0) __syncthreads();  // nobody still reads the previous fill
-        gd_stage_weights<MB>(s, w, m0, maps, c0, cn, KK, s_w);
+        gd_stage_weights<MB, THREADS>(s, w, m0, maps, c0, cn, KK, s_w);
         gd_fill_window<THREADS>(s, x, b, g * s.Cg + c0, cn, ih0, iw0, lead, in_h, in_w, in_ws, s_x);
         __syncthreads();
 #pragma unroll 1
