@@ -54,6 +54,7 @@ CHAIN_CASES = {
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, bias=True),
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, bias=True, **NHWC),
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=8, bias=True),
+        ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=2, bias=True),  # 32 maps a group: m8x4
     ],
 }
 CONFIGS = [(v, c) for v in CHAIN_CASES for c in (variant_configs(v) or [""])]
