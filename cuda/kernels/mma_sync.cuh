@@ -117,29 +117,25 @@ __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, bo
 #endif
 }
 
-// Copies 8 bytes from global to shared memory asynchronously (cp.async.ca), or writes 8 zero bytes and
-// reads nothing when !valid. Both addresses 8-byte aligned; src must be a valid global address even when
-// !valid.
-__device__ __forceinline__ void cp_async_8_zfill(void* dst, const void* src, bool valid) {
+// Copies BYTES (4, 8 or 16) from global to shared memory asynchronously through L1 (cp.async.ca), or
+// writes BYTES zero bytes and reads nothing when !valid. Both addresses BYTES-aligned; src must be a valid
+// global address even when !valid.
+template <int BYTES>
+__device__ __forceinline__ void cp_async_ca_zfill(void* dst, const void* src, bool valid) {
+    static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async.ca copies 4, 8 or 16 bytes");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 8 : 0)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(addr), "l"(src), "n"(BYTES),
+                 "r"(valid ? BYTES : 0)
                  : "memory");
 #else
     (void)dst; (void)src; (void)valid;
 #endif
 }
 
-// Copies 4 bytes from global to shared memory asynchronously (cp.async.ca), or writes a zero and reads
-// nothing when !valid. Both addresses 4-byte aligned; src must be a valid global address even when !valid.
+// The 4-byte copy, as the fp32 staging kernels call it.
 __device__ __forceinline__ void cp_async_4_zfill(void* dst, const void* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-#else
-    (void)dst; (void)src; (void)valid;
-#endif
+    cp_async_ca_zfill<4>(dst, src, valid);
 }
 
 // Closes the group of cp.async copies issued since the last commit.

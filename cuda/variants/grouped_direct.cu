@@ -153,9 +153,8 @@ __device__ __forceinline__ void gd_copy_window(const gd_shape& s, const float* x
         const int r = q / per_row, col = iw0a + (q - r * per_row) * V, c = r / in_h, ih = ih0 + r - c * in_h;
         const bool ok = (unsigned)ih < (unsigned)s.H && col >= 0 && col + V <= s.W;
         const float* src = xb + (ok ? (c * s.H + ih) * s.W + col : 0);
-        if constexpr (V == 4) cp_async_16_zfill(s_x + q * V, src, ok);
-        else if constexpr (V == 2) cp_async_8_zfill(s_x + q * V, src, ok);
-        else cp_async_4_zfill(s_x + q * V, src, ok);
+        if constexpr (V == 4) cp_async_16_zfill(s_x + q * V, src, ok);  // through L2 only
+        else cp_async_ca_zfill<4 * V>(s_x + q * V, src, ok);
     }
 }
 
