@@ -62,13 +62,14 @@ struct gd_shape : ConvShape32 {
     int x_nhwc, y_nhwc, w_mkkc, relu;
 };
 
+// n rounded up to a multiple of 4 (a 16-byte boundary in floats).
+__host__ __device__ constexpr int gd_round4(int n) { return (n + 3) / 4 * 4; }
+
 // Floats per staged window row: room for in_w columns after a lead of up to 3 (the copies start at a
 // multiple of 4 columns), a multiple of 4 (16-byte copies), and where it can be, such that the rows
 // that a warp's lane groups read (row_step = rows per thread x stride apart, tw lanes per group) fall
 // in different banks: with 8-lane groups on rows 16 floats apart (in_w = 10 rounded up), four groups
 // read 2 banks' worth of the same 8 banks.
-__host__ __device__ constexpr int gd_round4(int n) { return (n + 3) / 4 * 4; }
-
 __host__ __device__ constexpr int gd_row_stride(int in_w, int row_step, int tw) {
     const int least = (in_w + 3 + 3) / 4 * 4;
     for (int ws = least; ws < least + 32; ws += 4)
@@ -179,9 +180,9 @@ __device__ __forceinline__ void gd_fill_window(const gd_shape& s, const TX* x, i
 // Stages the weights of channels [c0, c0 + cn) of the group for its maps [m0, m0 + maps) into s_w as
 // [c][tap][MB], zeros for the maps past `maps` (the last chunk of a group). MB divides the block's threads,
 // so a thread keeps one map j and steps over (channel, tap) pairs ct: in MCKK those are one contiguous run
-// of the map's filter (an index per map, not per element: at 4 and 32 maps, 29 instructions an element
-// were most of the 7-pixel layers' time). fp32 on sm_80 and newer: by cp.async, which gd_fill_window's wait
-// covers (no load waited on before its store).
+// of the map's filter (an index per map, where one per element took 29 instructions an element). A warp's
+// copies still read as many filters as it has maps (one sector each). fp32 on sm_80 and newer: by
+// cp.async, which gd_fill_window's wait covers (no load waited on before its store).
 template <int MB, int THREADS, class TX>
 __device__ __forceinline__ void gd_stage_weights(const gd_shape& s, const TX* w, int m0, int maps, int c0, int cn,
                                                  int KK, float* s_w) {
