@@ -230,6 +230,8 @@ __global__ void __launch_bounds__(TW * TR * MS) gd_tile_kernel(gd_shape s, const
     const int sh = S ? S : s.stride_h, sw = S ? S : s.stride_w;
     const int dh = K ? 1 : s.dil_h, dw = K ? 1 : s.dil_w;
     const int in_h = K ? (TH - 1) * S + K : s.in_h, in_w = K ? (TW - 1) * S + K : s.in_w;
+    // The host's s.in_ws (gd_staged_row), as a constant where the filter is: the same function on the
+    // same window and row step (mod 32).
     constexpr int IN_WS = K ? gd_row_stride((TW - 1) * S + K, PT * S, TW) : 0;
     const int in_ws = K ? IN_WS : s.in_ws;
     extern __shared__ float4 gd_smem4[];
@@ -470,7 +472,6 @@ const conv_config GD_CONFIGS[] = {
     {"m8_t16x16", gd_tile_run<8, 4, 16, 4>, GdTileLaunch<8, 4, 16, 4>::supports},
     {"m8_t8x8", gd_tile_run<8, 2, 8, 4>, GdTileLaunch<8, 2, 8, 4>::supports},
     {"m8x2_t16x16", gd_tile_run<8, 4, 16, 4, 2>, GdTileLaunch<8, 4, 16, 4, 2>::supports},
-    {"m8x4_t16x16", gd_tile_run<8, 4, 16, 4, 4>, GdTileLaunch<8, 4, 16, 4, 4>::supports},
     {"m8x4_t8x8", gd_tile_run<8, 2, 8, 4, 4>, GdTileLaunch<8, 2, 8, 4, 4>::supports},
     {"nhwc_p4_t128", gd_nhwc_run<1, 4, 128, false>, gd_nhwc_supports},
     {"nhwc_p2_t128", gd_nhwc_run<1, 2, 128, false>, gd_nhwc_supports},
