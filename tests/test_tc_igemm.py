@@ -514,6 +514,8 @@ GROUPED_CASES = {
                                               epilogue="relu"),
     "cg4_f32_nchw_c20_s2": ConvCase(2, 20, 15, 17, 20, 3, 3, stride=(2, 2), padding=(1, 1), groups=5, bias=True),
     "cg8_f32_nhwc": ConvCase(2, 32, 11, 12, 32, 3, 3, padding=(1, 1), groups=4, **DW),
+    # f32 MCKK filters of 25 values a map, 9 maps: 225 values, the last run of 8 a thread loads part past them
+    "cg1_f32_nchw_5x5_c9": ConvCase(2, 9, 12, 11, 9, 5, 5, padding=(2, 2), groups=9, bias=True),
     # 16-bit NCHW x: 8 element loads a chunk
     "cg4_f16_nchw": ConvCase(2, 32, 13, 11, 32, 3, 3, padding=(1, 1), groups=8, x_dtype="f16", y_dtype="f16"),
     # depthwise (one channel a group, 8 to a chunk), as MobileNetV2's
@@ -543,12 +545,14 @@ def test_grouped_config_matches_oracle(config, case_id, rng):
 
 
 @requires_gpu
-@pytest.mark.parametrize("offsets", [dict(x_offset=1), dict(y_offset=1)])
+@pytest.mark.parametrize("case_id,offsets", [("cg4_f16_relu", dict(x_offset=1)), ("cg4_f16_relu", dict(y_offset=1)),
+                                             ("cg4_f16_relu", dict(w_offset=1)), ("cg16_f32_nchw", dict(w_offset=2))])
 @pytest.mark.parametrize("config", GROUPED)
-def test_grouped_config_takes_unaligned_operands(config, offsets, rng):
-    """x one element past a 16-byte boundary: element staging; y: element stores."""
+def test_grouped_config_takes_unaligned_operands(config, case_id, offsets, rng):
+    """x one element past a 16-byte boundary: element staging; y: element stores; w (16-bit MKKC, f32 MCKK):
+    filters read element by element, not by 16-byte loads."""
     pr.skip_unless_available("implicit_gemm_f16")
-    pr.check_config("implicit_gemm_f16", config, GROUPED_CASES["cg4_f16_relu"], rng, **offsets)
+    pr.check_config("implicit_gemm_f16", config, GROUPED_CASES[case_id], rng, **offsets)
 
 
 # An Inf weight of one map on a tap that meets the padding: NaN there, Inf of its sign inside, and no other

@@ -58,6 +58,9 @@ namespace {
 
 // Operand elements in a 16-byte chunk: an ldmatrix row, one piece's k.
 constexpr int TGC_CHUNK = 8;
+// Filter values a thread loads (a run of w) before it stores them, where they are rounded or reordered
+// (tgc_stage_filters): two 16-byte loads of f32, one of 16-bit values.
+constexpr int TGC_W_BATCH = 8;
 
 // x (B, H, W, C) or (B, C, H, W), w (M, KH, KW, Cg) or (M, Cg, KH, KW), y (B, OH, OW, M) or (B, M, OH, OW);
 // every count < 2^31 (the dispatcher's batch chunks).
@@ -227,14 +230,43 @@ __device__ __forceinline__ void tgc_stage_filters(const tgc_shape& s, const TX* 
             }
         }
     }
-    // The rest in s_w's order: value r = tap * Cg + ci of map m (threads THREADS apart, carried).
-    const int KK = s.KH * s.KW, dm = THREADS / per_map, dr = THREADS % per_map;
-    int m = (done + threadIdx.x) / per_map, r = (done + threadIdx.x) % per_map;
-#pragma unroll 2
-    for (; m < maps; m += dm, r += dr) {
-        if (r >= per_map) { r -= per_map; ++m; if (m >= maps) break; }
-        const int tap = r >> s.lg_cg, ci = r & (s.Cg - 1);
-        s_w[m * s.w_stride + r] = mma16_operand<TO>(conv_ldg(src + m * per_map + (s.w_mkkc ? r : ci * KK + tap)));
+    // The rest (f32 w rounded, MCKK w reordered) in runs of TGC_W_BATCH values of w a thread (16-byte loads
+    // where w allows), all loaded before they are stored: run value k is map m's value q = hi * lo_n + lo
+    // (MCKK: channel hi, tap lo; MKKC: tap hi, channel lo), at s_w's place r = tap * Cg + ci. A value at a time
+    // in s_w's order (strided loads, each waited on) was a third of the f32 fast path's stall samples, and a
+    // thread's values THREADS apart (one carry and one 8-byte address a value) a fifth of its instructions.
+    constexpr int RUN = TGC_W_BATCH, RUN_STEP = RUN * THREADS;
+    const int KK = s.KH * s.KW, lo_n = s.w_mkkc ? s.Cg : KK, hi_n = per_map / lo_n;
+    const bool vec = s.w_vec && (reinterpret_cast<uintptr_t>(src + done) & 15) == 0;  // done: a multiple of 8
+    const int d_m = RUN_STEP / per_map, d_hi = RUN_STEP % per_map / lo_n, d_lo = RUN_STEP % lo_n;
+    const int first = done + RUN * threadIdx.x;
+    int m0 = first / per_map, hi0 = first % per_map / lo_n, lo0 = first % lo_n;  // a run's first value, carried
+    for (int e = first; e < count; e += RUN_STEP) {
+        alignas(16) TX v[RUN];
+        if (vec && e + RUN <= count) {
+            constexpr int PER = 16 / sizeof(TX);
+#pragma unroll
+            for (int i = 0; i < RUN / PER; ++i)
+                *reinterpret_cast<uint4*>(v + i * PER) = __ldg(reinterpret_cast<const uint4*>(src + e) + i);
+        } else {
+#pragma unroll
+            for (int k = 0; k < RUN; ++k) v[k] = conv_ldg(src + min(e + k, count - 1));
+        }
+        int m = m0, hi = hi0, lo = lo0;
+#pragma unroll
+        for (int k = 0; k < RUN; ++k) {
+            const int r = s.w_mkkc ? hi * s.Cg + lo : (lo << s.lg_cg) + hi;
+            if (e + k < count) s_w[m * s.w_stride + r] = mma16_operand<TO>(v[k]);
+            if (++lo == lo_n) {
+                lo = 0;
+                if (++hi == hi_n) { hi = 0; ++m; }
+            }
+        }
+        lo0 += d_lo;
+        if (lo0 >= lo_n) { lo0 -= lo_n; ++hi0; }
+        hi0 += d_hi;
+        if (hi0 >= hi_n) { hi0 -= hi_n; ++m0; }
+        m0 += d_m;
     }
     const int pad_chunks = (s.w_stride - per_map) / TGC_CHUNK;  // whole chunks where there are any
     for (int e = threadIdx.x; e < maps * pad_chunks; e += THREADS)
@@ -333,9 +365,6 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
         s_x[e * s.pix_chunks + CS / TGC_CHUNK] = make_uint4(0u, 0u, 0u, 0u);
     grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
     TO* s_w = reinterpret_cast<TO*>(reinterpret_cast<char*>(tgc_smem) + s.w_offset);
-    tgc_stage_filters<CS, THREADS>(s, w, g0, s_w);
-    cp_async_commit();
-
     // The window of item i into buffer buf (f32 x: into the raw window).
     const auto stage = [&](int i, int buf) {
         const TgcTile t = tgc_tile(s, i);
@@ -343,9 +372,15 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
                                           s_x + buf * s.window_chunks, s_raw);
     };
     int item = blockIdx.x / s.slabs;
-    if (item < s.items) stage(item, 0);
+    // 16-bit x: the filters' copies, then the first window's, in flight while the fragments are built. f32 x:
+    // the window's copies first, in flight while the filters are loaded and rounded (at two tiles a block on
+    // ResNeXt's 14- and 7-pixel layers, that load was most of a block's wait).
+    if (RAW && item < s.items) stage(item, 0);
+    tgc_stage_filters<CS, THREADS>(s, w, g0, s_w);
     cp_async_commit();
-    cp_async_wait<1>();  // the filters (the first window's copies stay in flight)
+    if (!RAW && item < s.items) stage(item, 0);
+    cp_async_commit();
+    cp_async_wait<1>();  // 16-bit x: the filters (the first window's copies stay in flight)
     __syncthreads();
     if (!s.direct_b) tgc_build_fragments<WARPS>(s, s_w, g0, s_b);  // seen by every warp after the loop's first barrier
     if constexpr (RAW) {  // the first window rounded into buffer 0
