@@ -59,8 +59,12 @@ namespace {
 // Operand elements in a 16-byte chunk: an ldmatrix row, one piece's k.
 constexpr int TGC_CHUNK = 8;
 // Filter values a thread loads (a run of w) before it stores them, where they are rounded or reordered
-// (tgc_stage_filters): two 16-byte loads of f32, one of 16-bit values.
-constexpr int TGC_W_BATCH = 8;
+// (tgc_stage_filters): six 16-byte loads of f32 (72 values a thread on ResNeXt's 32-channel groups: three
+// round trips), two of 16-bit values.
+template <class TX>
+constexpr int tgc_w_run() {
+    return sizeof(TX) == 4 ? 24 : 16;
+}
 
 // x (B, H, W, C) or (B, C, H, W), w (M, KH, KW, Cg) or (M, Cg, KH, KW), y (B, OH, OW, M) or (B, M, OH, OW);
 // every count < 2^31 (the dispatcher's batch chunks).
@@ -230,14 +234,15 @@ __device__ __forceinline__ void tgc_stage_filters(const tgc_shape& s, const TX* 
             }
         }
     }
-    // The rest (f32 w rounded, MCKK w reordered) in runs of TGC_W_BATCH values of w a thread (16-byte loads
+    // The rest (f32 w rounded, MCKK w reordered) in runs of tgc_w_run values of w a thread (16-byte loads
     // where w allows), all loaded before they are stored: run value k is map m's value q = hi * lo_n + lo
     // (MCKK: channel hi, tap lo; MKKC: tap hi, channel lo), at s_w's place r = tap * Cg + ci. A value at a time
     // in s_w's order (strided loads, each waited on) was a third of the f32 fast path's stall samples, and a
     // thread's values THREADS apart (one carry and one 8-byte address a value) a fifth of its instructions.
-    constexpr int RUN = TGC_W_BATCH, RUN_STEP = RUN * THREADS;
+    constexpr int RUN = tgc_w_run<TX>(), RUN_STEP = RUN * THREADS;
     const int KK = s.KH * s.KW, lo_n = s.w_mkkc ? s.Cg : KK, hi_n = per_map / lo_n;
-    const bool vec = s.w_vec && (reinterpret_cast<uintptr_t>(src + done) & 15) == 0;  // done: a multiple of 8
+    // done: a multiple of 8, and a run 16-byte loads
+    const bool vec = s.w_vec && (reinterpret_cast<uintptr_t>(src + done) & 15) == 0;
     const int d_m = RUN_STEP / per_map, d_hi = RUN_STEP % per_map / lo_n, d_lo = RUN_STEP % lo_n;
     const int first = done + RUN * threadIdx.x;
     int m0 = first / per_map, hi0 = first % per_map / lo_n, lo0 = first % lo_n;  // a run's first value, carried
