@@ -514,6 +514,14 @@ GROUPED_CASES = {
                                               epilogue="relu"),
     "cg4_f32_nchw_c20_s2": ConvCase(2, 20, 15, 17, 20, 3, 3, stride=(2, 2), padding=(1, 1), groups=5, bias=True),
     "cg8_f32_nhwc": ConvCase(2, 32, 11, 12, 32, 3, 3, padding=(1, 1), groups=4, **DW),
+    # f32 NCHW x whose rows take 16-byte copies (W = 16, 40): stride 2 with C = 40 (the second 32-channel slab
+    # 8 planes of x, the rest zeros), and planes several tiles wide (each tile's window from its own lead)
+    "cg8_f32_nchw_w16_s2": ConvCase(2, 40, 15, 16, 40, 3, 3, stride=(2, 2), padding=(1, 1), groups=5, bias=True),
+    "cg8_f32_nchw_w40_dilated": ConvCase(2, 16, 12, 40, 16, 3, 3, padding=(2, 1), dilation=(2, 1), groups=2),
+    # ResNeXt's g32_3 plane (28 -> 14 at stride 2): grp128_c64's raw window with rows for 16-byte copies would
+    # pass the shared memory of a block, so it copies by 4 bytes (refusing the layer would fail here)
+    "cg16_f32_nchw_s2_raw_rows_at_the_limit": ConvCase(1, 64, 28, 28, 64, 3, 3, stride=(2, 2), padding=(1, 1),
+                                                       groups=4, bias=True),
     # f32 MCKK filters of 25 values a map, 9 maps: 225 values, the last run of 8 a thread loads part past them
     "cg1_f32_nchw_5x5_c9": ConvCase(2, 9, 12, 11, 9, 5, 5, padding=(2, 2), groups=9, bias=True),
     # 16-bit NCHW x: 8 element loads a chunk
@@ -546,11 +554,14 @@ def test_grouped_config_matches_oracle(config, case_id, rng):
 
 @requires_gpu
 @pytest.mark.parametrize("case_id,offsets", [("cg4_f16_relu", dict(x_offset=1)), ("cg4_f16_relu", dict(y_offset=1)),
-                                             ("cg4_f16_relu", dict(w_offset=1)), ("cg16_f32_nchw", dict(w_offset=2))])
+                                             ("cg4_f16_relu", dict(w_offset=1)), ("cg16_f32_nchw", dict(w_offset=2)),
+                                             ("cg8_f32_nchw_w16_s2", dict(x_offset=1)),
+                                             ("cg8_f32_nchw_w16_s2", dict(x_offset=2))])
 @pytest.mark.parametrize("config", GROUPED)
 def test_grouped_config_takes_unaligned_operands(config, case_id, offsets, rng):
-    """x one element past a 16-byte boundary: element staging; y: element stores; w (16-bit MKKC, f32 MCKK):
-    filters read element by element, not by 16-byte loads."""
+    """x one element past a 16-byte boundary: element staging (16-bit NHWC), 4- or 8-byte copies (f32 NCHW
+    rows of 16); y: element stores; w (16-bit MKKC, f32 MCKK): filters read element by element, not by
+    16-byte loads."""
     pr.skip_unless_available("implicit_gemm_f16")
     pr.check_config("implicit_gemm_f16", config, GROUPED_CASES[case_id], rng, **offsets)
 

@@ -21,10 +21,10 @@
 //      offsets and the tile pixels' positions;
 //   1. per tile: its input window with the halo as [row][column][channel] in the operand dtype (zeros on
 //      padding, past the image and past C), copied in while the tile before is multiplied: from NHWC
-//      f16 / bf16 x by 16-byte cp.async where C and x allow (two buffers); from f32 x (NCHW or NHWC) by
-//      4-byte cp.async into a raw f32 window, rounded to fp16 into the one buffer once the tile before is
-//      done (the fast path's NCHW input: loads waited on in place were most of its stalls); else (16-bit
-//      NCHW, unaligned x) element by element, waited on in place. Window
+//      f16 / bf16 x by 16-byte cp.async where C and x allow (two buffers); from f32 x by cp.async into a raw
+//      f32 window (NCHW: 16-, 8- or 4-byte copies as x's rows allow; NHWC: 4-byte), rounded to fp16 into the
+//      one buffer once the tile before is done (the fast path's NCHW input: loads waited on in place were
+//      most of its stalls); else (16-bit NCHW, unaligned x) element by element, waited on in place. Window
 //      columns are stored by stride phase (column j at (j % S) * phase_w + j / S), so that neighbouring
 //      output columns read neighbouring stored pixels at any stride; a pixel takes an odd number of
 //      16-byte chunks (CS / 8 and one more), so that the 8 rows of an ldmatrix fall in distinct banks; that
@@ -52,6 +52,7 @@
 #include "grid_dependency.cuh"
 #include "launch_util.cuh"
 #include "mma_operand16.cuh"
+#include "nchw_window_copy.cuh"
 #include "tensor_io.cuh"
 
 namespace {
@@ -81,6 +82,7 @@ struct tgc_shape : ConvShape32 {
     int y_maps, y_row;        // maps of a block (packs * pack_m); y staging elements per pixel (padded)
     int w_stride, direct_b;   // staged filter elements a map; B read from them (a pack is one group)
     int w_offset, b_offset, table_offset, wtable_offset, pix_offset, y_offset;  // bytes from shared memory's start
+    int raw_row, x_copy;      // f32 x: floats per raw window row; elements per copy of NCHW x (nchw_copy_vector)
     int x_nhwc, y_nhwc, w_mkkc, x_vec, w_vec, y_vec, y_pair, relu;
 };
 
@@ -112,8 +114,8 @@ __device__ __forceinline__ void tgc_line(const tgc_shape& s, int per, int e, int
 // past C, in one of three ways:
 //   NHWC 16-bit x, C % 8 == 0, x 16-byte aligned (x_vec): chunks by 16-byte cp.async into win, in flight
 //     until the caller waits;
-//   f32 x: elements by 4-byte cp.async into raw, in flight until the caller waits, then rounded into
-//     win by tgc_convert_raw;
+//   f32 x: by cp.async into raw (NCHW: copies of x_copy elements, nchw_window_copy.cuh; NHWC: elements),
+//     in flight until the caller waits, then rounded into win by tgc_convert_raw;
 //   else (16-bit NCHW or unaligned x): element by element into win, done on return.
 // In the first two a thread takes one line of a window column and walks it down the rows: one address step a
 // row.
@@ -121,11 +123,6 @@ template <int CS, int THREADS, class TO, class TX>
 __device__ __forceinline__ void tgc_stage_window(const tgc_shape& s, const TX* __restrict__ x, int b, int c0, int ih0,
                                                  int iw0, uint4* win, float* raw) {
     constexpr int CHUNKS = CS / TGC_CHUNK;
-    const int row_step = s.x_nhwc ? s.W * s.C : s.W;
-    // x's offset of channel c at column iw of row ih0 (read only where in the image)
-    const auto offset = [&](int c, int iw) {
-        return s.x_nhwc ? ((b * s.H + ih0) * s.W + iw) * s.C + c : ((b * s.C + c) * s.H + ih0) * s.W + iw;
-    };
     if constexpr (std::is_same<TX, TO>::value) {
         if (s.x_vec) {  // NHWC (a column's chunks in neighbouring lanes); a chunk is whole or all past C
             for (int e = threadIdx.x; e < s.in_w * CHUNKS; e += THREADS) {
@@ -134,7 +131,7 @@ __device__ __forceinline__ void tgc_stage_window(const tgc_shape& s, const TX* _
                 uint4* dst = win + tgc_stored_col(s, j) * s.pix_chunks + ch;
                 int off = ((b * s.H + ih0) * s.W + iw) * s.C + c;  // x's offset at row ih0 (read where in)
 #pragma unroll 4
-                for (int i = 0; i < s.in_h; ++i, off += row_step, dst += s.row_chunks) {
+                for (int i = 0; i < s.in_h; ++i, off += s.W * s.C, dst += s.row_chunks) {
                     const bool in = col_in && (unsigned)(ih0 + i) < (unsigned)s.H;
                     cp_async_16_zfill(dst, x + (in ? off : 0), in);
                 }
@@ -142,17 +139,20 @@ __device__ __forceinline__ void tgc_stage_window(const tgc_shape& s, const TX* _
             return;
         }
     }
-    if constexpr (std::is_same<TX, float>::value) {  // raw: [channel][row][column] (NCHW), [row][column][channel]
-        const int raw_row = s.x_nhwc ? s.in_w * CS : s.in_w;
+    if constexpr (std::is_same<TX, float>::value) {
+        if (!s.x_nhwc) {  // raw [channel][row][raw_row], window column j at lead + j (nchw_window_copy.cuh)
+            nchw_copy_window<THREADS, true>(s.x_copy, x + (b * s.C + c0) * s.H * s.W, s.H, s.W, CS, s.C - c0, ih0,
+                                            iw0 - nchw_copy_lead(iw0, s.x_copy), s.in_h, s.raw_row, raw);
+            return;
+        }
+        // NHWC: raw [row][column][channel], a column's channels in neighbouring lanes
         for (int e = threadIdx.x; e < s.in_w * CS; e += THREADS) {
-            int ch, j;
-            tgc_line(s, CS, e, ch, j);
-            const int iw = iw0 + j, c = c0 + ch;
+            const int ch = e % CS, j = e / CS, iw = iw0 + j, c = c0 + ch;
             const bool col_in = (unsigned)iw < (unsigned)s.W && c < s.C;
-            float* dst = raw + (s.x_nhwc ? j * CS + ch : ch * s.in_h * s.in_w + j);
-            int off = col_in ? offset(c, iw) : 0;
+            float* dst = raw + j * CS + ch;
+            int off = ((b * s.H + ih0) * s.W + iw) * s.C + c;  // x's offset at row ih0 (read where in)
 #pragma unroll 4
-            for (int i = 0; i < s.in_h; ++i, off += row_step, dst += raw_row) {
+            for (int i = 0; i < s.in_h; ++i, off += s.W * s.C, dst += s.raw_row) {
                 const bool in = col_in && (unsigned)(ih0 + i) < (unsigned)s.H;
                 cp_async_4_zfill(dst, x + (in ? off : 0), in);
             }
@@ -184,17 +184,17 @@ __device__ __forceinline__ void tgc_stage_window(const tgc_shape& s, const TX* _
     }
 }
 
-// Rounds the raw f32 window (tgc_stage_window, its copies complete and seen) into win, a chunk a thread as
-// there (NCHW: neighbouring columns in neighbouring lanes, so that their reads of a channel fall in distinct
-// banks).
+// Rounds the raw f32 window (tgc_stage_window, its copies complete and seen; NCHW: window column j at lead + j
+// of its raw rows) into win, a chunk a thread as there (NCHW: neighbouring columns in neighbouring lanes, so
+// that their reads of a channel fall in distinct banks).
 template <int CS, int THREADS, class TO>
-__device__ __forceinline__ void tgc_convert_raw(const tgc_shape& s, const float* raw, uint4* win) {
+__device__ __forceinline__ void tgc_convert_raw(const tgc_shape& s, const float* raw, int lead, uint4* win) {
     constexpr int CHUNKS = CS / TGC_CHUNK;
-    const int raw_row = s.x_nhwc ? s.in_w * CS : s.in_w, k_step = s.x_nhwc ? 1 : s.in_h * s.in_w;
+    const int raw_row = s.raw_row, k_step = s.x_nhwc ? 1 : s.in_h * raw_row;
     for (int e = threadIdx.x; e < s.in_w * CHUNKS; e += THREADS) {
         int ch, j;
         tgc_line(s, CHUNKS, e, ch, j);
-        const float* src = raw + (s.x_nhwc ? j * CS + ch * TGC_CHUNK : ch * TGC_CHUNK * k_step + j);
+        const float* src = raw + (s.x_nhwc ? j * CS + ch * TGC_CHUNK : ch * TGC_CHUNK * k_step + lead + j);
         uint4* dst = win + tgc_stored_col(s, j) * s.pix_chunks + ch;
 #pragma unroll 2
         for (int i = 0; i < s.in_h; ++i, src += raw_row, dst += s.row_chunks) {
@@ -378,8 +378,8 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
     };
     int item = blockIdx.x / s.slabs;
     // 16-bit x: the filters' copies, then the first window's, in flight while the fragments are built. f32 x:
-    // the window's copies first, in flight while the filters are loaded and rounded (at two tiles a block on
-    // ResNeXt's 14- and 7-pixel layers, that load was most of a block's wait).
+    // the window's copies first, in flight while the filters are loaded and rounded (ResNeXt's 14- and 7-pixel
+    // layers take two or three tiles a block: the filters' load is a large part of a block's time).
     if (RAW && item < s.items) stage(item, 0);
     tgc_stage_filters<CS, THREADS>(s, w, g0, s_w);
     cp_async_commit();
@@ -388,10 +388,15 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
     cp_async_wait<1>();  // 16-bit x: the filters (the first window's copies stay in flight)
     __syncthreads();
     if (!s.direct_b) tgc_build_fragments<WARPS>(s, s_w, g0, s_b);  // seen by every warp after the loop's first barrier
+    // The raw window of item i rounded into the window buffer.
+    const auto convert = [&](int i) {
+        const int iw0 = tgc_tile(s, i).ow0 * s.stride_w - s.pad_w;
+        tgc_convert_raw<CS, THREADS, TO>(s, s_raw, nchw_copy_lead(iw0, s.x_copy), s_x);
+    };
     if constexpr (RAW) {  // the first window rounded into buffer 0
         cp_async_wait<0>();
         __syncthreads();
-        if (item < s.items) tgc_convert_raw<CS, THREADS, TO>(s, s_raw, s_x);
+        if (item < s.items) convert(item);
     }
 
     const int tile_px = s.th * s.tw;
@@ -545,7 +550,7 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
         if constexpr (RAW) {  // the next raw window complete, every read of this window (and of the y staging) done
             cp_async_wait<0>();
             __syncthreads();
-            if (more) tgc_convert_raw<CS, THREADS, TO>(s, s_raw, s_x);
+            if (more) convert(item + step);
         } else {
             __syncthreads();  // every read of this window (and of the y staging) is done before they are refilled
             cur ^= 1;
@@ -580,13 +585,15 @@ static int tgc_log2(int v) {
     return l;
 }
 
-// Fills s's geometry (no pointers' properties) and returns the shared memory of a launch (two
-// windows or for f32 x a window and the raw one, the staged filters, their B fragments, the piece and pixel
-// tables, and where y may take 16-byte stores the y staging), or 0 where that passes int range (far beyond any
-// GPU's shared memory).
+// Fills s's geometry (no pointers' properties but x_copy, the elements per copy of NCHW f32 x: the launch's,
+// or for sizing before the operands are known the most the layer allows, the most room) and returns the
+// shared memory of a launch (two windows or for f32 x a window and the raw one, the staged filters, their B
+// fragments, the piece and pixel tables, and where y may take 16-byte stores the y staging), or 0 where that
+// passes int range (far beyond any GPU's shared memory).
 template <int TP, int CS>
-static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
+static size_t tgc_layout(const conv_problem* p, size_t y_elem, int x_copy, tgc_shape& s) {
     static_cast<ConvShape32&>(s) = conv_shape32(p);
+    s.x_copy = x_copy;
     s.G = (int)p->groups;
     s.Cg = (int)(p->C / p->groups);
     s.Mg = (int)(p->M / p->groups);
@@ -617,8 +624,11 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
     const long long per_map = (long long)s.Cg * p->KH * p->KW;
     const long long w_stride = s.direct_b ? per_map + (s.Cg / TGC_CHUNK * p->KH * p->KW % 2 ? 16 : 8) : per_map;
     const long long b_bytes = s.direct_b ? 0 : (long long)s.packs * s.nt * ksteps * 32 * 8;
-    // After the window: a second one, or for f32 x the raw window (in_h x in_w x CS floats).
-    const long long second = p->x_dtype == CONV_F32 ? (in_h * in_w * CS * 4 + 15) / 16 : window_chunks;
+    // After the window: a second one, or for f32 x the raw window (in_h rows of raw_row floats: NHWC in_w
+    // pixels' CS channels, NCHW a plane's columns from the lead; CS planes).
+    const bool nhwc = p->x_layout == CONV_NHWC;
+    const long long raw_row = nhwc ? in_w * CS : nchw_copy_row_floats((int)in_w, x_copy);
+    const long long second = p->x_dtype == CONV_F32 ? (in_h * raw_row * (nhwc ? 1 : CS) * 4 + 15) / 16 : window_chunks;
     const long long w_offset = (window_chunks + second) * 16;
     const long long w_bytes = ((long long)CS / s.Cg * s.Mg * w_stride * 2 + 15) / 16 * 16;
     const long long b_offset = w_offset + w_bytes, table_offset = b_offset + b_bytes;
@@ -636,6 +646,7 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
     s.ksteps = (int)ksteps;
     s.in_h = (int)in_h;
     s.in_w = (int)in_w;
+    s.raw_row = (int)raw_row;
     s.phase_w = (int)phase_w;
     s.pix_chunks = (int)pix_chunks;
     s.row_chunks = (int)(p->stride_w * phase_w * pix_chunks);
@@ -650,12 +661,27 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, tgc_shape& s) {
     return (size_t)bytes;
 }
 
+// Elements per copy of NCHW f32 x at address x_at (nchw_copy_vector; 0: the most the layer's rows allow),
+// or one where the raw window's rows for more would pass the block's shared memory `most` (rows of up to
+// 3 more floats: the 128-pixel tiles at stride 2 are near it).
+template <int TP, int CS>
+static int tgc_copy_vector(const conv_problem* p, uintptr_t x_at, size_t y_elem, int most) {
+    const int v = nchw_copy_vector(p, x_at);
+    tgc_shape s;
+    const size_t bytes = v > 1 ? tgc_layout<TP, CS>(p, y_elem, v, s) : 0;
+    return v > 1 && bytes > 0 && bytes <= (size_t)most ? v : 1;
+}
+
 template <int TP, int CS, int WARPS>
 struct TgcLaunch {
     template <class TO, class TX, class TY>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
         tgc_shape s;
-        const size_t smem = tgc_layout<TP, CS>(p, sizeof(TY), s);
+        int most = 0;
+        const int status = conv_smem_per_block_optin(&most);
+        if (status != CONV_OK) return status;
+        const int x_copy = tgc_copy_vector<TP, CS>(p, (uintptr_t)t->x, sizeof(TY), most);
+        const size_t smem = tgc_layout<TP, CS>(p, sizeof(TY), x_copy, s);
         s.x_nhwc = p->x_layout == CONV_NHWC;
         s.y_nhwc = p->y_layout == CONV_NHWC;
         s.w_mkkc = p->w_layout == CONV_MKKC;
@@ -668,8 +694,8 @@ struct TgcLaunch {
         CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         // A wave of blocks, whole slabs of them, each looping over the tiles (at most all of them).
         int64_t wave = 0;
-        const int status = conv_wave_blocks(kernel, 32 * WARPS, smem, &wave);
-        if (status != CONV_OK) return status;
+        const int wave_status = conv_wave_blocks(kernel, 32 * WARPS, smem, &wave);
+        if (wave_status != CONV_OK) return wave_status;
         const int64_t per_slab = wave / s.slabs > 1 ? wave / s.slabs : 1;
         const dim3 grid((unsigned)(s.slabs * (per_slab < s.items ? per_slab : s.items)));
         CONV_LAUNCH_DEPENDENT("tc_grouped_kernel", kernel, grid, 32 * WARPS, smem, stream, s,
@@ -698,11 +724,12 @@ int tc_grouped_supports(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: the grp configurations write y in x's dtype (x %s, y %s)",
                               conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
-    tgc_shape s;
-    const size_t bytes = tgc_layout<TP, CS>(p, conv_dtype_size(p->y_dtype), s);
     int most = 0;
     const int status = conv_smem_per_block_optin(&most);
     if (status != CONV_OK) return status;
+    const size_t y_elem = conv_dtype_size(p->y_dtype);
+    tgc_shape s;
+    const size_t bytes = tgc_layout<TP, CS>(p, y_elem, tgc_copy_vector<TP, CS>(p, 0, y_elem, most), s);
     if (bytes == 0 || bytes > (size_t)most)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: the grp%d_c%d tile's input window (%lld x %lld pixels x %d "

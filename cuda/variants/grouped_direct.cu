@@ -30,6 +30,7 @@
 #include "grid_dependency.cuh"
 #include "grouped_direct.h"
 #include "mma_sync.cuh"
+#include "nchw_window_copy.cuh"
 #include "tensor_io.cuh"
 
 namespace {
@@ -58,7 +59,7 @@ struct gd_shape : ConvShape32 {
     int chunk_c;       // channels per shared-memory fill
     int in_h, in_w;    // a tile's input window
     int in_ws;         // floats per staged window row (gd_row_stride)
-    int vec;           // elements per copy of the NCHW fp32 staging: 4, 2 or 1 (gd_copy_window)
+    int vec;           // elements per copy of the NCHW fp32 staging: 4, 2 or 1 (nchw_copy_window)
     int x_nhwc, y_nhwc, w_mkkc, relu;
 };
 
@@ -71,7 +72,7 @@ __host__ __device__ constexpr int gd_round4(int n) { return (n + 3) / 4 * 4; }
 // in different banks: with 8-lane groups on rows 16 floats apart (in_w = 10 rounded up), four groups
 // read 2 banks' worth of the same 8 banks.
 __host__ __device__ constexpr int gd_row_stride(int in_w, int row_step, int tw) {
-    const int least = (in_w + 3 + 3) / 4 * 4;
+    const int least = nchw_copy_row_floats(in_w, 4);
     for (int ws = least; ws < least + 32; ws += 4)
         if (tw >= 32 || (row_step * ws) % 32 == tw) return ws;
     return least;
@@ -83,7 +84,7 @@ __host__ __device__ constexpr int gd_row_stride(int in_w, int row_step, int tw) 
 // each load before its store). NCHW: the window flattened, element e = (c * in_h + i) * in_w + j, lanes on
 // consecutive elements: coalesced along a row, and no lane idle where a row is not a multiple of 32
 // wide. NHWC: a warp takes GD_STAGE_ROWS window rows, channels fastest, so that a lane run covers the
-// group's contiguous channels of neighbouring columns. (fp32 NCHW on sm_80 and newer: gd_copy_window.)
+// group's contiguous channels of neighbouring columns. (fp32 NCHW on sm_80 and newer: nchw_copy_window.)
 template <int THREADS, class TX>
 __device__ __forceinline__ void gd_stage_input(const gd_shape& s, const TX* x, int b, int c_first, int cn, int ih0,
                                                int iw0, int in_h, int in_w, int in_ws, int lead, float* s_x) {
@@ -139,37 +140,15 @@ constexpr bool GD_ASYNC_COPY = true;
 constexpr bool GD_ASYNC_COPY = false;
 #endif
 
-// The fp32 NCHW staging on sm_80 and newer: window row r (channel r / in_h) as the in_ws columns from iw0a
-// (a multiple of V) in copies of V elements, cp.async with zeros for copies off the image (x's rows hold
-// a multiple of V elements: a copy lies wholly inside a row or wholly outside it), for gd_fill_window to
-// wait on. Every load of the fill is in flight at once and none passes through registers: with loads
-// into registers, the stride-2 layers' windows (4x their tiles) kept the warps waiting on each batch.
-template <int V, int THREADS>
-__device__ __forceinline__ void gd_copy_window(const gd_shape& s, const float* x, int b, int c_first, int cn, int ih0,
-                                               int iw0a, int in_h, int in_ws, float* s_x) {
-    const int per_row = in_ws / V, total = cn * in_h * per_row;
-    const float* xb = x + (b * s.C + c_first) * s.H * s.W;  // the chunk's first plane
-#pragma unroll 1  // nothing to gain: no copy waits on another (unrolled, the kernels took up to 128 registers)
-    for (int q = threadIdx.x; q < total; q += THREADS) {
-        const int r = q / per_row, col = iw0a + (q - r * per_row) * V, c = r / in_h, ih = ih0 + r - c * in_h;
-        const bool ok = (unsigned)ih < (unsigned)s.H && col >= 0 && col + V <= s.W;
-        const float* src = xb + (ok ? (c * s.H + ih) * s.W + col : 0);
-        if constexpr (V == 4) cp_async_16_zfill(s_x + q * V, src, ok);  // through L2 only
-        else cp_async_ca_zfill<4 * V>(s_x + q * V, src, ok);
-    }
-}
-
 // Stages the tile's window for channels [c_first, c_first + cn): by cp.async where the build and the
 // operands allow (fp32 NCHW, sm_80 and newer), else through registers.
 template <int THREADS, class TX>
 __device__ __forceinline__ void gd_fill_window(const gd_shape& s, const TX* x, int b, int c_first, int cn, int ih0,
                                                int iw0, int lead, int in_h, int in_w, int in_ws, float* s_x) {
     if constexpr (GD_ASYNC_COPY && std::is_same<TX, float>::value) {
-        const int iw0a = iw0 - lead;
         if (s.x_nhwc) gd_stage_input<THREADS>(s, x, b, c_first, cn, ih0, iw0, in_h, in_w, in_ws, lead, s_x);
-        else if (s.vec == 4) gd_copy_window<4, THREADS>(s, x, b, c_first, cn, ih0, iw0a, in_h, in_ws, s_x);
-        else if (s.vec == 2) gd_copy_window<2, THREADS>(s, x, b, c_first, cn, ih0, iw0a, in_h, in_ws, s_x);
-        else gd_copy_window<1, THREADS>(s, x, b, c_first, cn, ih0, iw0a, in_h, in_ws, s_x);
+        else nchw_copy_window<THREADS, false>(s.vec, x + (b * s.C + c_first) * s.H * s.W, s.H, s.W, cn, cn, ih0,
+                                              iw0 - lead, in_h, in_ws, s_x);
         cp_async_commit();  // with the weights' copies (gd_stage_weights)
         cp_async_wait<0>();
     } else {
@@ -247,7 +226,7 @@ __global__ void __launch_bounds__(TW * TR * MS) gd_tile_kernel(gd_shape s, const
     const int g = plane % s.G, b = plane / s.G;
     const int oh0 = tile / s.tiles_w * TH, ow0 = tile % s.tiles_w * TW;
     const int ih0 = oh0 * sh - s.pad_h, iw0 = ow0 * sw - s.pad_w;
-    const int lead = iw0 & (s.vec - 1);  // window column 0 at s_x column lead: the copies start at iw0 - lead
+    const int lead = nchw_copy_lead(iw0, s.vec);  // window column 0 at s_x column lead: the copies start at iw0 - lead
     const int mg0 = mc * MB, m0 = g * s.Mg + mg0, maps = min(MB, s.Mg - mg0);
     const int tx = threadIdx.x % TW, ty = threadIdx.x / TW % TR, slice = threadIdx.x / (TW * TR);
 
@@ -339,16 +318,6 @@ static int64_t gd_channel_floats(const conv_problem* p, int MB, int PT, int TH, 
     return gd_window(TH, p->stride_h, p->KH, p->dilation_h) * gd_staged_row(p, PT, TW) + p->KH * p->KW * MB;
 }
 
-// Elements per copy of the fp32 NCHW staging (gd_copy_window): 4 where x's rows and x are 16-byte
-// aligned, 2 where 8-byte, else 1; 1 for every other layout and dtype (staged through registers).
-static int gd_copy_vector(const conv_problem* p, const conv_tensors* t) {
-    if (p->x_dtype != CONV_F32 || p->x_layout != CONV_NCHW) return 1;
-    const uintptr_t x = (uintptr_t)t->x;
-    if (p->W % 4 == 0 && x % 16 == 0) return 4;
-    if (p->W % 2 == 0 && x % 8 == 0) return 2;
-    return 1;
-}
-
 template <int MT, int PT, int TW, int TR, int MS = 1>
 struct GdTileLaunch {
     static constexpr int TH = TR * PT, THREADS = TW * TR * MS, MB = MT * MS;
@@ -375,7 +344,7 @@ struct GdTileLaunch {
         s.in_h = (int)gd_window(TH, p->stride_h, p->KH, p->dilation_h);
         s.in_w = (int)gd_window(TW, p->stride_w, p->KW, p->dilation_w);
         s.in_ws = (int)gd_staged_row(p, PT, TW);
-        s.vec = gd_copy_vector(p, t);
+        s.vec = nchw_copy_vector(p, (uintptr_t)t->x);
         const int64_t per_c = gd_channel_floats(p, MB, PT, TH, TW);  // + 3 <= GD_SMEM_MAX_FLOATS: supports()
         const int64_t fit = (GD_SMEM_FLOATS - 3) / per_c;
         s.chunk_c = (int)(fit < 1 ? 1 : fit < s.Cg ? fit : s.Cg);

@@ -95,6 +95,8 @@ GROUPED_SHAPES = [
     ((2, 96, 15, 14), (24, 8, 3, 3), 2, 1, 12, np.float16, True),    # copies, staged y, odd maps, a part slab
     ((2, 64, 9, 10), (64, 16, 3, 3), 1, 1, 4, np.float16, True),     # 16 and 32 channels a group: B read from
     ((1, 64, 8, 9), (64, 32, 3, 3), 2, 1, 2, np.float32, False),     # the staged rows, two n8 tiles a task
+    ((2, 40, 12, 16), (40, 8, 3, 3), 2, 1, 5, np.float32, False),    # f32 NCHW rows of 16-byte copies (W = 16)
+    ((1, 32, 10, 14), (32, 16, 3, 3), 1, 1, 2, np.float32, False),   # and of 8-byte copies (W = 14)
 ]
 
 
