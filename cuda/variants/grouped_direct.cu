@@ -1,7 +1,7 @@
 // grouped_direct.cu — direct convolution for depthwise and grouped layers (few input channels per
 // group: MobileNet / EfficientNet / ConvNeXt depthwise, ResNeXt's 32 groups), exact fp32 FFMA on f32,
 // f16 or bf16 data, NCHW or NHWC x and y, MCKK or MKKC w, bias + ReLU fused into the store.
-//   gd_tile_kernel<K, S, MT, PT, TW, TR, MS, TX, TY>: a block computes an output tile of TW columns x
+//   gd_tile_kernel<K, S, MT, PT, TW, TR, MS, KS, TX, TY>: a block computes an output tile of TW columns x
 //     TR*PT rows for MS*MT maps of one (image, group). It stages the tile's input window with its halo
 //     (zeros on padding) for a chunk of the group's channels in shared memory, widened to fp32, beside
 //     those channels' weights of its maps as [channel][tap][map] (an LDS.128 gives 4 maps); fp32 NCHW
@@ -12,7 +12,9 @@
 //     block's MS map slices (MS groups of TW*TR threads, MT maps each) share one staged window: with MS = 1
 //     a group of Mg maps stages its window Mg/MT times over, which on ResNeXt's 16- and 32-map groups was
 //     most of the traffic. One block per (tile, image, group, MS*MT maps), so a batch-1 layer still gives
-//     C/(C/groups) * tiles blocks to fill the SMs, and a large plane many of them.
+//     C/(C/groups) * tiles blocks to fill the SMs, and a large plane many of them; where those are few (a
+//     batch-1 layer on a 7- or 14-pixel plane: 1-2 warps per scheduler, each instruction's latency
+//     exposed), KS channel slices of threads split each fill's channels and add their sums at the end.
 //     K, S > 0: K x K filter, stride S, dilation 1, fully unrolled with compile-time shared-memory
 //     strides (3x3 and 5x5 at strides 1 and 2, 7x7 at stride 1; same dtype in and out).
 //     K = S = 0: any KH x KW, stride and dilation, run-time filter loops (every other shape and the
@@ -197,14 +199,16 @@ __device__ __forceinline__ void gd_tap_weights(const float* ws, float (&wv)[MT])
 }
 
 // One block = a TW x TR*PT output tile of MS*MT maps of one (image, group); one thread = PT rows x MT maps
-// of one column (slice q of the block's threads takes the block's maps [q*MT, (q+1)*MT)).
-template <int K, int S, int MT, int PT, int TW, int TR, int MS, class TX, class TY>
-__global__ void __launch_bounds__(TW * TR * MS) gd_tile_kernel(gd_shape s, const TX* __restrict__ x,
-                                                               const TX* __restrict__ w, const TY* __restrict__ bias,
-                                                               TY* __restrict__ y) {
+// of one column (map slice q of the block's threads takes the block's maps [q*MT, (q+1)*MT)) over every KS-th
+// channel of a fill from its channel slice on; with KS > 1 the channel slices' sums meet in shared memory at
+// the end (KS times the warps, for batch-1 layers whose blocks are too few to fill the GPU).
+template <int K, int S, int MT, int PT, int TW, int TR, int MS, int KS, class TX, class TY>
+__global__ void __launch_bounds__(TW * TR * MS * KS) gd_tile_kernel(gd_shape s, const TX* __restrict__ x,
+                                                                    const TX* __restrict__ w,
+                                                                    const TY* __restrict__ bias, TY* __restrict__ y) {
     static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
     static_assert(MS == 1 || MT % 4 == 0, "a slice's weights start on a 16-byte boundary");
-    constexpr int THREADS = TW * TR * MS, TH = TR * PT, MB = MT * MS;
+    constexpr int SLICE = TW * TR * MS, THREADS = SLICE * KS, TH = TR * PT, MB = MT * MS;
     const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
     const int sh = S ? S : s.stride_h, sw = S ? S : s.stride_w;
     const int dh = K ? 1 : s.dil_h, dw = K ? 1 : s.dil_w;
@@ -228,7 +232,8 @@ __global__ void __launch_bounds__(TW * TR * MS) gd_tile_kernel(gd_shape s, const
     const int ih0 = oh0 * sh - s.pad_h, iw0 = ow0 * sw - s.pad_w;
     const int lead = nchw_copy_lead(iw0, s.vec);  // window column 0 at s_x column lead: the copies start at iw0 - lead
     const int mg0 = mc * MB, m0 = g * s.Mg + mg0, maps = min(MB, s.Mg - mg0);
-    const int tx = threadIdx.x % TW, ty = threadIdx.x / TW % TR, slice = threadIdx.x / (TW * TR);
+    const int tx = threadIdx.x % TW, ty = threadIdx.x / TW % TR, slice = threadIdx.x / (TW * TR) % MS;
+    const int cslice = threadIdx.x / SLICE;
 
     float acc[MT][PT];
 #pragma unroll
@@ -243,7 +248,7 @@ __global__ void __launch_bounds__(TW * TR * MS) gd_tile_kernel(gd_shape s, const
         gd_fill_window<THREADS>(s, x, b, g * s.Cg + c0, cn, ih0, iw0, lead, in_h, in_w, in_ws, s_x);
         __syncthreads();
 #pragma unroll 1
-        for (int c = 0; c < cn; ++c) {
+        for (int c = cslice; c < cn; c += KS) {
             // The thread's window: rows from ty*PT*sh, columns from tx*sw (within in_h x in_w).
             const float* xs = s_x + (c * in_h + ty * PT * sh) * in_ws + lead + tx * sw;
             const float* ws = s_w + c * KK * MB + slice * MT;
@@ -282,6 +287,25 @@ __global__ void __launch_bounds__(TW * TR * MS) gd_tile_kernel(gd_shape s, const
     }
 
     grid_launch_dependents();  // the inputs are read: the next kernel may launch during the stores
+    if constexpr (KS > 1) {  // the channel slices' sums into slice 0's, through the fills' shared memory
+        __syncthreads();     // every read of the last fill is done
+        if (cslice > 0) {  // as [channel slice - 1][map][row][thread of the slice]
+            float* s_sum = s_w + (cslice - 1) * MT * PT * SLICE + threadIdx.x % SLICE;
+#pragma unroll
+            for (int j = 0; j < MT; ++j)
+#pragma unroll
+                for (int r = 0; r < PT; ++r) s_sum[(j * PT + r) * SLICE] = acc[j][r];
+        }
+        __syncthreads();
+        if (cslice > 0) return;
+        for (int k = 1; k < KS; ++k) {
+            const float* sk = s_w + (k - 1) * MT * PT * SLICE + threadIdx.x;
+#pragma unroll
+            for (int j = 0; j < MT; ++j)
+#pragma unroll
+                for (int r = 0; r < PT; ++r) acc[j][r] += sk[(j * PT + r) * SLICE];
+        }
+    }
     const int ow = ow0 + tx;
     if (ow >= s.OW) return;
 #pragma unroll
@@ -318,16 +342,19 @@ static int64_t gd_channel_floats(const conv_problem* p, int MB, int PT, int TH, 
     return gd_window(TH, p->stride_h, p->KH, p->dilation_h) * gd_staged_row(p, PT, TW) + p->KH * p->KW * MB;
 }
 
-template <int MT, int PT, int TW, int TR, int MS = 1>
+template <int MT, int PT, int TW, int TR, int MS = 1, int KS = 1>
 struct GdTileLaunch {
-    static constexpr int TH = TR * PT, THREADS = TW * TR * MS, MB = MT * MS;
+    static constexpr int TH = TR * PT, THREADS = TW * TR * MS * KS, MB = MT * MS;
+    // Floats the channel slices' sums take at the end (in the fills' shared memory; << GD_SMEM_FLOATS).
+    static constexpr int SUM_FLOATS = (KS - 1) * MT * PT * TW * TR * MS;
+    static_assert(SUM_FLOATS <= GD_SMEM_FLOATS, "the slices' sums fit where the fills were");
     static_assert(TH <= GD_MAX_TILE && TW <= GD_MAX_TILE && THREADS % 32 == 0, "gd_supports' slack; whole warps");
 
     template <class TX, class TY>
     struct Kernels {
         template <int K, int S>
         struct At {
-            static constexpr auto kernel = gd_tile_kernel<K, S, MT, PT, TW, TR, MS, TX, TY>;
+            static constexpr auto kernel = gd_tile_kernel<K, S, MT, PT, TW, TR, MS, KS, TX, TY>;
         };
     };
 
@@ -354,8 +381,8 @@ struct GdTileLaunch {
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
         // Blocks: one per tile of each (image, group, map chunk); fewer than the outputs (< 2^31).
         const int64_t blocks = (int64_t)s.tiles * p->B * s.G * s.mchunks;
-        const int64_t floats = gd_round4(s.chunk_c * s.KH * s.KW * MB) + (int64_t)s.chunk_c * s.in_h * s.in_ws;
-        const size_t smem = (size_t)floats * sizeof(float);
+        const int64_t fill = gd_round4(s.chunk_c * s.KH * s.KW * MB) + (int64_t)s.chunk_c * s.in_h * s.in_ws;
+        const size_t smem = (size_t)(fill > SUM_FLOATS ? fill : SUM_FLOATS) * sizeof(float);
         const auto kernel = gd_kernel_for<Kernels<TX, TY>::template At, TX, TY>(p);
         CONV_LAUNCH_DEPENDENT("gd_tile_kernel", kernel, (unsigned)blocks, THREADS, smem, stream, s,
                               static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
@@ -390,9 +417,9 @@ struct GdTileLaunch {
 };
 
 // A tiled configuration as a conv_config run function.
-template <int MT, int PT, int TW, int TR, int MS = 1>
+template <int MT, int PT, int TW, int TR, int MS = 1, int KS = 1>
 int gd_tile_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return conv_dispatch_dtypes<GdTileLaunch<MT, PT, TW, TR, MS>>(p, p, t, conv_stream(stream));
+    return conv_dispatch_dtypes<GdTileLaunch<MT, PT, TW, TR, MS, KS>>(p, p, t, conv_stream(stream));
 }
 
 // An NHWC depthwise configuration: its kernel where the operands are aligned for its vectors, else
@@ -424,7 +451,8 @@ int gd_nchw_supports(const conv_problem* p) { return dw_nchw_fits(p, 1); }
 
 // Names: maps per thread (m1: depthwise, one map per group; m4, m8: grouped, LDS.128 of 4 maps) and map
 // slices per block where more than one (m8x4: 4 slices of 8 maps share a window), the output tile
-// (columns x rows), rows per thread where not the tile's default. The nhwc_* ones: output
+// (columns x rows), rows per thread where not the tile's default, channel slices where more than one
+// (k4: 4 slices of threads take every fourth channel of a fill). The nhwc_* ones: output
 // rows (r, where more than 1) x pixels per thread, threads per block of depthwise_nhwc.cu, with
 // 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids. The nchw_r* ones:
 // output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
@@ -442,6 +470,8 @@ const conv_config GD_CONFIGS[] = {
     {"m8_t8x8", gd_tile_run<8, 2, 8, 4>, GdTileLaunch<8, 2, 8, 4>::supports},
     {"m8x2_t16x16", gd_tile_run<8, 4, 16, 4, 2>, GdTileLaunch<8, 4, 16, 4, 2>::supports},
     {"m8x4_t8x8", gd_tile_run<8, 2, 8, 4, 4>, GdTileLaunch<8, 2, 8, 4, 4>::supports},
+    {"m4_t8x8_k4", gd_tile_run<4, 1, 8, 8, 1, 4>, GdTileLaunch<4, 1, 8, 8, 1, 4>::supports},
+    {"m8_t8x8_k4", gd_tile_run<8, 2, 8, 4, 1, 4>, GdTileLaunch<8, 2, 8, 4, 1, 4>::supports},
     {"nhwc_p4_t128", gd_nhwc_run<1, 4, 128, false>, gd_nhwc_supports},
     {"nhwc_p2_t128", gd_nhwc_run<1, 2, 128, false>, gd_nhwc_supports},
     {"nhwc_p1_t64", gd_nhwc_run<1, 1, 64, false>, gd_nhwc_supports},
