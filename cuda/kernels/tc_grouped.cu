@@ -102,9 +102,9 @@ __device__ __forceinline__ TgcTile tgc_tile(const tgc_shape& s, int i) {
     return {i / s.tiles, tile / s.tiles_w * s.th, tile % s.tiles_w * s.tw};
 }
 
-// Line e of a window's columns (`per` lines a column: its 8-channel chunks, or for the raw f32 copy its
-// channels): NHWC with a column's lines in neighbouring lanes, NCHW with neighbouring columns in neighbouring
-// lanes, so that a warp's accesses of one pixel (NHWC) or one channel's row (NCHW) are one run.
+// Line e of a window's columns (`per` lines a column: its 8-channel chunks): NHWC with a column's lines in
+// neighbouring lanes, NCHW with neighbouring columns in neighbouring lanes, so that a warp's accesses of one
+// pixel (NHWC) or one channel's row (NCHW) are one run.
 __device__ __forceinline__ void tgc_line(const tgc_shape& s, int per, int e, int& ch, int& j) {
     ch = s.x_nhwc ? e % per : e / s.in_w;
     j = s.x_nhwc ? e / per : e % s.in_w;
@@ -241,7 +241,7 @@ __device__ __forceinline__ void tgc_stage_filters(const tgc_shape& s, const TX* 
     // thread's values THREADS apart (one carry and one 8-byte address a value) a fifth of its instructions.
     constexpr int RUN = tgc_w_run<TX>(), RUN_STEP = RUN * THREADS;
     const int KK = s.KH * s.KW, lo_n = s.w_mkkc ? s.Cg : KK, hi_n = per_map / lo_n;
-    // done: a multiple of 8, and a run 16-byte loads
+    // 16-byte loads where src + done is 16-byte aligned (done and RUN are multiples of 8: so is every run)
     const bool vec = s.w_vec && (reinterpret_cast<uintptr_t>(src + done) & 15) == 0;
     const int d_m = RUN_STEP / per_map, d_hi = RUN_STEP % per_map / lo_n, d_lo = RUN_STEP % lo_n;
     const int first = done + RUN * threadIdx.x;
