@@ -37,7 +37,7 @@ __device__ __forceinline__ int nchw_copy_lead(int iw0, int V) { return iw0 & (V 
 // neighbouring copies of a row: coalesced. A copy's (c, i, k): CARRY, carried from the thread's copy before
 // (a few adds: implicit_gemm_f16's grp tiles, whose windows of 32 or 64 planes take thousands of copies,
 // ran up to 28% faster on ResNeXt's layers than with divisions); else two divisions (grouped_direct's
-// tiles: carried, their depthwise tiles took up to 15 more registers and ran 5-8% slower).
+// tiles: carried, their depthwise tiles took up to 15 more registers and ran 3-6% slower).
 template <int V, int THREADS, bool CARRY>
 __device__ __forceinline__ void nchw_copy_window(const float* xp, int H, int W, int planes, int valid, int ih0,
                                                  int iw0a, int in_h, int row_floats, float* dst) {
