@@ -522,7 +522,7 @@ GROUPED_CASES = {
     # pass the shared memory of a block, so it copies by 4 bytes (refusing the layer would fail here)
     "cg16_f32_nchw_s2_raw_rows_at_the_limit": ConvCase(1, 64, 28, 28, 64, 3, 3, stride=(2, 2), padding=(1, 1),
                                                        groups=4, bias=True),
-    # f32 MCKK filters of 25 values a map, 9 maps: 225 values, the last run of 8 a thread loads part past them
+    # f32 MCKK filters of 25 values a map, 9 maps: 225 values, the last run of 24 a thread loads part past them
     "cg1_f32_nchw_5x5_c9": ConvCase(2, 9, 12, 11, 9, 5, 5, padding=(2, 2), groups=9, bias=True),
     # 16-bit NCHW x: 8 element loads a chunk
     "cg4_f16_nchw": ConvCase(2, 32, 13, 11, 32, 3, 3, padding=(1, 1), groups=8, x_dtype="f16", y_dtype="f16"),
