@@ -30,8 +30,8 @@ int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t);
 // Wide (NARROW false), for grids of several waves: 16-byte vectors (4 fp32 channels; 8 f16 / bf16 where
 // C % 8 == 0 and x, y are 16-byte aligned, else 4). Narrow: 4-byte vectors (1 fp32 channel, 2 f16 /
 // bf16), so that the grid has 4x the threads (small grids, batch 1), or so that a tall tile's taps fit
-// registers (large f16 / bf16 grids).
-template <int PR, int PT, int THREADS, bool NARROW>
+// registers (large f16 / bf16 grids). MINB: blocks an SM its registers must allow (__launch_bounds__).
+template <int PR, int PT, int THREADS, bool NARROW, int MINB>
 int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
 // CONV_OK if the NCHW depthwise kernel takes the problem: x and y NCHW, one input channel per group

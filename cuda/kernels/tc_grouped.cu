@@ -469,18 +469,55 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
                         for (int j = 0; j < NTT; ++j) mma16_m16n8k16<TO>(acc[i][j], a, bv[j].x, bv[j].y);
                     }
                 }
-#pragma unroll
-                for (int j = 0; j < NTT; ++j) {
-                    // This lane's maps (columns t2, t2 + 1 of n8 tile n8 + j): in the pack and the layer, and
-                    // their bias.
-                    const int n0 = (n8 + j) * 8 + t2, m0 = gfirst * s.Mg + n0;
-                    bool ok[2];
-                    float bsum[2];
+                // This lane's maps of n8 tile n8 + j (columns t2, t2 + 1): in the pack and the layer, and their bias.
+                const auto lane_maps = [&](int j, int& m0, bool (&ok)[2], float (&bsum)[2]) {
+                    const int n0 = (n8 + j) * 8 + t2;
+                    m0 = gfirst * s.Mg + n0;
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         ok[e] = n0 + e < s.pack_m && m0 + e < s.M;
                         bsum[e] = ok[e] && bias ? conv_load(bias, m0 + e) : 0.0f;
                     }
+                };
+                // The sums with bias and ReLU, each way of storing them a loop of its own, so that the code a
+                // launch runs is one stretch (with the ways' branches interleaved per element, Nsight Compute
+                // put 29% of g32_3's stall samples on instruction fetch; fp16 ResNeXt layers ran 1-5% slower).
+                if (s.y_vec) {  // the block's maps of each pixel staged for whole-vector stores (rows < TP)
+#pragma unroll
+                    for (int j = 0; j < NTT; ++j) {
+                        int m0;
+                        bool ok[2];
+                        float bsum[2];
+                        lane_maps(j, m0, ok, bsum);
+                        // An even pack: both maps or neither, at an even offset (one 4- or 8-byte write).
+                        const bool pair = ok[1] && s.pack_m % 2 == 0;
+                        TY* sy = s_y + pk * s.pack_m + (n8 + j) * 8 + t2;
+#pragma unroll
+                        for (int i = 0; i < MTT; ++i) {
+                            if ((mt0 + i) * 16 >= tile_px) continue;  // the same for the whole warp
+#pragma unroll
+                            for (int h = 0; h < 2; ++h) {  // rows g4 and g4 + 8 of the m16 tile
+                                TY* at = sy + ((mt0 + i) * 16 + g4 + 8 * h) * s.y_row;
+                                const float v0 = conv_epilogue_value(acc[i][j][2 * h], bsum[0], s.relu);
+                                const float v1 = conv_epilogue_value(acc[i][j][2 * h + 1], bsum[1], s.relu);
+                                if (pair) {
+                                    mma16_store_pair(at, v0, v1);
+                                } else {
+                                    if (ok[0]) at[0] = conv_store_as<TY>(v0);
+                                    if (ok[1]) at[1] = conv_store_as<TY>(v1);
+                                }
+                            }
+                        }
+                    }
+                    return;
+                }
+                // Else y directly: NHWC by map pairs where y allows, NCHW one map at a time.
+#pragma unroll
+                for (int j = 0; j < NTT; ++j) {
+                    int m0;
+                    bool ok[2];
+                    float bsum[2];
+                    lane_maps(j, m0, ok, bsum);
 #pragma unroll
                     for (int i = 0; i < MTT; ++i) {
                         if ((mt0 + i) * 16 >= tile_px) continue;  // the same for the whole warp
@@ -489,16 +526,6 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
                             const int p = (mt0 + i) * 16 + g4 + 8 * h;
                             const float v0 = conv_epilogue_value(acc[i][j][2 * h], bsum[0], s.relu);
                             const float v1 = conv_epilogue_value(acc[i][j][2 * h + 1], bsum[1], s.relu);
-                            if (s.y_vec) {  // the block's maps of the pixel, staged for whole-vector stores (rows < TP)
-                                TY* sy = s_y + p * s.y_row + pk * s.pack_m + n0;
-                                if (ok[1] && s.pack_m % 2 == 0) {  // an even offset: one 4- or 8-byte write
-                                    mma16_store_pair(sy, v0, v1);
-                                } else {
-                                    if (ok[0]) sy[0] = conv_store_as<TY>(v0);
-                                    if (ok[1]) sy[1] = conv_store_as<TY>(v1);
-                                }
-                                continue;
-                            }
                             const int pix = s_pix[p], oh = oh0 + (pix >> 16), ow = ow0 + (pix & 0xffff);
                             if (p >= tile_px || oh >= s.OH || ow >= s.OW) continue;
                             if (s.y_nhwc) {
@@ -661,15 +688,15 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, int x_copy, tgc_s
     return (size_t)bytes;
 }
 
-// Elements per copy of NCHW f32 x at address x_at (nchw_copy_vector; 0: the most the layer's rows allow),
-// or one where the raw window's rows for more would pass the block's shared memory `most` (rows of up to
-// 3 more floats: the 128-pixel tiles at stride 2 are near it).
+// tgc_layout with the widest copies of NCHW f32 x at address x_at allows (nchw_copy_vector; 0: the most the
+// layer's rows allow, for sizing before the operands are known), or with 4-byte copies where the raw window's
+// rows for wider ones (up to 3 more floats each) would pass the block's shared memory `most`: the 128-pixel
+// tiles at stride 2 are near it. Returns tgc_layout's bytes (those of the 4-byte layout where it falls back).
 template <int TP, int CS>
-static int tgc_copy_vector(const conv_problem* p, uintptr_t x_at, size_t y_elem, int most) {
+static size_t tgc_layout_fitting(const conv_problem* p, size_t y_elem, uintptr_t x_at, int most, tgc_shape& s) {
     const int v = nchw_copy_vector(p, x_at);
-    tgc_shape s;
-    const size_t bytes = v > 1 ? tgc_layout<TP, CS>(p, y_elem, v, s) : 0;
-    return v > 1 && bytes > 0 && bytes <= (size_t)most ? v : 1;
+    const size_t bytes = tgc_layout<TP, CS>(p, y_elem, v, s);
+    return v > 1 && (bytes == 0 || bytes > (size_t)most) ? tgc_layout<TP, CS>(p, y_elem, 1, s) : bytes;
 }
 
 template <int TP, int CS, int WARPS>
@@ -680,8 +707,7 @@ struct TgcLaunch {
         int most = 0;
         const int status = conv_smem_per_block_optin(&most);
         if (status != CONV_OK) return status;
-        const int x_copy = tgc_copy_vector<TP, CS>(p, (uintptr_t)t->x, sizeof(TY), most);
-        const size_t smem = tgc_layout<TP, CS>(p, sizeof(TY), x_copy, s);
+        const size_t smem = tgc_layout_fitting<TP, CS>(p, sizeof(TY), (uintptr_t)t->x, most, s);
         s.x_nhwc = p->x_layout == CONV_NHWC;
         s.y_nhwc = p->y_layout == CONV_NHWC;
         s.w_mkkc = p->w_layout == CONV_MKKC;
@@ -729,7 +755,7 @@ int tc_grouped_supports(const conv_problem* p) {
     if (status != CONV_OK) return status;
     const size_t y_elem = conv_dtype_size(p->y_dtype);
     tgc_shape s;
-    const size_t bytes = tgc_layout<TP, CS>(p, y_elem, tgc_copy_vector<TP, CS>(p, 0, y_elem, most), s);
+    const size_t bytes = tgc_layout_fitting<TP, CS>(p, y_elem, 0, most, s);
     if (bytes == 0 || bytes > (size_t)most)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: the grp%d_c%d tile's input window (%lld x %lld pixels x %d "

@@ -273,6 +273,21 @@ __device__ __forceinline__ void tc_warp_mma(const unsigned char* stage, float (&
 
 // ---- epilogue ----
 
+// The bias of a thread's maps n0 + 8j + 2t + e (0 past n_end, or where bias is null: split-K's partial sums
+// and layers without one), read once for all the rows it stores: per element, the loads and their bounds
+// checks made the unrolled epilogue several times longer, and the warps of a short kernel each fetch its
+// instructions once.
+template <class TY, class Tile>
+__device__ __forceinline__ void tc_thread_bias(const TY* bias, int n0, int n_end, int t, float (&bv)[Tile::NJ][2]) {
+#pragma unroll
+    for (int j = 0; j < Tile::NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int m = n0 + j * 8 + 2 * t + e;
+            bv[j][e] = bias && m < n_end ? conv_load(bias, m) : 0.0f;
+        }
+}
+
 // Stores the warp's accumulators from registers: thread (g = lane / 4, t = lane % 4) holds, per m16 x n8
 // tile, pixels row g and g + 8 at maps 2t and 2t + 1. m0: the warp's first pixel; n0: its first map (of
 // all M); n_end: the end of its group's maps. TY: y's element type (unused under split-K).
@@ -280,7 +295,8 @@ template <class TY, class Tile>
 __device__ void tc_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::NJ][4], int m0, int n0, int n_end,
                          int lane) {
     const int g = lane >> 2, t = lane & 3;
-    const TY* bias = static_cast<const TY*>(p.bias);
+    float bv[Tile::NJ][2];
+    tc_thread_bias<TY, Tile>(p.partial ? nullptr : static_cast<const TY*>(p.bias), n0, n_end, t, bv);
     TY* y = static_cast<TY*>(p.y);
 #pragma unroll
     for (int i = 0; i < Tile::MI; ++i)
@@ -308,8 +324,7 @@ __device__ void tc_store(const TcParams& p, const float (&acc)[Tile::MI][Tile::N
                     if (m >= n_end) continue;
                     const float v = acc[i][j][2 * h + e];
                     if (p.partial) p.partial[at + m] = v;
-                    else y[at + m * map_stride] = conv_store_as<TY>(
-                             conv_epilogue_value(v, bias ? conv_load(bias, m) : 0.0f, p.relu));
+                    else y[at + m * map_stride] = conv_store_as<TY>(conv_epilogue_value(v, bv[j][e], p.relu));
                 }
         }
 }
@@ -345,7 +360,8 @@ __device__ void tc_store_staged(const TcParams& p, const float (&acc)[Tile::MI][
     using S = TcStagedTile<TY, Tile>;
     const int g = lane >> 2, t = lane & 3;
     const bool raw = p.partial != nullptr;  // split-K: sums as they are, the reduction applies the rest
-    const TY* bias = raw ? nullptr : static_cast<const TY*>(p.bias);
+    float bv[Tile::NJ][2];
+    tc_thread_bias<TY, Tile>(raw ? nullptr : static_cast<const TY*>(p.bias), nb + wn, n_end, t, bv);
     TY* dst = raw ? reinterpret_cast<TY*>(p.partial + (long long)blockIdx.z * p.P * p.M) : static_cast<TY*>(p.y);
     for (int r0 = 0; r0 < Tile::BM; r0 += S::ROWS) {
         if (wm >= r0 && wm < r0 + S::ROWS) {
@@ -358,9 +374,9 @@ __device__ void tc_store_staged(const TcParams& p, const float (&acc)[Tile::MI][
                     for (int j = 0; j < Tile::NJ; ++j)
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
-                            const int col = wn + j * 8 + 2 * t + e, m = nb + col;
+                            const int col = wn + j * 8 + 2 * t + e;
                             float v = acc[i][j][2 * h + e];
-                            if (!raw) v = conv_epilogue_value(v, bias && m < n_end ? conv_load(bias, m) : 0.0f, p.relu);
+                            if (!raw) v = conv_epilogue_value(v, bv[j][e], p.relu);
                             row[col] = conv_store_as<TY>(v);
                         }
                 }

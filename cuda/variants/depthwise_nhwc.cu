@@ -1,7 +1,7 @@
 // depthwise_nhwc.cu — grouped_direct's kernel for depthwise layers stored NHWC (groups == C == M:
 // y[b, oh, ow, c] = sum over kh, kw of x[b, ih, iw, c] * w[c, kh, kw]), exact fp32 FFMA on f32, f16
 // or bf16 data (x, w, y and bias of one dtype).
-//   dw_nhwc_kernel<K, S, PR, PT, V, THREADS, T>: channels are contiguous in NHWC, so a thread takes a
+//   dw_nhwc_kernel<K, S, PR, PT, V, THREADS, MINB, T>: channels are contiguous in NHWC, so a thread takes a
 //     vector of V neighbouring channels for a tile of PR output rows x PT neighbouring output columns,
 //     and a warp's lanes take neighbouring vectors: every load and store of a warp is one contiguous
 //     run, and no input is staged (neighbouring tiles share their input columns through L1). Two
@@ -12,6 +12,11 @@
 //       in 1 x 1 to 2 x 2 tiles for small grids (batch 1, 7x7 and 14x14 planes); in tall tiles (4 x 2,
 //       8 x 2, 4 x 4) for large f16 / bf16 grids, where 8 channels' taps would not fit registers and
 //       the rows loop, unrolled, keeps a whole tile's loads in flight.
+//     MINB: blocks an SM the compiler must leave room for (__launch_bounds__). The tall tiles take 96-141
+//     registers, so 3-5 blocks of 128 threads an SM; at MINB = 4 (128 registers) the 5x5 8 x 2 tile ran up
+//     to 9% faster on EfficientNet's 14-pixel planes and the 7x7 ones 11-13% on ConvNeXt's 7-pixel plane,
+//     but slower at stride 2 and where the cap spills (the 5x5 4 x 4 tile: 52 bytes), so both are
+//     configurations and the tuner chooses (fp16, B = 32, H100, PERF_NOTES twenty-first run).
 //     Channel blocks vary fastest in the grid (blockIdx.x), tiles slowest (blockIdx.y).
 //     The taps: where a thread's take at most DW_REG_TAPS floats (3x3 on up to 4 channels, 5x5 on 2,
 //     7x7 on 1) it reads them from global memory into registers once, with no shared memory and no
@@ -305,8 +310,8 @@ __device__ __forceinline__ void dw_nhwc_tiles(const dw_nhwc_shape& s, const T* _
 // blockIdx.y its tiles. Channels vary fastest in the grid, so that the blocks in flight together read and
 // write whole pixels (every channel of a run of pixels: whole lines of x and y) rather than one channel
 // group's few sectors of each of many pixels, which DRAM serves at a fraction of its bandwidth.
-template <int K, int S, int PR, int PT, int V, int THREADS, class T>
-__global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const T* __restrict__ x,
+template <int K, int S, int PR, int PT, int V, int THREADS, int MINB, class T>
+__global__ void __launch_bounds__(THREADS, MINB) dw_nhwc_kernel(dw_nhwc_shape s, const T* __restrict__ x,
                                                           const T* __restrict__ w, const T* __restrict__ bias,
                                                           T* __restrict__ y) {
     static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
@@ -329,19 +334,19 @@ __global__ void __launch_bounds__(THREADS) dw_nhwc_kernel(dw_nhwc_shape s, const
     }
 }
 
-template <int PR, int PT, int V, int THREADS, class T>
+template <int PR, int PT, int V, int THREADS, int MINB, class T>
 struct DwNhwcKernels {
     template <int K, int S>
     struct At {
-        static constexpr auto kernel = dw_nhwc_kernel<K, S, PR, PT, V, THREADS, T>;
+        static constexpr auto kernel = dw_nhwc_kernel<K, S, PR, PT, V, THREADS, MINB, T>;
     };
 };
 
 // The kernel for the problem's filter: the unrolled ones, the generic one elsewhere and for the wide
 // configurations' 4-channel f16 / bf16 path.
-template <int PR, int PT, int V, int THREADS, bool NARROW, class T>
+template <int PR, int PT, int V, int THREADS, int MINB, bool NARROW, class T>
 static auto dw_kernel_for(const conv_problem* p) {
-    using Kernels = DwNhwcKernels<PR, PT, V, THREADS, T>;
+    using Kernels = DwNhwcKernels<PR, PT, V, THREADS, MINB, T>;
     if constexpr (NARROW || V * sizeof(T) == 16) return gd_kernel_for_filter<Kernels::template At>(p);
     return Kernels::template At<0, 0>::kernel;
 }
@@ -364,7 +369,7 @@ static int dw_block_vecs(int vecs, int most, int vec_bytes) {
 // far fewer than gridDim.y's 65535.
 constexpr int DW_WAVES = 4;
 
-template <int PR, int PT, int THREADS, bool NARROW>
+template <int PR, int PT, int THREADS, bool NARROW, int MINB>
 struct DwNhwcLaunch {
     template <class T, int V>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
@@ -379,9 +384,9 @@ struct DwNhwcLaunch {
         s.tiles_h = conv_ceil_div(s.OH, PR);
         s.tiles = (int)(p->B * s.tiles_h * s.tiles_w);  // <= B*OH*OW < 2^31
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
-        const auto kernel = dw_kernel_for<PR, PT, V, THREADS, NARROW, T>(p);
+        const auto kernel = dw_kernel_for<PR, PT, V, THREADS, MINB, NARROW, T>(p);
         // The unrolled kernels' K is KH; the generic kernel always stages its taps.
-        const bool generic = kernel == DwNhwcKernels<PR, PT, V, THREADS, T>::template At<0, 0>::kernel;
+        const bool generic = kernel == DwNhwcKernels<PR, PT, V, THREADS, MINB, T>::template At<0, 0>::kernel;
         const bool in_regs = !generic && dw_taps_in_regs((int)p->KH, V);
         const size_t smem = in_regs ? 0 : (size_t)s.KH * s.KW * dw_staged_row(V, s.block_vecs) * sizeof(float);
         int64_t wave = 0;
@@ -435,9 +440,9 @@ int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t) {
 
 // Wide: f16 / bf16 take 8 channels (16 bytes) per vector where C and the operands allow it, else 4 (8
 // bytes); fp32 4. Narrow: 4 bytes, 2 channels of f16 / bf16, 1 of fp32.
-template <int PR, int PT, int THREADS, bool NARROW>
+template <int PR, int PT, int THREADS, bool NARROW, int MINB>
 int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
-    using L = DwNhwcLaunch<PR, PT, THREADS, NARROW>;
+    using L = DwNhwcLaunch<PR, PT, THREADS, NARROW, MINB>;
     const auto halves = [&](auto type) {
         using T = decltype(type);
         if constexpr (NARROW) {
@@ -455,14 +460,16 @@ int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t strea
 }
 
 // grouped_direct's configurations (grouped_direct.cu).
-template int dw_nhwc_run<1, 4, 128, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<1, 2, 128, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<1, 1, 64, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<2, 2, 128, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<4, 2, 128, false>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<1, 1, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<1, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<2, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<4, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<8, 2, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<4, 4, 128, true>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 4, 128, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 2, 128, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 1, 64, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<2, 2, 128, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<4, 2, 128, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 1, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<1, 2, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<2, 2, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<4, 2, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<8, 2, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<4, 4, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<8, 2, 128, true, 4>(const conv_problem*, const conv_tensors*, cudaStream_t);
+template int dw_nhwc_run<4, 4, 128, true, 4>(const conv_problem*, const conv_tensors*, cudaStream_t);

@@ -336,10 +336,11 @@ static int64_t gd_staged_row(const conv_problem* p, int PT, int TW) {
     return in_w <= GD_SMEM_MAX_FLOATS ? gd_row_stride((int)in_w, row_step, TW) : in_w;
 }
 
-// Floats of shared memory one channel of a fill takes: its staged input window and its weights of MB
-// maps. A fill of n channels takes n times that and up to 3 more (the window starts on a 16-byte boundary).
-static int64_t gd_channel_floats(const conv_problem* p, int MB, int PT, int TH, int TW) {
-    return gd_window(TH, p->stride_h, p->KH, p->dilation_h) * gd_staged_row(p, PT, TW) + p->KH * p->KW * MB;
+// Floats of shared memory one channel of a fill takes: its staged input window (TH output rows' input rows
+// of staged_row floats, gd_staged_row) and its weights of MB maps. A fill of n channels takes n times that
+// and up to 3 more (the window starts on a 16-byte boundary).
+static int64_t gd_channel_floats(const conv_problem* p, int MB, int TH, int64_t staged_row) {
+    return gd_window(TH, p->stride_h, p->KH, p->dilation_h) * staged_row + p->KH * p->KW * MB;
 }
 
 template <int MT, int PT, int TW, int TR, int MS = 1, int KS = 1>
@@ -372,7 +373,7 @@ struct GdTileLaunch {
         s.in_w = (int)gd_window(TW, p->stride_w, p->KW, p->dilation_w);
         s.in_ws = (int)gd_staged_row(p, PT, TW);
         s.vec = nchw_copy_vector(p, (uintptr_t)t->x);
-        const int64_t per_c = gd_channel_floats(p, MB, PT, TH, TW);  // + 3 <= GD_SMEM_MAX_FLOATS: supports()
+        const int64_t per_c = gd_channel_floats(p, MB, TH, s.in_ws);  // + 3 <= GD_SMEM_MAX_FLOATS: supports()
         const int64_t fit = (GD_SMEM_FLOATS - 3) / per_c;
         s.chunk_c = (int)(fit < 1 ? 1 : fit < s.Cg ? fit : s.Cg);
         s.x_nhwc = p->x_layout == CONV_NHWC;
@@ -396,12 +397,16 @@ struct GdTileLaunch {
 
     // Limits of this tile: one channel's window and weights must fit the shared memory of a block,
     // and a group must have MIN_MAPS maps.
+    // Shared memory a channel of this tile's fills takes (run computes it from the staged row it keeps).
+    static int64_t channel_floats(const conv_problem* p) {
+        return gd_channel_floats(p, MB, TH, gd_staged_row(p, PT, TW));
+    }
     static bool fits(const conv_problem* p) {
-        return gd_channel_floats(p, MB, PT, TH, TW) + 3 <= GD_SMEM_MAX_FLOATS && p->M / p->groups >= MIN_MAPS;
+        return channel_floats(p) + 3 <= GD_SMEM_MAX_FLOATS && p->M / p->groups >= MIN_MAPS;
     }
     static int supports(const conv_problem* p) {
         if (fits(p)) return CONV_OK;
-        const int64_t per_c = gd_channel_floats(p, MB, PT, TH, TW) + 3;
+        const int64_t per_c = channel_floats(p) + 3;
         if (per_c > GD_SMEM_MAX_FLOATS)
             return conv_set_error(CONV_ERR_UNSUPPORTED,
                                   "grouped_direct: a %dx%d tile's input window and weights take %lld floats of "
@@ -424,9 +429,9 @@ int gd_tile_run(const conv_problem* p, const conv_tensors* t, void*, size_t, voi
 
 // An NHWC depthwise configuration: its kernel where the operands are aligned for its vectors, else
 // the tiled kernel that suits depthwise planes of this width (same results within the bound).
-template <int PR, int PT, int THREADS, bool NARROW>
+template <int PR, int PT, int THREADS, bool NARROW, int MINB = 1>
 int gd_nhwc_run(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
-    if (dw_nhwc_aligned(p, t)) return dw_nhwc_run<PR, PT, THREADS, NARROW>(p, t, conv_stream(stream));
+    if (dw_nhwc_aligned(p, t)) return dw_nhwc_run<PR, PT, THREADS, NARROW, MINB>(p, t, conv_stream(stream));
     return gd_tile_run<1, 2, 16, 8>(p, t, ws, ws_bytes, stream);
 }
 
@@ -454,7 +459,8 @@ int gd_nchw_supports(const conv_problem* p) { return dw_nchw_fits(p, 1); }
 // (columns x rows), rows per thread where not the tile's default, channel slices where more than one
 // (k4: 4 slices of threads take every fourth channel of a fill). The nhwc_* ones: output
 // rows (r, where more than 1) x pixels per thread, threads per block of depthwise_nhwc.cu, with
-// 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids. The nchw_r* ones:
+// 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids, and with b4 registers
+// capped so that 4 blocks fit an SM. The nchw_r* ones:
 // output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
 // depthwise_nchw_tiled.cu.
 const conv_config GD_CONFIGS[] = {
@@ -483,6 +489,8 @@ const conv_config GD_CONFIGS[] = {
     {"nhwc_narrow_r4p2_t128", gd_nhwc_run<4, 2, 128, true>, gd_nhwc_supports},
     {"nhwc_narrow_r8p2_t128", gd_nhwc_run<8, 2, 128, true>, gd_nhwc_supports},
     {"nhwc_narrow_r4p4_t128", gd_nhwc_run<4, 4, 128, true>, gd_nhwc_supports},
+    {"nhwc_narrow_r8p2_t128_b4", gd_nhwc_run<8, 2, 128, true, 4>, gd_nhwc_supports},
+    {"nhwc_narrow_r4p4_t128_b4", gd_nhwc_run<4, 4, 128, true, 4>, gd_nhwc_supports},
     {"nchw_r2", gd_nchw_run<2>, gd_nchw_supports},
     {"nchw_r4", gd_nchw_run<4>, gd_nchw_supports},
     {"nchw_r7", gd_nchw_run<7>, gd_nchw_supports},
