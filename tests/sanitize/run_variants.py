@@ -136,13 +136,15 @@ def run_network_ops(rng) -> None:
 def main(argv) -> int:
     """argv: what to run: GPU variant names, "auto", "ops" (the network ops); default: all of them.
     NAME:PREFIX runs only variant NAME's configurations whose names start with PREFIX (e.g.
-    implicit_gemm_f16:nchw), without its default run and capability cases."""
+    implicit_gemm_f16:nchw; several for one NAME add up), without its default run and capability cases."""
     rng = np.random.default_rng(0)
     names = [v.name for v in pyconv.variant_info() if v.available and v.on_device]
     if not names:
         print("no GPU variant is available here", file=sys.stderr)
         return 1
-    prefixes = dict(a.split(":", 1) for a in argv if ":" in a)
+    prefixes = {}
+    for name, prefix in (a.split(":", 1) for a in argv if ":" in a):
+        prefixes.setdefault(name, []).append(prefix)
     argv = [a for a in argv if ":" not in a]
     wanted = set(argv) if argv or prefixes else set(names) | {"auto", "ops"}
     unknown = (wanted | set(prefixes)) - set(names) - {"auto", "ops"}
@@ -150,7 +152,7 @@ def main(argv) -> int:
         print(f"not an available GPU variant here: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 1
     runs = [(name, config) for name in names if name in prefixes for config in pyconv.variant_configs(name)
-            if config.startswith(prefixes[name])]
+            if config.startswith(tuple(prefixes[name]))]
     names = [n for n in names if n in wanted] + (["auto"] if "auto" in wanted else [])
     runs += [(name, None) for name in names]
     runs += [(name, config) for name in names if name != "auto" for config in pyconv.variant_configs(name)]
