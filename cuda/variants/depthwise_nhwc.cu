@@ -1,8 +1,8 @@
 // depthwise_nhwc.cu — grouped_direct's kernel for depthwise layers stored NHWC (groups == C == M:
 // y[b, oh, ow, c] = sum over kh, kw of x[b, ih, iw, c] * w[c, kh, kw]), exact fp32 FFMA on f32, f16
 // or bf16 data (x, w, y and bias of one dtype).
-//   dw_nhwc_kernel<K, S, PR, PT, V, THREADS, MINB, T>: channels are contiguous in NHWC, so a thread takes a
-//     vector of V neighbouring channels for a tile of PR output rows x PT neighbouring output columns,
+//   dw_nhwc_kernel<K, S, PR, PT, V, THREADS, MINB, T>: channels are contiguous in NHWC, so a thread takes
+//     a vector of V neighbouring channels for a tile of PR output rows x PT neighbouring output columns,
 //     and a warp's lanes take neighbouring vectors: every load and store of a warp is one contiguous
 //     run, and no input is staged (neighbouring tiles share their input columns through L1). Two
 //     kinds of configuration (dw_nhwc_run's NARROW):
@@ -312,8 +312,8 @@ __device__ __forceinline__ void dw_nhwc_tiles(const dw_nhwc_shape& s, const T* _
 // group's few sectors of each of many pixels, which DRAM serves at a fraction of its bandwidth.
 template <int K, int S, int PR, int PT, int V, int THREADS, int MINB, class T>
 __global__ void __launch_bounds__(THREADS, MINB) dw_nhwc_kernel(dw_nhwc_shape s, const T* __restrict__ x,
-                                                          const T* __restrict__ w, const T* __restrict__ bias,
-                                                          T* __restrict__ y) {
+                                                                const T* __restrict__ w,
+                                                                const T* __restrict__ bias, T* __restrict__ y) {
     static_assert((K == 0) == (S == 0), "fast path: both K and S; generic: neither");
     constexpr bool IN_REGS = dw_taps_in_regs(K, V);
     const int KH = K ? K : s.KH, KW = K ? K : s.KW, KK = KH * KW;
