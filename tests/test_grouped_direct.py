@@ -64,7 +64,8 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
          "m8_t16x16", "m8_t8x8", "m8x2_t16x16", "m8x4_t8x8", "m4_t8x8_k4", "m8_t8x8_k4",
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
-         "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4", "nchw_r7", "nchw_t32x32", "nchw_t16x16", "nchw_t8x8"]]
+         "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
+         "nchw_r7", "nchw_t32x32", "nchw_t16x16", "nchw_t8x8"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",

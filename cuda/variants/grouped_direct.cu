@@ -395,12 +395,12 @@ struct GdTileLaunch {
     // (FMA columns) idle (a quad at least 2 maps; 8 maps a thread 4; 4 slices of 8, 16).
     static constexpr int MIN_MAPS = MT == 1 ? 1 : MB / 2 > 2 ? MB / 2 : 2;
 
-    // Limits of this tile: one channel's window and weights must fit the shared memory of a block,
-    // and a group must have MIN_MAPS maps.
     // Shared memory a channel of this tile's fills takes (run computes it from the staged row it keeps).
     static int64_t channel_floats(const conv_problem* p) {
         return gd_channel_floats(p, MB, TH, gd_staged_row(p, PT, TW));
     }
+    // Limits of this tile: one channel's window and weights must fit the shared memory of a block,
+    // and a group must have MIN_MAPS maps.
     static bool fits(const conv_problem* p) {
         return channel_floats(p) + 3 <= GD_SMEM_MAX_FLOATS && p->M / p->groups >= MIN_MAPS;
     }
