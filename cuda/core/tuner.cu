@@ -250,7 +250,8 @@ struct FinalCalls {
 
 // The finals over finalists (candidate indices, fastest first in the first pass, first_ms[k] its time there):
 // each one's time a call in graph replays, within budget_ms (a finalist whose replays would pass what is
-// left is not timed); *best becomes the fastest there. Fewer than two timed: *best stays.
+// left, or that fails in a graph, is not timed); *best becomes the fastest there. Fewer than two timed: *best
+// stays.
 int run_finals(TuneSession& s, const conv_problem* p, const conv_tune_candidate* candidates,
                const std::vector<int>& finalists, const std::vector<float>& first_ms, size_t l2_bytes,
                double budget_ms, int* best, float* best_ms) {
@@ -262,22 +263,23 @@ int run_finals(TuneSession& s, const conv_problem* p, const conv_tune_candidate*
     float winner_ms = 0.0f;
     for (size_t k = 0; k < finalists.size(); ++k) {
         const int i = finalists[k];
-        const int calls = std::min(std::max(sets.n, (int)std::ceil(TUNE_REPLAY_MS / first_ms[k])),
+        const double call_ms = std::max(first_ms[k], 1e-3f);  // an event pair resolves about 1 us
+        const int calls = std::min(std::max(sets.n, (int)std::ceil(TUNE_REPLAY_MS / call_ms)),
                                    std::max(TUNE_MAX_CALLS, sets.n));
         // Capture, warm-up and timed replays, at the first pass's time a call (the finals' is lower).
-        const double cost = (double)(TUNE_FINAL_WARMUP + TUNE_FINAL_REPS) * calls * first_ms[k];
+        const double cost = (double)(TUNE_FINAL_WARMUP + TUNE_FINAL_REPS) * calls * call_ms;
         if (elapsed_ms(began) + cost > budget_ms) {
             log_candidate(candidates[i], "final: not timed (budget)", 0.0f, 0, 0.0);
             continue;
         }
         FinalCalls f = {conv_variant_entry_get(candidates[i].variant), candidates[i].config, p, &sets,
-                              s.bias, s.workspace, s.workspace_bytes};
+                        s.bias, s.workspace, s.workspace_bytes};
         float ms = 0.0f;
-        status = conv_graph_time(FinalCalls::enqueue, &f, sets.n, calls, TUNE_FINAL_WARMUP, TUNE_FINAL_REPS,
-                                 s.stream, &ms, nullptr);
-        if (status != CONV_OK) {  // it ran in the first pass: a failure here is the GPU's, not the candidate's
+        if (conv_graph_time(FinalCalls::enqueue, &f, sets.n, calls, TUNE_FINAL_WARMUP, TUNE_FINAL_REPS, s.stream,
+                            &ms, nullptr) != CONV_OK) {  // out of the finals (chosen only if fewer than two run)
             log_candidate(candidates[i], conv_last_error(), 0.0f, 0, 0.0);
-            return status;
+            conv_clear_error();
+            continue;
         }
         if (log_enabled()) {
             const conv_variant_entry* e = conv_variant_entry_get(candidates[i].variant);
