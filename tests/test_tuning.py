@@ -399,7 +399,7 @@ FINAL_LINE = re.compile(r"pyconv tune: final (\w+\[[\w]+\]) ([0-9.]+) ms a call 
 
 @requires_gpu
 def test_close_candidates_are_timed_again_as_graphs(tmp_path):
-    """The finals: the candidates within 10% of the first pass's best (at most 4) are timed again in CUDA-graph
+    """The finals: the candidates within 25% of the first pass's best (at most 4) are timed again in CUDA-graph
     replays of back-to-back calls over operand sets that pass the L2, and the fastest there is the choice. A
     small shape: dozens of candidates take about a launch's time there, so several are close."""
     env = dict(os.environ, PYCONV_TUNE_CACHE=str(tmp_path / "tuning.txt"), PYCONV_TUNE_LOG="1")
@@ -412,7 +412,7 @@ def test_close_candidates_are_timed_again_as_graphs(tmp_path):
     assert len(finals) <= 4
     best_first = min(first.values())
     for name, (ms, calls, sets) in finals.items():
-        assert first[name] <= 1.10 * best_first * 1.0001, (name, first[name], best_first)
+        assert first[name] <= 1.25 * best_first * 1.0001, (name, first[name], best_first)
         assert ms > 0 and calls >= sets >= 1
     chosen = proc.stdout.split()[0]
     assert chosen == min(finals, key=lambda name: finals[name][0]), (chosen, finals)

@@ -186,7 +186,7 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
 }
 
 // The finals: contenders within this factor of the first pass's best, at most this many.
-constexpr float TUNE_FINAL_SLACK = 1.10f;
+constexpr float TUNE_FINAL_SLACK = 1.25f;
 constexpr int TUNE_FINALISTS = 4;
 // Operand sets of the finals: together at least twice the L2 (as the bench's), at most this many, at most a
 // quarter of the free memory.
