@@ -390,3 +390,29 @@ def test_tuned_choice_is_correct(cache_file, rng):
     fast = pyconv.conv2d(x, w, precision="fast")
     bound = max(v.max_rel_error for v in pyconv.variant_info())
     assert rel_l2(fast, ref) <= bound
+
+
+TUNE_LINE = re.compile(r"pyconv tune: (\w+\[[\w]+\]) ([0-9.]+) ms \(\d+ runs\)")
+FINAL_LINE = re.compile(r"pyconv tune: final (\w+\[[\w]+\]) ([0-9.]+) ms a call \(graph of (\d+) calls over (\d+) "
+                        r"operand sets\)")
+
+
+@requires_gpu
+def test_close_candidates_are_timed_again_as_graphs(tmp_path):
+    """The finals: the candidates within 25% of the first pass's best (at most 4) are timed again in CUDA-graph
+    replays of back-to-back calls over operand sets that pass the L2, and the fastest there is the choice. A
+    small shape: dozens of candidates take about a launch's time there, so several are close."""
+    env = dict(os.environ, PYCONV_TUNE_CACHE=str(tmp_path / "tuning.txt"), PYCONV_TUNE_LOG="1")
+    code = "import pyconv.tuning as t; print(t.describe((1, 8, 12, 12), (8, 8, 3, 3), padding=1, precision='fast'))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    first = {name: float(ms) for name, ms in TUNE_LINE.findall(proc.stderr)}
+    finals = {name: (float(ms), int(calls), int(sets)) for name, ms, calls, sets in FINAL_LINE.findall(proc.stderr)}
+    assert len(finals) >= 2, proc.stderr
+    assert len(finals) <= 4
+    best_first = min(first.values())
+    for name, (ms, calls, sets) in finals.items():
+        assert first[name] <= 1.25 * best_first * 1.0001, (name, first[name], best_first)
+        assert ms > 0 and calls >= sets >= 1
+    chosen = proc.stdout.split()[0]
+    assert chosen == min(finals, key=lambda name: finals[name][0]), (chosen, finals)

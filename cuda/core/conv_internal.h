@@ -127,13 +127,22 @@ typedef struct conv_tune_candidate {
 
 typedef struct conv_tune_result {
     conv_tune_candidate best;
-    float median_ms;
+    float median_ms;  /* its time a call: in the finals' graph replays where they ran, else its first-pass median */
 } conv_tune_result;
 
 /* Times the candidates on random data of the problem, within the tuning budget, checks each one's
- * output against the `direct` kernel, and returns the fastest correct one (tuner.cu). */
+ * output against the `direct` kernel, times the closest few again as programs run them (graph replays),
+ * and returns the fastest correct one there (tuner.cu). */
 int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidates, int count,
                       double budget_ms, conv_tune_result* result);
+
+/* Enqueues one call on operand set `set` on stream (a cudaStream_t); CONV_OK or the call's status. */
+typedef int (*conv_enqueue_fn)(void* context, int set, void* stream);
+/* The time of a call as programs see it (graph_timing.cu): `calls` enqueues cycling through n_sets operand
+ * sets captured into one CUDA graph, `warmup` untimed replays, then `reps` replays between events; the
+ * median time per call, and each rep's in times_ms where not NULL. Arguments are the caller's to check. */
+int conv_graph_time(conv_enqueue_fn enqueue, void* context, int n_sets, int calls, int warmup, int reps,
+                    void* stream, float* median_ms, float* times_ms);
 
 /* The cache of tuning results, keyed by GPU, build and the whole problem (tune_cache.c). */
 int conv_tune_cache_get(const char* gpu, const conv_problem* p, conv_tune_result* result);
