@@ -479,71 +479,59 @@ __global__ void __launch_bounds__(32 * WARPS, 512 / (32 * WARPS))
                         bsum[e] = ok[e] && bias ? conv_load(bias, m0 + e) : 0.0f;
                     }
                 };
-                // The sums with bias and ReLU, each way of storing them a loop of its own, so that the code a
+                // The sums with bias and ReLU, store(j, p, m0, ok, v0, v1) for each pair of this lane's maps at
+                // tile row p. Each way of storing them instantiates the loops of its own, so that the code a
                 // launch runs is one stretch (with the ways' branches interleaved per element, Nsight Compute
                 // put 29% of g32_3's stall samples on instruction fetch; fp16 ResNeXt layers ran 1-5% slower).
-                if (s.y_vec) {  // the block's maps of each pixel staged for whole-vector stores (rows < TP)
+                const auto each_sum = [&](auto store) {
 #pragma unroll
                     for (int j = 0; j < NTT; ++j) {
                         int m0;
                         bool ok[2];
                         float bsum[2];
                         lane_maps(j, m0, ok, bsum);
-                        // An even pack: both maps or neither, at an even offset (one 4- or 8-byte write).
-                        const bool pair = ok[1] && s.pack_m % 2 == 0;
-                        TY* sy = s_y + pk * s.pack_m + (n8 + j) * 8 + t2;
 #pragma unroll
                         for (int i = 0; i < MTT; ++i) {
                             if ((mt0 + i) * 16 >= tile_px) continue;  // the same for the whole warp
 #pragma unroll
                             for (int h = 0; h < 2; ++h) {  // rows g4 and g4 + 8 of the m16 tile
-                                TY* at = sy + ((mt0 + i) * 16 + g4 + 8 * h) * s.y_row;
-                                const float v0 = conv_epilogue_value(acc[i][j][2 * h], bsum[0], s.relu);
-                                const float v1 = conv_epilogue_value(acc[i][j][2 * h + 1], bsum[1], s.relu);
-                                if (pair) {
-                                    mma16_store_pair(at, v0, v1);
-                                } else {
-                                    if (ok[0]) at[0] = conv_store_as<TY>(v0);
-                                    if (ok[1]) at[1] = conv_store_as<TY>(v1);
-                                }
+                                const int p = (mt0 + i) * 16 + g4 + 8 * h;
+                                store(j, p, m0, ok, conv_epilogue_value(acc[i][j][2 * h], bsum[0], s.relu),
+                                      conv_epilogue_value(acc[i][j][2 * h + 1], bsum[1], s.relu));
                             }
                         }
                     }
+                };
+                if (s.y_vec) {  // the block's maps of each pixel staged for whole-vector stores (rows < TP)
+                    each_sum([&](int j, int p, int, const bool (&ok)[2], float v0, float v1) {
+                        TY* at = s_y + p * s.y_row + pk * s.pack_m + (n8 + j) * 8 + t2;
+                        if (ok[1] && s.pack_m % 2 == 0) {  // an even pack: both maps or neither, at an even offset
+                            mma16_store_pair(at, v0, v1);
+                        } else {
+                            if (ok[0]) at[0] = conv_store_as<TY>(v0);
+                            if (ok[1]) at[1] = conv_store_as<TY>(v1);
+                        }
+                    });
                     return;
                 }
                 // Else y directly: NHWC by map pairs where y allows, NCHW one map at a time.
-#pragma unroll
-                for (int j = 0; j < NTT; ++j) {
-                    int m0;
-                    bool ok[2];
-                    float bsum[2];
-                    lane_maps(j, m0, ok, bsum);
-#pragma unroll
-                    for (int i = 0; i < MTT; ++i) {
-                        if ((mt0 + i) * 16 >= tile_px) continue;  // the same for the whole warp
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {  // rows g4 and g4 + 8 of the m16 tile
-                            const int p = (mt0 + i) * 16 + g4 + 8 * h;
-                            const float v0 = conv_epilogue_value(acc[i][j][2 * h], bsum[0], s.relu);
-                            const float v1 = conv_epilogue_value(acc[i][j][2 * h + 1], bsum[1], s.relu);
-                            const int pix = s_pix[p], oh = oh0 + (pix >> 16), ow = ow0 + (pix & 0xffff);
-                            if (p >= tile_px || oh >= s.OH || ow >= s.OW) continue;
-                            if (s.y_nhwc) {
-                                TY* py = y + ((b * s.OH + oh) * s.OW + ow) * s.M + m0;
-                                if (s.y_pair && ok[1]) {
-                                    mma16_store_pair(py, v0, v1);
-                                } else {
-                                    if (ok[0]) py[0] = conv_store_as<TY>(v0);
-                                    if (ok[1]) py[1] = conv_store_as<TY>(v1);
-                                }
-                            } else {
-                                TY* py = y + ((b * s.M + m0) * s.OH + oh) * s.OW + ow;
-                                if (ok[0]) py[0] = conv_store_as<TY>(v0);
-                                if (ok[1]) py[s.OH * s.OW] = conv_store_as<TY>(v1);
-                            }
+                each_sum([&](int, int p, int m0, const bool (&ok)[2], float v0, float v1) {
+                    const int pix = s_pix[p], oh = oh0 + (pix >> 16), ow = ow0 + (pix & 0xffff);
+                    if (p >= tile_px || oh >= s.OH || ow >= s.OW) return;
+                    if (s.y_nhwc) {
+                        TY* py = y + ((b * s.OH + oh) * s.OW + ow) * s.M + m0;
+                        if (s.y_pair && ok[1]) {
+                            mma16_store_pair(py, v0, v1);
+                        } else {
+                            if (ok[0]) py[0] = conv_store_as<TY>(v0);
+                            if (ok[1]) py[1] = conv_store_as<TY>(v1);
                         }
+                    } else {
+                        TY* py = y + ((b * s.M + m0) * s.OH + oh) * s.OW + ow;
+                        if (ok[0]) py[0] = conv_store_as<TY>(v0);
+                        if (ok[1]) py[s.OH * s.OW] = conv_store_as<TY>(v1);
                     }
-                }
+                });
             };
             if (s.direct_b) {  // B from each lane's map's staged row (past the pack's maps: its last, not stored)
                 const auto b_rows = [&](int ks, int n8, auto& bv) {
