@@ -138,9 +138,22 @@ int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidat
 
 /* Enqueues one call on operand set `set` on stream (a cudaStream_t); CONV_OK or the call's status. */
 typedef int (*conv_enqueue_fn)(void* context, int set, void* stream);
-/* The time of a call as programs see it (graph_timing.cu): `calls` enqueues cycling through n_sets operand
- * sets captured into one CUDA graph, `warmup` untimed replays, then `reps` replays between events; the
- * median time per call, and each rep's in times_ms where not NULL. Arguments are the caller's to check. */
+/* The time of a call as programs see it (graph_timing.cu). A timed graph: `calls` enqueues cycling through
+ * n_sets operand sets, captured on stream into one instantiated CUDA graph (exec a cudaGraphExec_t). */
+typedef struct conv_timed_graph {
+    void* exec;
+    int calls;
+} conv_timed_graph;
+int conv_graph_capture(conv_enqueue_fn enqueue, void* context, int n_sets, int calls, void* stream,
+                       conv_timed_graph* graph);
+void conv_graph_release(conv_timed_graph* graph); /* exec NULL: nothing to do */
+/* n graphs timed in rounds, each replaying every graph once in turn: `warmup` untimed rounds, then `reps` rounds,
+ * each replay between events; median_ms[k] graph k's median time per call, and times_ms (NULL or reps * n
+ * values, round-major) every replay's. */
+int conv_graph_time_rounds(const conv_timed_graph* graphs, int n, int warmup, int reps, void* stream,
+                           float* median_ms, float* times_ms);
+/* One graph captured, timed and released: the median time per call, each rep's in times_ms where not NULL.
+ * Arguments are the caller's to check. */
 int conv_graph_time(conv_enqueue_fn enqueue, void* context, int n_sets, int calls, int warmup, int reps,
                     void* stream, float* median_ms, float* times_ms);
 

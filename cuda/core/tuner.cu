@@ -9,10 +9,11 @@
 // starts with the L2 flushed); clearly slower ones
 // (3x the best so far) stop there, the rest get repeated runs within the budget and their median
 // decides. Then the finals: the contenders within TUNE_FINAL_SLACK of the best (at most TUNE_FINALISTS)
-// are timed again as programs run them (conv_graph_time: a CUDA graph of back-to-back calls cycling through
-// operand sets that pass the L2, consecutive calls overlapping by programmatic dependent launch), and the
-// fastest there wins: single cold launches ranked grouped_direct ahead of implicit_gemm on GoogLeNet's 5x5
-// layers at batch 32 where graph replays put it 15-21% behind (H100, PERF_NOTES twenty-first run).
+// are timed again as programs run them (graph_timing.cu: a CUDA graph each of back-to-back calls cycling
+// through operand sets that pass the L2, consecutive calls overlapping by programmatic dependent launch, the
+// graphs replayed in turn, round after round), and the fastest there wins: single cold launches ranked
+// grouped_direct ahead of implicit_gemm on GoogLeNet's 5x5 layers at batch 32 where graph replays put it
+// 15-21% behind (H100, PERF_NOTES twenty-first run).
 // Buffers are the tuner's own, so the caller's data is never touched.
 // With PYCONV_TUNE_LOG set (to anything but "" or "0"), every candidate's outcome goes to stderr:
 // how to see why auto chose what it chose, and how configurations compare on a new GPU.
@@ -195,7 +196,8 @@ constexpr int TUNE_MAX_SETS = 256;
 constexpr double TUNE_REPLAY_MS = 0.5;
 constexpr int TUNE_MAX_CALLS = 100;
 constexpr int TUNE_FINAL_WARMUP = 1, TUNE_FINAL_REPS = 5;
-// The share of the budget the first pass leaves to the finals.
+// The share of the budget the first pass leaves to the finals, and the least they get after a first pass that
+// overran its part.
 constexpr double TUNE_FINALS_SHARE = 0.2;
 
 // The finals' operand sets, one allocation: set i's x, w and y at i * stride bytes (256-byte aligned parts);
@@ -232,7 +234,7 @@ int make_final_sets(const TuneSession& s, const conv_problem* p, size_t l2_bytes
     return CONV_OK;
 }
 
-// One finalist's calls, for conv_graph_time: candidate c on set i.
+// One finalist's calls, for conv_graph_capture: candidate c on set i.
 struct FinalCalls {
     const conv_variant_entry* e;
     int config;
@@ -248,10 +250,19 @@ struct FinalCalls {
     }
 };
 
+// The finalists' captured graphs (released before the operand sets they read are freed), and whose they are.
+struct FinalGraphs {
+    std::vector<conv_timed_graph> graphs;
+    std::vector<int> candidate;
+    ~FinalGraphs() {
+        for (conv_timed_graph& g : graphs) conv_graph_release(&g);
+    }
+};
+
 // The finals over finalists (candidate indices, fastest first in the first pass, first_ms[k] its time there):
-// each one's time a call in graph replays, within budget_ms (a finalist whose replays would pass what is
-// left, or that fails in a graph, is not timed); *best becomes the fastest there. Fewer than two timed: *best
-// stays.
+// each one captured as a graph while its replays fit budget_ms (a finalist that would pass it, or that fails
+// in a graph, is left out), then all timed in rounds (conv_graph_time_rounds: a change of the GPU's state
+// between rounds reaches them alike); *best becomes the fastest there. Fewer than two timed: *best stays.
 int run_finals(TuneSession& s, const conv_problem* p, const conv_tune_candidate* candidates,
                const std::vector<int>& finalists, const std::vector<float>& first_ms, size_t l2_bytes,
                double budget_ms, int* best, float* best_ms) {
@@ -259,42 +270,50 @@ int run_finals(TuneSession& s, const conv_problem* p, const conv_tune_candidate*
     FinalSets sets;
     int status = make_final_sets(s, p, l2_bytes, sets);
     if (status != CONV_OK) return status;
-    int winner = -1, timed = 0;
-    float winner_ms = 0.0f;
+    FinalGraphs finals;
+    double cost = 0.0;  // of the replays of the graphs captured, at the first pass's time a call (the finals' is lower)
     for (size_t k = 0; k < finalists.size(); ++k) {
         const int i = finalists[k];
         const double call_ms = std::max(first_ms[k], 1e-3f);  // an event pair resolves about 1 us
         const int calls = std::min(std::max(sets.n, (int)std::ceil(TUNE_REPLAY_MS / call_ms)),
                                    std::max(TUNE_MAX_CALLS, sets.n));
-        // Capture, warm-up and timed replays, at the first pass's time a call (the finals' is lower).
-        const double cost = (double)(TUNE_FINAL_WARMUP + TUNE_FINAL_REPS) * calls * call_ms;
-        if (elapsed_ms(began) + cost > budget_ms) {
+        const double replays_ms = (double)(TUNE_FINAL_WARMUP + TUNE_FINAL_REPS) * calls * call_ms;
+        if (elapsed_ms(began) + cost + replays_ms > budget_ms) {
             log_candidate(candidates[i], "final: not timed (budget)", 0.0f, 0, 0.0);
             continue;
         }
         FinalCalls f = {conv_variant_entry_get(candidates[i].variant), candidates[i].config, p, &sets,
                         s.bias, s.workspace, s.workspace_bytes};
-        float ms = 0.0f;
-        if (conv_graph_time(FinalCalls::enqueue, &f, sets.n, calls, TUNE_FINAL_WARMUP, TUNE_FINAL_REPS, s.stream,
-                            &ms, nullptr) != CONV_OK) {  // out of the finals (chosen only if fewer than two run)
-            log_candidate(candidates[i], conv_last_error(), 0.0f, 0, 0.0);
+        conv_timed_graph g;
+        if (conv_graph_capture(FinalCalls::enqueue, &f, sets.n, calls, s.stream, &g) != CONV_OK) {
+            log_candidate(candidates[i], conv_last_error(), 0.0f, 0, 0.0);  // out of the finals
             conv_clear_error();
             continue;
         }
-        if (log_enabled()) {
-            const conv_variant_entry* e = conv_variant_entry_get(candidates[i].variant);
-            fprintf(stderr, "pyconv tune: final %s[%s] %.4f ms a call (graph of %d calls over %d operand sets)\n",
-                    e->info.name, e->impl->configs[candidates[i].config].name, ms, calls, sets.n);
-        }
-        ++timed;
-        if (winner < 0 || ms < winner_ms) {
-            winner = i;
-            winner_ms = ms;
-        }
+        finals.graphs.push_back(g);
+        finals.candidate.push_back(i);
+        cost += replays_ms;
     }
-    if (timed >= 2) {
-        *best = winner;
-        *best_ms = winner_ms;
+    const int n = (int)finals.graphs.size();
+    if (n < 2) return CONV_OK;
+    std::vector<float> ms(n);
+    if (conv_graph_time_rounds(finals.graphs.data(), n, TUNE_FINAL_WARMUP, TUNE_FINAL_REPS, s.stream, ms.data(),
+                               nullptr) != CONV_OK) {  // the first pass's choice stands
+        if (log_enabled()) fprintf(stderr, "pyconv tune: finals not timed: %s\n", conv_last_error());
+        conv_clear_error();
+        return CONV_OK;
+    }
+    for (int k = 0; k < n; ++k) {
+        const conv_tune_candidate& c = candidates[finals.candidate[k]];
+        if (log_enabled()) {
+            const conv_variant_entry* e = conv_variant_entry_get(c.variant);
+            fprintf(stderr, "pyconv tune: final %s[%s] %.4f ms a call (graph of %d calls over %d operand sets)\n",
+                    e->info.name, e->impl->configs[c.config].name, ms[k], finals.graphs[k].calls, sets.n);
+        }
+        if (k == 0 || ms[k] < *best_ms) {
+            *best = finals.candidate[k];
+            *best_ms = ms[k];
+        }
     }
     return CONV_OK;
 }
@@ -381,8 +400,10 @@ int conv_tune_measure(const conv_problem* p, const conv_tune_candidate* candidat
             first_ms.push_back(t.first);
         }
     if (finalists.size() >= 2) {
+        // What the first pass left of the budget, at least TUNE_FINALS_SHARE of it: the first pass can overrun
+        // (every candidate runs at least once), and the finals decide between close candidates.
         status = run_finals(s, p, candidates, finalists, first_ms, s.flush_bytes / 2,
-                            budget_ms - elapsed_ms(began), &best, &best_ms);
+                            std::max(budget_ms - elapsed_ms(began), TUNE_FINALS_SHARE * budget_ms), &best, &best_ms);
         if (status != CONV_OK) return status;
     }
     result->best = candidates[best];
