@@ -1,4 +1,4 @@
-"""winograd (F(2x2, 3x3) in fp32, cuda/variants/winograd.cu) on the shapes that reach its edges, every
+"""winograd (F(2x2, 3x3) in fp32, cuda/variants/winograd/winograd.cu) on the shapes that reach its edges, every
 launch configuration.
 
 The capability matrix (test_problem_matrix.py) runs the default configuration on one 3x3 shape per
