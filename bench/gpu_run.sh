@@ -18,8 +18,8 @@
 # "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
 # "torch-models" bench/torch_models.py, "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
-# results.tgz), CMAKE_ARGS (default: -DCMAKE_CUDA_ARCHITECTURES= what bench/cuda_arch.sh prints, a
-# build for this GPU only).
+# results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
+# cmake/cuda_architectures.cmake).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,11 +61,11 @@ if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
 fi
 
 # 2. Build and install for this GPU. Nothing after this can run without it.
-export CMAKE_ARGS="${CMAKE_ARGS:--DCMAKE_CUDA_ARCHITECTURES=$(bash "$repo/bench/cuda_arch.sh")}"
+export CMAKE_ARGS="${CMAKE_ARGS:-}"
 # REUSE_INSTALL=1: keep a pyconv that an earlier run on this machine installed (it must be of this tree).
 # CARRIED_LIBRARY=1: no install; a libconv.so built on the developer machine for this GPU, carried gzipped as
 # build/libconv.so.gz, with the checkout's pyconv/ on PYTHONPATH (saves the 4-minute build; bench/README).
-# test_package's checks of the installed layout (conv.h beside the library, a C program linking it) fail in
+# test_package's checks of the installed layout (the headers beside the library, a C program linking it) fail in
 # this mode: there is no installed package.
 if [ "${CARRIED_LIBRARY:-0}" = 1 ]; then
     lib_dir="$(mktemp -d)"

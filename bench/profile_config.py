@@ -1,7 +1,7 @@
 """Runs one launch configuration of one variant on one layer, for a profiler to look at.
 
     ncu --clock-control none --launch-skip 1 --launch-count 1 -k regex:rowwin \\
-        python3 bench/profile_config.py mma_fp16 rowwin_r8 c3 [--batch 10000] [--runs 2]
+        python3 bench/profile_config.py mma_fp16 rowwin_r12 c3 [--batch 10000] [--runs 2]
     ncu --clock-control none --launch-skip 1 --launch-count 1 -k regex:dw_nhwc \\
         python3 bench/profile_config.py grouped_direct nhwc_p2_t128 groups:mobilenetv2/dw2 --batch 32 \\
         --dtype f16 --layout NHWC

@@ -1,5 +1,5 @@
 # The build id: a hash of what decides which launch wins a tuning (the variant and configuration
-# tables, every kernel source, the public header and the compile settings), so that the tuning cache
+# tables, every kernel source, the public headers and the compile settings), so that the tuning cache
 # never hands a rebuilt library the winners of another build.
 #
 # Included after add_library(conv): hashes at build time into <build>/generated/conv_build_id.h,
@@ -7,14 +7,16 @@
 # recompiles that one file. Run as a script (cmake -DSOURCE_DIR=... -DOUTPUT=... -DSETTINGS=...
 # -P build_id.cmake) it writes that header.
 
-# The files hashed: everything under cuda/ and include/conv.h.
+# The files hashed: everything under cuda/ and the public headers (include/conv.h, conv_ops.h,
+# conv_bench.h).
 function(conv_build_id_inputs source_dir out)
   if(CMAKE_SCRIPT_MODE_FILE)
     file(GLOB_RECURSE inputs ${source_dir}/cuda/*)
   else()  # a new or removed file re-runs CMake, and so joins the dependencies of the header
     file(GLOB_RECURSE inputs CONFIGURE_DEPENDS ${source_dir}/cuda/*)
   endif()
-  list(APPEND inputs ${source_dir}/include/conv.h)
+  list(APPEND inputs ${source_dir}/include/conv.h ${source_dir}/include/conv_ops.h
+                     ${source_dir}/include/conv_bench.h)
   list(SORT inputs)
   set(${out} ${inputs} PARENT_SCOPE)
 endfunction()

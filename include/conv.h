@@ -1,4 +1,6 @@
-/* conv.h — the whole public C ABI of libconv (convolution forward pass for NVIDIA GPUs).
+/* conv.h — the convolution ABI of libconv (convolution forward pass for NVIDIA GPUs). Two more headers
+ * beside it declare what is not convolution: conv_ops.h the LeNet demo's device ops (resize, softmax +
+ * argmax), conv_bench.h the bench's GPU ceilings and timer (conv2d_time).
  *
  * A convolution is described by a conv_problem (size field first, so the struct can grow without
  * breaking callers): shape, stride, padding, dilation, groups, the dtypes of x, w and y, their
@@ -304,48 +306,6 @@ int conv_event_record(void* event, void* stream);
 int conv_event_synchronize(void* event);
 int conv_stream_wait_event(void* stream, void* event);  /* the GPU waits; the host does not */
 int conv_event_elapsed_ms(void* start, void* stop, float* ms);
-
-/* ---- Whole-network helpers: the non-conv steps of a network on the device (cuda/ops/) ----
- * Device pointers on the current device; each runs on `stream` (NULL: the legacy default stream) and
- * never syncs the host. Fused conv layers need nothing here: they are a conv_problem's bias flag and
- * CONV_EPILOGUE_RELU_MAXPOOL on the variants that declare them. */
-/* Bilinear resize of n uint8 images (n, in_h, in_w), contiguous, to (n, 1, out_h, out_w) contiguous in
- * y_dtype (CONV_F32 or CONV_F16), value = byte / 255, align_corners=False, no antialias (PyTorch's
- * F.interpolate(mode="bilinear") convention; source coordinate clamped at 0, upper tap at the last
- * pixel). Computed in float64 without FMA contraction and rounded once, so that the f32 result is
- * bit-identical to pyconv.lenet.data.resize (NumPy, float64). Device pointers on the current
- * device; runs on `stream`; never syncs. */
-int conv_resize_bilinear_u8(const void* x, int64_t n, int in_h, int in_w, void* y, int out_h, int out_w,
-                            int y_dtype, void* stream);
-/* Row-wise softmax and argmax of fp32 logits (n, k), k <= 1024: probabilities (n, k) fp32 (NULL: not
- * wanted) and classes (n) int32 (NULL: not wanted; ties -> lowest index, as NumPy argmax). */
-int conv_softmax_argmax(const void* logits, int64_t n, int k, void* probabilities, void* classes, void* stream);
-
-/* ---- benchmarking: what this GPU can do, and the op time of a variant (cuda/bench/ceilings.cu, timing.cu) ---- */
-/* Ceilings measured on the current device, each the best of several ~20 ms runs (a ceiling is what the
- * unit can do). A rate the GPU lacks is 0. GFLOP/s count an FMA as 2 flops. */
-typedef struct conv_ceilings {
-    double copy_gbytes_per_s;    /* device-to-device cudaMemcpy of up to 1 GiB: (bytes read + written) / s */
-    double fp32_gflops;          /* FP32 FMA on the CUDA cores, every SM busy */
-    double fp16_gflops;          /* half2 FMA on the CUDA cores */
-    double fp16_tensor_gflops;   /* tensor cores through wmma 16x16x16, fp16 operands, fp32 accumulate (sm_70+) */
-    double tf32_tensor_gflops;   /* tensor cores through wmma 16x16x8, tf32 operands (sm_80+) */
-    int64_t l2_cache_bytes;      /* what a benchmark must rotate its operands past */
-    int sm_count;
-} conv_ceilings;
-int conv_measure_ceilings(conv_ceilings* out);
-
-/* Median device time of one call of a GPU variant, host launch overhead removed. `calls` launches,
- * call i on operand set i % n_sets (xs[], ws[], ys[]: n_sets device pointers each, so that small shapes
- * are not served from L2), are captured into one CUDA graph after one eager call per set; `warmup`
- * untimed replays follow, then `reps` replays each between two events. median_ms = median replay time
- * / calls; times_ms (NULL or reps floats) gets every replay's time / calls. variant: a GPU variant id,
- * CONV_AUTO or CONV_AUTO_FAST (resolved, and tuned, before the capture; the captured calls go through
- * conv2d_forward as a caller's would). stream: NULL for a private one (the legacy stream cannot be
- * captured). Workspace as for conv2d_forward. */
-int conv2d_time(int variant, const conv_params* params, const float* const* xs, const float* const* ws,
-                float* const* ys, int n_sets, void* workspace, size_t workspace_bytes, void* stream,
-                int calls, int warmup, int reps, float* median_ms, float* times_ms);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,9 @@ import cffi
 
 LIBRARY_ENV = "PYCONV_LIBRARY"  # path of another libconv.so (or the directory holding it)
 LIBRARY_NAME = "libconv.so"
+# The public headers, conv.h first: the convolution ABI, the demo's device ops, the bench's ceilings and
+# timer. cffi declares all three; each of the others includes conv.h.
+HEADERS = ("conv.h", "conv_ops.h", "conv_bench.h")
 
 
 class ConvError(ValueError):
@@ -81,7 +84,7 @@ def _library_candidates() -> list[Path]:
 
 
 def include_dir() -> Path:
-    """The directory of the conv.h that ships beside libconv.so."""
+    """The directory of the headers (conv.h, conv_ops.h, conv_bench.h) that ship beside libconv.so."""
     return _package_file("include/conv.h").parent
 
 
@@ -89,18 +92,30 @@ def library_dir() -> Path:
     return _library_candidates()[0].parent
 
 
-def header_path() -> Path:
-    """conv.h: installed beside the library, or include/ of a source checkout."""
-    for candidate in (include_dir() / "conv.h", package_dir().parent / "include" / "conv.h"):
-        if candidate.is_file():
+def header_dir() -> Path:
+    """The directory holding every public header: installed beside the library, or include/ of a source
+    checkout (all of them from one place, so that they are of one version)."""
+    for candidate in (include_dir(), package_dir().parent / "include"):
+        if all((candidate / name).is_file() for name in HEADERS):
             return candidate
-    raise LibraryNotFoundError(f"conv.h not found in {include_dir()}; reinstall pyconv")
+    raise LibraryNotFoundError(f"{', '.join(HEADERS)} not all found in {include_dir()}; reinstall pyconv")
+
+
+def header_path(name: str = "conv.h") -> Path:
+    """A public header (conv.h by default): installed beside the library, or include/ of a source checkout."""
+    return header_dir() / name
 
 
 def cdef_source(header_text: str) -> str:
-    """The declarations of conv.h as cffi wants them: no preprocessor lines, no extern "C" guard."""
+    """The declarations of one header as cffi wants them: no preprocessor lines, no extern "C" guard."""
     text = re.sub(r"#ifdef __cplusplus.*?#endif", "", header_text, flags=re.S)
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def cdef_all() -> str:
+    """What cffi declares: every public header's declarations, conv.h first (the others use its types)."""
+    directory = header_dir()
+    return "\n".join(cdef_source((directory / name).read_text()) for name in HEADERS)
 
 
 _lock = threading.Lock()
@@ -118,7 +133,7 @@ def load():
     with _lock:
         if _loaded is None:
             ffi = cffi.FFI()
-            ffi.cdef(cdef_source(header_path().read_text()))
+            ffi.cdef(cdef_all())
             errors = []
             for path in _library_candidates():
                 if not path.is_file():

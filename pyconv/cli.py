@@ -75,7 +75,7 @@ def _build_flags(args) -> bool:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pyconv", description=__doc__)
-    parser.add_argument("--includes", action="store_true", help="print -I<dir> of conv.h")
+    parser.add_argument("--includes", action="store_true", help="print -I<dir> of conv.h, conv_ops.h and conv_bench.h")
     parser.add_argument("--libdir", action="store_true", help="print the directory of libconv.so")
     parser.add_argument("--ldflags", action="store_true", help="print the linker flags for libconv")
     sub = parser.add_subparsers(dest="command")

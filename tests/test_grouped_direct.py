@@ -62,15 +62,33 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
         for shape in SHAPES for layout in ("NCHW", "NHWC") for config in
         ["m1_t32x32", "m1_t32x32_p8", "m1_t16x16", "m1_t8x8", "m4_t32x16", "m4_t16x16", "m4_t8x8", "m8_t32x16",
          "m8_t16x16", "m8_t8x8", "m8x2_t16x16", "m8x4_t8x8", "m4_t8x8_k4", "m8_t8x8_k4",
-         "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128", "nhwc_narrow_p1_t128",
+         "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
-         "nchw_r7", "nchw_t32x32", "nchw_t16x16", "nchw_t8x8"]]
-NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_p1_t64", "nhwc_r2p2_t128", "nhwc_r4p2_t128",
+         "nchw_r7", "nchw_t32x32"]]
+NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",
                 "nhwc_narrow_r4p4_t128_b4"]
-NCHW_CONFIGS = ["nchw_r2", "nchw_r4", "nchw_r7", "nchw_t32x32", "nchw_t16x16", "nchw_t8x8"]
+NCHW_CONFIGS = ["nchw_r2", "nchw_r4", "nchw_r7", "nchw_t32x32"]
+# The tiles built for every dtype (f16, bf16, mixed); the other m* tiles take fp32 x and y only.
+ALL_DTYPE_TILES = ["m1_t16x16", "m1_t8x8"]
+
+
+def dtypes_of(config):
+    """The x / y dtypes a configuration is built for (grouped_direct.cu, grouped_direct.h): the small
+    one-map tiles and the NCHW depthwise kernels every dtype, the other tiles and the wide NHWC
+    depthwise ones fp32, the narrow NHWC ones f16 / bf16 (and fp32 in the one-pixel tile)."""
+    if config in ALL_DTYPE_TILES or config.startswith("nchw") or config == "nhwc_narrow_p1_t128":
+        return DTYPES
+    if config.startswith("nhwc_narrow"):
+        return ["f16", "bf16"]
+    return ["f32"]
+
+
+def expect_dtype_refusal(case, config):
+    status, message = supports(case, config)
+    assert status == UNSUPPORTED and case.x_dtype in message and "only" in message, message
 
 
 def test_config_list_is_the_swept_one():
@@ -82,6 +100,9 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
     pr.skip_unless_available(NAME)
     k = list(SHAPES).index(shape)
     case = variant_of(k, SHAPES[shape], layout)
+    if case.x_dtype not in dtypes_of(config):  # refusals of other dtypes: test_depthwise_kernels_every_dtype
+        dtype = dtypes_of(config)[k % len(dtypes_of(config))]
+        case = case.with_(x_dtype=dtype, y_dtype=dtype)
     try:
         pr.check_config(NAME, config, case, rng)
     except ConvUnsupportedError as exc:
@@ -136,11 +157,14 @@ def test_depthwise_kernels_every_dtype(shape, dtype, config, rng):
         status, message = supports(case, config)
         assert status == UNSUPPORTED and "groups == C == M" in message, message
         return
+    if dtype not in dtypes_of(config):
+        expect_dtype_refusal(case, config)
+        return
     pr.check_config(NAME, config, case, rng)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-@pytest.mark.parametrize("config", ["nchw_t32x32", "nchw_t16x16", "nchw_t8x8"])
+@pytest.mark.parametrize("config", ["nchw_t32x32"])
 def test_nchw_tiles_loop_over_many_tile_groups(config, dtype, rng):
     """More tile groups than a wave of blocks (512 planes of 80 x 80): each persistent block loops over
     several, the next windows copied in (f32: cp.async) while one is multiplied."""
@@ -148,6 +172,19 @@ def test_nchw_tiles_loop_over_many_tile_groups(config, dtype, rng):
     case = ConvCase(8, 64, 80, 80, 64, 5, 5, padding=(2, 2), groups=64, x_dtype=dtype, y_dtype=dtype, bias=True,
                     epilogue="relu")
     pr.check_config(NAME, config, case, rng)
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype", [("f16", "f32"), ("bf16", "bf16"), ("f32", "f16")])
+@pytest.mark.parametrize("config", ["m1_t32x32_p8", "m4_t16x16", "m8_t32x16", "m8x2_t16x16", "m4_t8x8_k4"])
+def test_fp32_tiles_refuse_other_dtypes_and_default_avoids_them(config, x_dtype, y_dtype, rng):
+    """Tiles built for fp32 alone refuse other dtypes by name; the default then takes a tile built for
+    them, which computes the layer right."""
+    pr.skip_unless_available(NAME)
+    case = SHAPES["resnext_g8_cg4"].with_(x_dtype=x_dtype, y_dtype=y_dtype, bias=True)
+    status, message = supports(case, config)
+    assert status == UNSUPPORTED and f"x {x_dtype}, y {y_dtype}" in message, message
+    assert default_of(case) in ALL_DTYPE_TILES
+    pr.check_config(NAME, default_of(case), case, rng)
 
 
 @pytest.mark.parametrize("x_dtype,y_dtype", [("f16", "f32"), ("f32", "bf16")])
@@ -182,33 +219,38 @@ def test_nhwc_misaligned_operands_fall_back(offset, config, dtype, rng):
     pr.skip_unless_available(NAME)
     case = DW_SHAPES["3x3_s1_c40"].with_(x_layout="NHWC", y_layout="NHWC", x_dtype=dtype, y_dtype=dtype,
                                          bias=True, epilogue="relu")
+    if dtype not in dtypes_of(config):
+        expect_dtype_refusal(case, config)
+        return
     pr.check_config(NAME, config, case, rng, x_offset=offset, y_offset=offset)
 
 
 @pytest.mark.parametrize("config", NHWC_CONFIGS)
 def test_nhwc_blocks_loop_over_tiles(config, rng):
     """A grid of at most a few waves whose blocks loop over the rest of the tiles (depthwise_nhwc.cu's
-    DW_WAVES): 512 fp32 channels make 4-32 channel blocks, which leave each of them a few hundred tile
+    DW_WAVES): 512 channels (fp32, or f16 for the narrow configurations) make 4-32 channel blocks, which leave each of them a few hundred tile
     blocks on an H100 (fewer on smaller GPUs), so that on 136 x 136 planes the blocks of most
     configurations take more than one tile each."""
     pr.skip_unless_available(NAME)
+    dtype = dtypes_of(config)[0]
     case = ConvCase(2, 512, 136, 136, 512, 3, 3, padding=(1, 1), groups=512, x_layout="NHWC", y_layout="NHWC",
-                    w_layout="MKKC", bias=True, epilogue="relu")
+                    w_layout="MKKC", x_dtype=dtype, y_dtype=dtype, bias=True, epilogue="relu")
     pr.check_config(NAME, config, case, rng)
+
+
+def default_of(case):
+    """The configuration grouped_direct's plan for the case takes when none is named."""
+    info = ffi().new("conv_plan_info*")
+    plan = ffi().new("conv_plan**")
+    check(lib().conv2d_plan_create(pr.variant_id(NAME), pr.make_problem(case), ffi().NULL, -1, plan))
+    check(lib().conv2d_plan_get_info(plan[0], info))
+    name = ffi().string(info.config_name).decode()
+    check(lib().conv2d_plan_destroy(plan[0]))
+    return name
 
 
 def test_default_config_per_shape():
     pr.skip_unless_available(NAME)
-    info = ffi().new("conv_plan_info*")
-
-    def default_of(case):
-        plan = ffi().new("conv_plan**")
-        check(lib().conv2d_plan_create(pr.variant_id(NAME), pr.make_problem(case), ffi().NULL, -1, plan))
-        check(lib().conv2d_plan_get_info(plan[0], info))
-        name = ffi().string(info.config_name).decode()
-        check(lib().conv2d_plan_destroy(plan[0]))
-        return name
-
     nhwc = dict(x_layout="NHWC", y_layout="NHWC")
     # Small grids (fewer than 32768 16-byte vectors over the output): 4-byte vectors, one pixel each.
     assert default_of(SHAPES["mbv2_3x3_s1"].with_(**nhwc)) == "nhwc_narrow_p1_t128"
@@ -229,7 +271,7 @@ def test_default_config_per_shape():
     assert default_of(SHAPES["convnext_7x7"]) == "nchw_t32x32"  # 5x5 / 7x7 NCHW depthwise, 24+ columns
     assert default_of(DW_SHAPES["5x5_s2_plane70x67_c4"]) == "nchw_t32x32"  # also at stride 2 (34 columns)
     assert default_of(SHAPES["effnet_5x5_s2"]) == "nchw_r7"  # 14 columns: the plain kernel, bands of 7 rows
-    assert default_of(SHAPES["convnext_7x7"].with_(y_dtype="f16")) == "m1_t32x32_p8"  # mixed dtypes
+    assert default_of(SHAPES["convnext_7x7"].with_(y_dtype="f16")) == "m1_t16x16"  # mixed dtypes: built there
     assert default_of(ConvCase(1, 8, 30, 32, 8, 5, 5, padding=(4, 4), dilation=(2, 2),
                                groups=8)) == "m1_t32x32_p8"  # dilated: no kernel of its own in the nchw_t tiles
     assert default_of(SHAPES["convnext_7x7_tiny"]) == "nchw_r7"  # 7x7 plane: one band of 7 rows

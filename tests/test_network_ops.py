@@ -279,5 +279,5 @@ def test_ops_refuse_host_memory():
 
 
 def test_ops_exported():
-    """Declared in conv.h, hence exported and bound by cffi in both builds (stubs without CUDA)."""
+    """Declared in conv_ops.h, hence exported and bound by cffi in both builds (stubs without CUDA)."""
     assert hasattr(lib(), "conv_resize_bilinear_u8") and hasattr(lib(), "conv_softmax_argmax")

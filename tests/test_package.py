@@ -1,6 +1,6 @@
-"""The installed package: header beside the library, build flags, the library's exports exactly the
-functions of include/conv.h, one version everywhere, the shipped data and type marker, and a C
-program that links libconv."""
+"""The installed package: headers beside the library, build flags, the library's exports exactly the
+functions of the public headers (include/conv.h, conv_ops.h, conv_bench.h), one version everywhere, the
+shipped data and type marker, and a C program that links libconv."""
 import re
 import shutil
 import subprocess
@@ -22,7 +22,7 @@ def pyconv_cli(*args):
 
 
 def declared_functions() -> tuple[set, set]:
-    """(functions declared in conv.h as cffi parsed it, those of them the library does not export)."""
+    """(functions declared in the public headers as cffi parsed them, those the library does not export)."""
     lib = _lib.lib()
     declared, missing = set(), set()
     for name in dir(lib):               # every declaration: functions and enum constants
@@ -52,26 +52,47 @@ def exported_functions(library: Path) -> set:
     pytest.skip("neither nm nor readelf on this machine")
 
 
-def test_header_ships_beside_the_library():
+def header_functions(name: str) -> set:
+    """The functions a public header declares (its text, comments removed, as cffi reads it)."""
+    text = re.sub(r"/\*.*?\*/", "", _lib.header_path(name).read_text(), flags=re.S)
+    return set(re.findall(r"^\s*(?:const\s+)?\w+\s*\*?\s*(conv\w*)\(", text, flags=re.M))
+
+
+def test_headers_ship_beside_the_library():
     includes = pyconv_cli("--includes").stdout.strip()
     assert includes.startswith("-I")
-    header = Path(includes[2:]) / "conv.h"
-    assert header.is_file(), f"{header} missing from the installed package"
     libdir = Path(pyconv_cli("--libdir").stdout.strip())
     assert (libdir / "libconv.so").is_file()
-    if (REPO / "include" / "conv.h").is_file():
-        assert header.read_text() == (REPO / "include" / "conv.h").read_text(), "installed conv.h is stale"
+    for name in _lib.HEADERS:
+        header = Path(includes[2:]) / name
+        assert header.is_file(), f"{header} missing from the installed package"
+        if (REPO / "include" / name).is_file():
+            assert header.read_text() == (REPO / "include" / name).read_text(), f"installed {name} is stale"
 
 
-def test_exports_are_exactly_the_functions_of_conv_h():
-    """cffi parses conv.h itself, so its declarations cannot drift from the header; the library must
-    export each of them (a symbol cffi resolves) and nothing else (the version script built from
-    conv.h hides every internal helper and the static CUDA runtime)."""
+def test_conv_h_is_the_convolution_abi():
+    """The demo's device ops and the bench's ceilings and timer have headers of their own; each function is
+    declared in one header, and cffi binds those of all three."""
+    by_header = {name: header_functions(name) for name in _lib.HEADERS}
+    assert {"conv_resize_bilinear_u8", "conv_softmax_argmax"} <= by_header["conv_ops.h"]
+    assert {"conv_measure_ceilings", "conv2d_time"} <= by_header["conv_bench.h"]
+    assert not by_header["conv.h"] & (by_header["conv_ops.h"] | by_header["conv_bench.h"])
+    assert not by_header["conv_ops.h"] & by_header["conv_bench.h"]
+    declared, _ = declared_functions()
+    for name, functions in by_header.items():
+        assert functions <= declared, f"declared in {name} but not bound by cffi: {sorted(functions - declared)}"
+
+
+def test_exports_are_exactly_the_functions_of_the_headers():
+    """cffi parses the public headers (conv.h, conv_ops.h, conv_bench.h) themselves, so its declarations
+    cannot drift from them; the library must export each of them (a symbol cffi resolves) and nothing else
+    (the version script built from the same headers hides every internal helper and the static CUDA
+    runtime)."""
     declared, missing = declared_functions()
     assert len(declared) > 30 and "conv_problem_init" in declared and "conv2d_plan_run" in declared
-    assert not missing, f"declared in conv.h but not exported by libconv: {sorted(missing)}"
+    assert not missing, f"declared in a public header but not exported by libconv: {sorted(missing)}"
     exported = exported_functions(_lib.library_path())
-    assert not exported - declared, f"exported by libconv but not declared in conv.h: {sorted(exported - declared)}"
+    assert not exported - declared, f"exported by libconv but in no public header: {sorted(exported - declared)}"
     assert declared <= exported
 
 

@@ -63,10 +63,10 @@ from problem_runner import ConvCase
 
 VARIANTS = ["implicit_gemm_tf32", "implicit_gemm_f16"]
 PLAIN = ["tile128x128_s3", "tile128x64_s4", "tile64x128_s4", "tile64x64_s6", "tile128x32_s4"]
-SPLIT = ["tile64x64_s6_splitk", "tile128x64_s4_splitk"]
+SPLIT = ["tile64x64_s6_splitk"]
 CLUSTER = ["tile64x64_s6_cluster"]
-WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4", "wgmma128x256_s4",
-         "wgmma64x64_s4", "wgmma64x64_s6"]  # implicit_gemm_f16 only (sm_90a)
+WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4", "wgmma64x64_s4",
+         "wgmma64x64_s6"]  # implicit_gemm_f16 only (sm_90a)
 WGMMA_CLUSTER = ["wgmma64x64_s4_cluster"]
 # implicit_gemm_f16 only (sm_90a), 1x1 convolutions with stride 1, no padding and one group
 TMA = ["tma128x256_s4", "tma128x128_s4", "tma128x64_s4", "tma64x128_s4", "tma64x64_s4", "tma64x64_s6"]
@@ -75,11 +75,11 @@ TMA_CLUSTER = ["tma64x64_s4_cluster"]  # the TMA GEMM with cluster split-K: smal
 NCHW_CONFIGS = ["nchw128x128_s3", "nchw128x64_s4", "nchw64x64_s4"]
 # implicit_gemm_tf32 only: 1x1 windows on fp32 NCHW x, read in place with w (tc_nchw_mma.cuh)
 NCHW_MMA = ["nchw_mma64x64_s4", "nchw_mma128x64_s3", "nchw_mma128x32_s4"]
-NCHW_MMA_CLUSTER = ["nchw_mma64x64_s4_cluster", "nchw_mma128x32_s4_cluster"]  # sm_90, small grids only
+NCHW_MMA_CLUSTER = ["nchw_mma64x64_s4_cluster"]  # sm_90, small grids only
 # implicit_gemm_f16 only: depthwise layers as banded GEMMs per channel (tc_depthwise.cu)
-DEPTHWISE = ["dw32x32_c16", "dw16x32_c16", "dw16x16_c32", "dw16x16_c16"]
+DEPTHWISE = ["dw32x32_c16", "dw16x16_c32"]
 # implicit_gemm_f16 only: grouped layers as GEMMs per group from a staged window (tc_grouped.cu)
-GROUPED = ["grp128_c64", "grp64_c64", "grp128_c32", "grp64_c32"]
+GROUPED = ["grp128_c64", "grp128_c32", "grp64_c32"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {

@@ -104,8 +104,7 @@ def build_id(source_dir: Path, out_dir: Path, settings: str = "test settings") -
 def test_build_id_follows_sources_and_settings(tmp_path):
     source = tmp_path / "src"
     shutil.copytree(REPO / "cuda", source / "cuda")
-    (source / "include").mkdir()
-    shutil.copy(REPO / "include" / "conv.h", source / "include")
+    shutil.copytree(REPO / "include", source / "include")               # conv.h, conv_ops.h, conv_bench.h
     first = build_id(source, tmp_path)
     assert build_id(source, tmp_path) == first                          # a hash, not a time stamp
     assert build_id(source, tmp_path, "other flags") != first            # compiler, architectures
@@ -114,9 +113,12 @@ def test_build_id_follows_sources_and_settings(tmp_path):
     assert build_id(source, tmp_path) != first                           # any edit under cuda/
     table.write_text(table.read_text()[:-1])
     assert build_id(source, tmp_path) == first
-    header = source / "include" / "conv.h"
-    header.write_text(header.read_text() + "/* */\n")
-    assert build_id(source, tmp_path) != first
+    for name in ("conv.h", "conv_ops.h", "conv_bench.h"):               # any public header
+        header = source / "include" / name
+        header.write_text(header.read_text() + "/* */\n")
+        assert build_id(source, tmp_path) != first, name
+        header.write_text(header.read_text()[:-len("/* */\n")])
+        assert build_id(source, tmp_path) == first, name
 
 
 # ---- the cache file, several processes and threads: the harness ----

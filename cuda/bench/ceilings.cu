@@ -16,6 +16,7 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 
+#include "conv_bench.h"
 #include "cuda_util.cuh"
 
 constexpr int LOOP_THREADS = 256;

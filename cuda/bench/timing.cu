@@ -5,6 +5,7 @@
 // cuDNN (through torch.cuda.CUDAGraph), so the two sides compare like with like.
 // Before the capture: auto is resolved (and tuned), and every set is run once eagerly, so a variant
 // that cannot run returns the library's own message instead of failing inside the capture.
+#include "conv_bench.h"
 #include "cuda_util.cuh"
 
 static int check_arguments(const float* const* xs, const float* const* ws, float* const* ys, int n_sets,

@@ -171,6 +171,9 @@ int conv_cuda_started(void);
 int conv_cuda_versions(int* driver, int* runtime);
 /* Current device, and switching to another for the length of a call. */
 int conv_device_enter(int device, int* previous);
+/* CONV_OK when the library holds code this device runs, else CONV_ERR_NO_DEVICE saying which
+ * architectures were built (a GPU variant's plan asks before it is made). */
+int conv_device_built_for(int device);
 void conv_device_leave(int previous);
 /* Records the name of a kernel just launched on the current device, so that an asynchronous fault
  * reported later can name the last kernel launched. */

@@ -19,7 +19,7 @@ int conv_cuda_status(cudaError_t err, const char* what) {
     if (err == cudaErrorNoKernelImageForDevice)
         return conv_set_error(CONV_ERR_CUDA,
                               "%s failed: %s (libconv has no kernel for this GPU's architecture; "
-                              "rebuild with CMAKE_CUDA_ARCHITECTURES including it)",
+                              "reinstall with PYCONV_CUDA_ARCHITECTURES including it, or =all)",
                               what, cudaGetErrorName(err));
     return conv_set_error(status, "%s failed: %s (%s)", what, cudaGetErrorName(err),
                           cudaGetErrorString(err));
@@ -81,6 +81,48 @@ int conv_cuda_versions(int* driver, int* runtime) {
     *driver = d;
     *runtime = r;
     return CONV_OK;
+}
+
+#ifndef CONV_CUDA_ARCHITECTURES
+#define CONV_CUDA_ARCHITECTURES "(not recorded)"
+#endif
+
+// Compiled like every kernel of the library, for the architectures it was built for: where the device
+// can load it, it can load the others.
+__global__ void conv_arch_probe_kernel() {}
+
+// CONV_OK when this library holds code that `device` runs; else CONV_ERR_NO_DEVICE naming the GPU's
+// architecture and the ones built (a build made for other GPUs must say so, not fail at the first launch
+// or fall back to something slower). Asked once per device.
+int conv_device_built_for(int device) {
+    static std::atomic<int> known[64];  // 0: not asked yet; 1: runs here; 2: no code for it
+    const bool cached = device >= 0 && device < 64;
+    int state = cached ? known[device].load(std::memory_order_relaxed) : 0;
+    if (state == 0) {
+        int previous = -1;
+        int status = conv_device_enter(device, &previous);
+        if (status != CONV_OK) return status;
+        cudaFuncAttributes attributes;
+        const cudaError_t err = cudaFuncGetAttributes(&attributes, conv_arch_probe_kernel);
+        conv_device_leave(previous);
+        if (err != cudaSuccess && err != cudaErrorNoKernelImageForDevice && err != cudaErrorInvalidDeviceFunction)
+            return conv_cuda_status(err, "cudaFuncGetAttributes");
+        cudaGetLastError();
+        state = err == cudaSuccess ? 1 : 2;
+        if (cached) known[device].store(state, std::memory_order_relaxed);
+    }
+    if (state == 1) return CONV_OK;
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    char name[256] = "";
+    conv_device_name(device, name, sizeof name);
+    return conv_set_error(CONV_ERR_NO_DEVICE,
+                          "libconv was built for CUDA architectures %s, and GPU %d (%s, compute capability %d.%d) "
+                          "runs none of them: reinstall with PYCONV_CUDA_ARCHITECTURES=%d%d%s (or =all), or build "
+                          "on a machine with this GPU",
+                          CONV_CUDA_ARCHITECTURES, device, name, major, minor, major, minor,
+                          major == 9 && minor == 0 ? "a-real" : "-real");
 }
 
 int conv_device_enter(int device, int* previous) {

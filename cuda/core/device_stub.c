@@ -1,6 +1,8 @@
-/* device_stub.c — the device helpers and the benchmarking entry points in a build without CUDA
- * (CMake compiles this file only there): each says so. Only the pure queries have a real answer. */
+/* device_stub.c — the device helpers, the demo's ops and the benchmarking entry points in a build
+ * without CUDA (CMake compiles this file only there): each says so. Only the pure queries have a real answer. */
+#include "conv_bench.h"
 #include "conv_internal.h"
+#include "conv_ops.h"
 
 #define NO_CUDA() \
     conv_set_error(CONV_ERR_NO_CUDA_BUILD, \
@@ -11,6 +13,7 @@ int conv_cuda_ready(void) { NO_CUDA(); return 0; }
 int conv_cuda_started(void) { return 0; }
 int conv_cuda_versions(int* driver, int* runtime) { *driver = *runtime = 0; return CONV_OK; }
 int conv_device_enter(int device, int* previous) { (void)device; *previous = -1; return NO_CUDA(); }
+int conv_device_built_for(int device) { (void)device; return NO_CUDA(); }
 void conv_device_leave(int previous) { (void)previous; }
 void conv_note_launch(const char* kernel_name) { (void)kernel_name; }
 int conv_gpu_name(char* name, size_t bytes) { (void)name; (void)bytes; return NO_CUDA(); }
@@ -55,7 +58,7 @@ int conv_event_synchronize(void* event) { (void)event; return NO_CUDA(); }
 int conv_stream_wait_event(void* stream, void* event) { (void)stream; (void)event; return NO_CUDA(); }
 int conv_event_elapsed_ms(void* start, void* stop, float* ms) { (void)start; (void)stop; (void)ms; return NO_CUDA(); }
 
-/* The whole-network helpers (cuda/ops/ in a CUDA build). */
+/* The demo's device ops of conv_ops.h (cuda/ops/ in a CUDA build). */
 int conv_resize_bilinear_u8(const void* x, int64_t n, int in_h, int in_w, void* y, int out_h, int out_w,
                             int y_dtype, void* stream) {
     (void)x; (void)n; (void)in_h; (void)in_w; (void)y; (void)out_h; (void)out_w; (void)y_dtype; (void)stream;
@@ -66,7 +69,7 @@ int conv_softmax_argmax(const void* logits, int64_t n, int k, void* probabilitie
     return NO_CUDA();
 }
 
-/* The benchmarking entry points (ceilings.cu, timing.cu in a CUDA build). */
+/* The benchmarking entry points of conv_bench.h (cuda/bench/ceilings.cu, timing.cu in a CUDA build). */
 int conv_measure_ceilings(conv_ceilings* out) {
     (void)out;
     return conv_set_error(CONV_ERR_NO_CUDA_BUILD,

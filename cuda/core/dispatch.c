@@ -3,6 +3,7 @@
  * checks the operands (NULL, host or device, which device, bias, workspace) and launches on the
  * operands' device and the caller's stream, restoring the caller's current device. The legacy
  * conv_params calls and the per-variant entry points are thin wrappers over the same path. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,7 +85,11 @@ int conv2d_plan_create(int variant, const conv_problem* problem, const char* con
     if (status != CONV_OK) return status;
     int previous = -1;
     if (q.device >= 0 && (status = conv_device_enter(q.device, &previous)) != CONV_OK) return status;
-    status = resolve(variant, &q.problem, config, &q.entry, &q.config);
+    // A GPU variant, or auto, which would tune GPU kernels, on a GPU this build holds no code for: refused
+    // with the architectures built (never a quiet fallback to the CPU).
+    const conv_variant_entry* named = variant >= 0 ? conv_variant_entry_get(variant) : NULL;
+    if (q.device >= 0 && !(named && !named->info.on_device)) status = conv_device_built_for(q.device);
+    if (status == CONV_OK) status = resolve(variant, &q.problem, config, &q.entry, &q.config);
     if (status == CONV_OK) status = conv_entry_workspace(q.entry, &q.problem, &q.workspace_bytes);
     if (q.device >= 0) conv_device_leave(previous);
     if (status != CONV_OK) return status;
@@ -92,6 +97,7 @@ int conv2d_plan_create(int variant, const conv_problem* problem, const char* con
     if (!q.entry->info.on_device) q.device = -1;
     else if (q.device < 0)
         return conv_set_error(CONV_ERR_INTERNAL, "GPU variant '%s' chosen without a device", q.entry->info.name);
+
     *plan = (conv_plan*)malloc(sizeof q);
     if (!*plan) return conv_set_error(CONV_ERR_OUT_OF_MEMORY, "out of host memory for a plan (%zu bytes)", sizeof q);
     **plan = q;
@@ -275,6 +281,46 @@ int conv_variant_config_supports_problem(int variant, int config, const conv_pro
     return status;
 }
 
+/* ---- what auto chose: a plan's variant and configuration, with the tuned time the cache holds ----
+ * Here, over the plan API and the cache's lookup, so that the cache (tune_cache.c) knows problems only. */
+
+/* The time the tuning cache holds for the plan's choice; 0 where it has none or variant is not auto. The
+ * cache keys on the problem as auto resolved it: the plan's (compute raised for CONV_AUTO_FAST). */
+static float tuned_ms(int variant, const conv_plan* plan) {
+    float ms = 0.0f;
+#ifdef CONV_WITH_CUDA
+    char gpu[256];
+    conv_tune_result r;
+    const conv_impl* impl = plan->entry->impl;
+    if ((variant == CONV_AUTO || variant == CONV_AUTO_FAST) && plan->entry->info.on_device &&
+        conv_gpu_name(gpu, sizeof gpu) == CONV_OK && conv_tune_cache_get(gpu, &plan->problem, &r) == CONV_OK &&
+        r.best.variant == plan->variant && r.best.config >= 0 && r.best.config < impl->num_configs &&
+        strcmp(impl->configs[r.best.config].name, impl->configs[plan->config].name) == 0)
+        ms = r.median_ms;
+    conv_clear_error();
+#else
+    (void)variant;
+    (void)plan;
+#endif
+    return ms;
+}
+
+int conv_tune_describe_problem(int variant, const conv_problem* problem, char* text, size_t text_bytes) {
+    if (!text) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "text is NULL");
+    conv_plan* plan = NULL;
+    int status = conv2d_plan_create(variant, problem, NULL, -1, &plan);
+    if (status != CONV_OK) return status;
+    const float ms = tuned_ms(variant, plan);
+    const char* variant_name = plan->entry->info.name;                       /* static strings */
+    const char* config_name = plan->entry->impl->configs[plan->config].name;
+    conv2d_plan_destroy(plan);
+    if (ms > 0.0f)
+        snprintf(text, text_bytes, "%s[%s] %.4f ms (tuned)", variant_name, config_name, ms);
+    else
+        snprintf(text, text_bytes, "%s[%s] (not timed)", variant_name, config_name);
+    return CONV_OK;
+}
+
 /* ---- the legacy conv_params calls: f32 NCHW problems through the same path ---- */
 
 int conv_validate(const conv_params* params) {
@@ -327,6 +373,13 @@ int conv2d_auto_choice(int variant, const conv_params* params, int* chosen) {
     if (status == CONV_OK) *chosen = plan->variant;
     conv2d_plan_destroy(plan);
     return status;
+}
+
+int conv_tune_describe(int variant, const conv_params* params, char* text, size_t text_bytes) {
+    if (!params) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "params is NULL");
+    conv_problem p;
+    conv_problem_from_params(params, variant, &p);
+    return conv_tune_describe_problem(variant, &p, text, text_bytes);
 }
 
 int conv2d_forward(int variant, const conv_params* params, const float* x, const float* w, float* y,

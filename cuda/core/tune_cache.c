@@ -6,7 +6,9 @@
  * (cmake/build_id.cmake) hashes the variant and configuration tables and every kernel source, so a
  * rebuilt library never reuses another build's winners; variants and configurations are stored by
  * name. A file without this header, or with another version, is ignored and replaced on the next
- * store; conv_tune_compact keeps the newest line per key of this build.
+ * store; conv_tune_compact keeps the newest line per key of this build. The cache knows problems and
+ * variants, never plans: its caller (auto.c) passes the problem; what auto chose for a shape with its
+ * cached time (conv_tune_describe) is dispatch.c's.
  *
  * Processes coordinate through open-file-description locks on <file>.lock, which the kernel drops
  * when their descriptor closes or their process dies, so a crashed tuner leaves no lock behind.
@@ -392,40 +394,4 @@ int conv_tune_clear(void) {
     release_lock(held);
     pthread_mutex_unlock(&table_mutex);
     return status;
-}
-
-int conv_tune_describe_problem(int variant, const conv_problem* p, char* text, size_t text_bytes) {
-    if (!text) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "text is NULL");
-    conv_plan* plan = NULL;
-    int status = conv2d_plan_create(variant, p, NULL, -1, &plan);
-    if (status != CONV_OK) return status;
-    conv_plan_info info;
-    conv2d_plan_get_info(plan, &info);
-    conv2d_plan_destroy(plan);
-    float ms = 0.0f;
-#ifdef CONV_WITH_CUDA
-    char gpu[256];
-    conv_tune_result r;
-    conv_problem full;
-    if (conv_problem_load(p, &full) == CONV_OK && (variant == CONV_AUTO || variant == CONV_AUTO_FAST)) {
-        if (variant == CONV_AUTO_FAST && full.compute < CONV_COMPUTE_HALF) full.compute = CONV_COMPUTE_HALF;
-        if (info.on_device && conv_gpu_name(gpu, sizeof gpu) == CONV_OK &&
-            conv_tune_cache_get(gpu, &full, &r) == CONV_OK && r.best.variant == info.variant &&
-            strcmp(config_name(r.best.variant, r.best.config), info.config_name) == 0)
-            ms = r.median_ms;
-    }
-    conv_clear_error();
-#endif
-    if (ms > 0.0f)
-        snprintf(text, text_bytes, "%s[%s] %.4f ms (tuned)", info.variant_name, info.config_name, ms);
-    else
-        snprintf(text, text_bytes, "%s[%s] (not timed)", info.variant_name, info.config_name);
-    return CONV_OK;
-}
-
-int conv_tune_describe(int variant, const conv_params* params, char* text, size_t text_bytes) {
-    if (!params) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "params is NULL");
-    conv_problem p;
-    conv_problem_from_params(params, variant, &p);
-    return conv_tune_describe_problem(variant, &p, text, text_bytes);
 }

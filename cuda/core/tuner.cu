@@ -13,7 +13,7 @@
 // through operand sets that pass the L2, consecutive calls overlapping by programmatic dependent launch, the
 // graphs replayed in turn, round after round), and the fastest there wins: single cold launches ranked
 // grouped_direct ahead of implicit_gemm on GoogLeNet's 5x5 layers at batch 32 where graph replays put it
-// 15-21% behind (H100, PERF_NOTES twenty-first run).
+// 15-21% behind (H100).
 // Buffers are the tuner's own, so the caller's data is never touched.
 // With PYCONV_TUNE_LOG set (to anything but "" or "0"), every candidate's outcome goes to stderr:
 // how to see why auto chose what it chose, and how configurations compare on a new GPU.

@@ -17,8 +17,8 @@
 //     reduction) right after their wait. The next kernel then launches while this one stores. Signalled
 //     at the start instead (tried first), dependents' blocks came in beside a running grid for its whole
 //     run: batch-1 fp16 layers gained about half as much, and fp32 ones ran 15-24% slower (H100,
-//     bench/PERF_NOTES.md, tenth run; the cause, likely where the waiting blocks were placed, is not
-//     profiled).
+//     bench/PERF_NOTES.md, "Programmatic dependent launch"; the cause, likely where the waiting blocks
+//     were placed, is not profiled).
 //   Launches without the attribute (other libraries' kernels, ours before sm_90) follow the stream as
 //   usual, and the wait is a no-op in a kernel that is not a dependent.
 // Both device calls are no-ops before sm_90.

@@ -11,6 +11,7 @@
 // add into an FMA (one rounding instead of NumPy's two), and the result is rounded once to y's type.
 // The float64 arithmetic is ~12 multiplies and adds per pixel against 4 bytes read and 2-4 written:
 // the kernel stays bound by its stores.
+#include "conv_ops.h"
 #include "ops_util.cuh"
 #include "conv_kernel_util.cuh"
 

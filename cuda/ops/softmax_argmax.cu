@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "conv_kernel_util.cuh"
+#include "conv_ops.h"
 #include "ops_util.cuh"
 
 namespace {

@@ -1,6 +1,6 @@
 """What the machine can do, measured where the benchmark runs — never datasheet constants.
 
-GPU: libconv's conv_measure_ceilings (cuda/bench/ceilings.cu): a device-to-device copy and FMA /
+GPU: libconv's conv_measure_ceilings (conv_bench.h, cuda/bench/ceilings.cu): a device-to-device copy and FMA /
 tensor-core loops on every SM. CPU (for the `cpu` variant): NumPy on this machine, a large copy and a
 large float32 matrix product (the CPU has no microkernel of ours; its BLAS is the best FP32 rate at
 hand). Each is the best of several runs: a ceiling is what the unit can do.

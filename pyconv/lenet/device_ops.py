@@ -1,4 +1,4 @@
-"""The whole-network helpers of libconv (conv.h, "Whole-network helpers") on raw device pointers:
+"""The demo's device ops of libconv (include/conv_ops.h) on raw device pointers:
 both enqueue on `stream` (a cffi stream handle; None: the legacy default stream) on the current device
 and never synchronise the host."""
 from __future__ import annotations

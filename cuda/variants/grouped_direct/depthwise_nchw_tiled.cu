@@ -251,5 +251,3 @@ int dwt_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
 
 // grouped_direct's configurations (grouped_direct.cu).
 template int dwt_run<32, 32>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dwt_run<16, 16>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dwt_run<8, 8>(const conv_problem*, const conv_tensors*, cudaStream_t);

@@ -16,7 +16,7 @@
 //     registers, so 3-5 blocks of 128 threads an SM; at MINB = 4 (128 registers) the 5x5 8 x 2 tile ran up
 //     to 9% faster on EfficientNet's 14-pixel planes and the 7x7 ones 11-13% on ConvNeXt's 7-pixel plane,
 //     but slower at stride 2 and where the cap spills (the 5x5 4 x 4 tile: 52 bytes), so both are
-//     configurations and the tuner chooses (fp16, B = 32, H100, PERF_NOTES twenty-first run).
+//     configurations and the tuner chooses (fp16, B = 32, H100).
 //     Channel blocks vary fastest in the grid (blockIdx.x), tiles slowest (blockIdx.y).
 //     The taps: where a thread's take at most DW_REG_TAPS floats (3x3 on up to 4 channels, 5x5 on 2,
 //     7x7 on 1) it reads them from global memory into registers once, with no shared memory and no
@@ -452,19 +452,21 @@ int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t strea
             return L::template run<T, 4>(p, t, stream);
         }
     };
-    switch (p->x_dtype) {
-        case CONV_F16: return halves(__half());
-        case CONV_BF16: return halves(__nv_bfloat16());
-        default: return L::template run<float, NARROW ? 1 : 4>(p, t, stream);
+    // dw_nhwc_dtype_fits refused the dtypes a configuration is not built for.
+    if constexpr (dw_nhwc_takes_half<NARROW>) {
+        if (p->x_dtype == CONV_F16) return halves(__half());
+        if (p->x_dtype == CONV_BF16) return halves(__nv_bfloat16());
     }
+    if constexpr (dw_nhwc_takes_f32<PR, PT, NARROW>)
+        if (p->x_dtype == CONV_F32) return L::template run<float, NARROW ? 1 : 4>(p, t, stream);
+    return conv_set_error(CONV_ERR_INTERNAL, "NHWC depthwise configuration launched on x_dtype = %s",
+                          conv_dtype_name(p->x_dtype));
 }
 
 // grouped_direct's configurations (grouped_direct.cu).
 template int dw_nhwc_run<1, 4, 128, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
 template int dw_nhwc_run<1, 2, 128, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<1, 1, 64, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
 template int dw_nhwc_run<2, 2, 128, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
-template int dw_nhwc_run<4, 2, 128, false, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
 template int dw_nhwc_run<1, 1, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
 template int dw_nhwc_run<1, 2, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);
 template int dw_nhwc_run<2, 2, 128, true, 1>(const conv_problem*, const conv_tensors*, cudaStream_t);

@@ -404,7 +404,18 @@ struct GdTileLaunch {
     static bool fits(const conv_problem* p) {
         return channel_floats(p) + 3 <= GD_SMEM_MAX_FLOATS && p->M / p->groups >= MIN_MAPS;
     }
+    // f16 / bf16 and mixed dtypes in the small one-map tiles only (m1_t16x16, m1_t8x8: the fallbacks
+    // every problem reaches). On the suites the other tiles won fp32 layers alone (half-precision grouped
+    // layers went to implicit_gemm_f16's grp* tiles, depthwise ones to the NHWC kernels), and each dtype
+    // pair a tile takes costs up to six kernels (one per unrolled filter).
+    static constexpr bool ALL_DTYPES = MT == 1 && TW <= 16;
+
     static int supports(const conv_problem* p) {
+        if (!ALL_DTYPES && (p->x_dtype != CONV_F32 || p->y_dtype != CONV_F32))
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "grouped_direct: the %dx%d tile of %d maps takes fp32 x and y only, got x %s, y %s "
+                                  "(m1_t16x16 and m1_t8x8 take every dtype)",
+                                  TW, TH, MB, conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
         if (fits(p)) return CONV_OK;
         const int64_t per_c = channel_floats(p) + 3;
         if (per_c > GD_SMEM_MAX_FLOATS)
@@ -424,7 +435,9 @@ struct GdTileLaunch {
 // A tiled configuration as a conv_config run function.
 template <int MT, int PT, int TW, int TR, int MS = 1, int KS = 1>
 int gd_tile_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return conv_dispatch_dtypes<GdTileLaunch<MT, PT, TW, TR, MS, KS>>(p, p, t, conv_stream(stream));
+    using Launch = GdTileLaunch<MT, PT, TW, TR, MS, KS>;
+    if constexpr (Launch::ALL_DTYPES) return conv_dispatch_dtypes<Launch>(p, p, t, conv_stream(stream));
+    else return Launch::template run<float, float>(p, t, conv_stream(stream));  // supports() refused the rest
 }
 
 // An NHWC depthwise configuration: its kernel where the operands are aligned for its vectors, else
@@ -435,8 +448,10 @@ int gd_nhwc_run(const conv_problem* p, const conv_tensors* t, void* ws, size_t w
     return gd_tile_run<1, 2, 16, 8>(p, t, ws, ws_bytes, stream);
 }
 
+template <int PR, int PT, bool NARROW>
 int gd_nhwc_supports(const conv_problem* p) {
-    const int status = dw_nhwc_fits(p, 1);
+    int status = dw_nhwc_fits(p, 1);
+    if (status == CONV_OK) status = dw_nhwc_dtype_fits<PR, PT, NARROW>(p);
     return status != CONV_OK ? status : GdTileLaunch<1, 2, 16, 8>::supports(p);
 }
 
@@ -478,41 +493,37 @@ const conv_config GD_CONFIGS[] = {
     {"m8x4_t8x8", gd_tile_run<8, 2, 8, 4, 4>, GdTileLaunch<8, 2, 8, 4, 4>::supports},
     {"m4_t8x8_k4", gd_tile_run<4, 1, 8, 8, 1, 4>, GdTileLaunch<4, 1, 8, 8, 1, 4>::supports},
     {"m8_t8x8_k4", gd_tile_run<8, 2, 8, 4, 1, 4>, GdTileLaunch<8, 2, 8, 4, 1, 4>::supports},
-    {"nhwc_p4_t128", gd_nhwc_run<1, 4, 128, false>, gd_nhwc_supports},
-    {"nhwc_p2_t128", gd_nhwc_run<1, 2, 128, false>, gd_nhwc_supports},
-    {"nhwc_p1_t64", gd_nhwc_run<1, 1, 64, false>, gd_nhwc_supports},
-    {"nhwc_r2p2_t128", gd_nhwc_run<2, 2, 128, false>, gd_nhwc_supports},
-    {"nhwc_r4p2_t128", gd_nhwc_run<4, 2, 128, false>, gd_nhwc_supports},
-    {"nhwc_narrow_p1_t128", gd_nhwc_run<1, 1, 128, true>, gd_nhwc_supports},
-    {"nhwc_narrow_p2_t128", gd_nhwc_run<1, 2, 128, true>, gd_nhwc_supports},
-    {"nhwc_narrow_r2p2_t128", gd_nhwc_run<2, 2, 128, true>, gd_nhwc_supports},
-    {"nhwc_narrow_r4p2_t128", gd_nhwc_run<4, 2, 128, true>, gd_nhwc_supports},
-    {"nhwc_narrow_r8p2_t128", gd_nhwc_run<8, 2, 128, true>, gd_nhwc_supports},
-    {"nhwc_narrow_r4p4_t128", gd_nhwc_run<4, 4, 128, true>, gd_nhwc_supports},
-    {"nhwc_narrow_r8p2_t128_b4", gd_nhwc_run<8, 2, 128, true, 4>, gd_nhwc_supports},
-    {"nhwc_narrow_r4p4_t128_b4", gd_nhwc_run<4, 4, 128, true, 4>, gd_nhwc_supports},
+    {"nhwc_p4_t128", gd_nhwc_run<1, 4, 128, false>, gd_nhwc_supports<1, 4, false>},
+    {"nhwc_p2_t128", gd_nhwc_run<1, 2, 128, false>, gd_nhwc_supports<1, 2, false>},
+    {"nhwc_r2p2_t128", gd_nhwc_run<2, 2, 128, false>, gd_nhwc_supports<2, 2, false>},
+    {"nhwc_narrow_p1_t128", gd_nhwc_run<1, 1, 128, true>, gd_nhwc_supports<1, 1, true>},
+    {"nhwc_narrow_p2_t128", gd_nhwc_run<1, 2, 128, true>, gd_nhwc_supports<1, 2, true>},
+    {"nhwc_narrow_r2p2_t128", gd_nhwc_run<2, 2, 128, true>, gd_nhwc_supports<2, 2, true>},
+    {"nhwc_narrow_r4p2_t128", gd_nhwc_run<4, 2, 128, true>, gd_nhwc_supports<4, 2, true>},
+    {"nhwc_narrow_r8p2_t128", gd_nhwc_run<8, 2, 128, true>, gd_nhwc_supports<8, 2, true>},
+    {"nhwc_narrow_r4p4_t128", gd_nhwc_run<4, 4, 128, true>, gd_nhwc_supports<4, 4, true>},
+    {"nhwc_narrow_r8p2_t128_b4", gd_nhwc_run<8, 2, 128, true, 4>, gd_nhwc_supports<8, 2, true>},
+    {"nhwc_narrow_r4p4_t128_b4", gd_nhwc_run<4, 4, 128, true, 4>, gd_nhwc_supports<4, 4, true>},
     {"nchw_r2", gd_nchw_run<2>, gd_nchw_supports},
     {"nchw_r4", gd_nchw_run<4>, gd_nchw_supports},
     {"nchw_r7", gd_nchw_run<7>, gd_nchw_supports},
     {"nchw_t32x32", gd_nchw_tiled_run<32, 32>, gd_nchw_supports},
-    {"nchw_t16x16", gd_nchw_tiled_run<16, 16>, gd_nchw_supports},
-    {"nchw_t8x8", gd_nchw_tiled_run<8, 8>, gd_nchw_supports},
 };
 
 // Untuned choice: the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
 // ones would leave the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output); else, f16 /
 // bf16, in tall tiles, which read each input vector for more outputs (the fastest on most of the depthwise
-// suite's batch-32 layers on the H100, bench/PERF_NOTES.md, fifteenth run): 4 rows x 4 columns for 5x5 and
+// suite's batch-32 layers on the H100): 4 rows x 4 columns for 5x5 and
 // larger filters, 4 x 2 at stride 1, 2 x 2 at stride 2; fp32 (not timed that way) 16-byte vectors in strips
 // that waste the fewest pixels (small planes: 2 x 2 tiles, which read each input vector for 4 outputs
 // instead of 1); the NCHW depthwise kernel for depthwise NCHW planes that a tile leaves mostly empty or
 // reads at stride 2, with bands of 7 rows where they divide the plane (MobileNet's 56, 28, 14, 7), but the
 // register-blocked 32 x 32 tiles for its 5x5 and 7x7 filters on planes of 24 output columns or more
 // (ConvNeXt's 56 and 28 columns, EfficientNet's 28 at strides 1 and 2: 14-33% faster than m1_t32x32_p8 and
-// nchw_r4 in fp32 on the H100, PERF_NOTES seventeenth run); else, where a group has several maps, 8 maps a
+// nchw_r4 in fp32 on the H100); else, where a group has several maps, 8 maps a
 // thread (16 or more maps a group: slices sharing a window) or map quads (2 to 7 maps), in the tile that
 // fits the output plane (the fastest of the m4 / m8 tiles on ResNeXt's grouped layers at batch 32, fp32,
-// H100, PERF_NOTES nineteenth run); one map (wide planes: 32 columns; 5x5 and 7x7 filters: 8 rows per
+// H100); one map (wide planes: 32 columns; 5x5 and 7x7 filters: 8 rows per
 // thread, so each loaded value feeds more taps). A tile whose window does not fit shared memory falls back
 // to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
@@ -528,6 +539,9 @@ const char* gd_default_config(const conv_problem* p) {
     if (dw_nchw_fits(p, 0) == CONV_OK && OW >= 24 && p->KH >= 5 && dwt_unrolled(p)) return "nchw_t32x32";
     if (dw_nchw_fits(p, 0) == CONV_OK && (OW < 24 || p->stride_w > 1))
         return conv_out_h(p) % 7 == 0 ? "nchw_r7" : "nchw_r4";
+    // Other dtypes than fp32: the small one-map tiles, the only ones built for them.
+    const bool fp32 = p->x_dtype == CONV_F32 && p->y_dtype == CONV_F32;
+    if (!fp32) return OW >= 12 && GdTileLaunch<1, 2, 16, 8>::fits(p) ? "m1_t16x16" : "m1_t8x8";
     const int64_t maps = p->M / p->groups;
     if (maps >= 16) {
         if (OW >= 12 && GdTileLaunch<8, 4, 16, 4, 2>::fits(p)) return "m8x2_t16x16";

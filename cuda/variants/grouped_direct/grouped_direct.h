@@ -34,6 +34,26 @@ int dw_nhwc_aligned(const conv_problem* p, const conv_tensors* t);
 template <int PR, int PT, int THREADS, bool NARROW, int MINB>
 int dw_nhwc_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
+// The dtypes a configuration is built for, each a dozen kernels (two vector widths, six filters): the
+// wide (16-byte) ones fp32 only, the untuned choice for fp32 NHWC layers (the tuner picked the narrow
+// ones for every f16 / bf16 suite layer); the narrow ones f16 / bf16, and fp32 too in the one-pixel
+// tile, the untuned choice for small fp32 grids.
+template <int PR, int PT, bool NARROW>
+constexpr bool dw_nhwc_takes_f32 = !NARROW || (PR == 1 && PT == 1);
+template <bool NARROW>
+constexpr bool dw_nhwc_takes_half = NARROW;
+
+// CONV_OK if the configuration is built for the problem's dtype; else CONV_ERR_UNSUPPORTED saying which.
+template <int PR, int PT, bool NARROW>
+int dw_nhwc_dtype_fits(const conv_problem* p) {
+    const bool f32 = p->x_dtype == CONV_F32;
+    if (f32 ? dw_nhwc_takes_f32<PR, PT, NARROW> : dw_nhwc_takes_half<NARROW>) return CONV_OK;
+    return conv_set_error(CONV_ERR_UNSUPPORTED,
+                          "grouped_direct: the %s NHWC depthwise configurations take %s only, got %s (%s)",
+                          NARROW ? "narrow" : "wide", f32 ? "f16 and bf16" : "fp32", conv_dtype_name(p->x_dtype),
+                          f32 ? "nhwc_narrow_p1_t128 and the wide nhwc_* take fp32" : "the narrow nhwc_narrow_* take f16 / bf16");
+}
+
 // CONV_OK if the NCHW depthwise kernel takes the problem: x and y NCHW, one input channel per group
 // (C == groups, any number of maps per group), any dtypes; else CONV_ERR_UNSUPPORTED, naming the
 // reason where `report`.

@@ -260,14 +260,19 @@ static int igemm_pipelined_layouts(const conv_problem* p, const conv_tensors* t,
                      p, t, workspace, workspace_bytes, stream);
 }
 
-// A conv_run_fn for a double-buffered configuration: x/w in f32, f16 or bf16 (widened exactly).
+// A conv_run_fn for a double-buffered configuration: x/w in f32, f16 or bf16 (widened exactly), among
+// those Math takes (igemm_check_inputs refuses the others first).
 template <class Math>
-static int igemm_pipelined_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
+int igemm_pipelined_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
                                void* stream) {
     const cudaStream_t st = conv_stream(stream);
-    switch (p->x_dtype) {
-    case CONV_F16: return igemm_pipelined_layouts<Math, __half>(p, t, workspace, workspace_bytes, st);
-    case CONV_BF16: return igemm_pipelined_layouts<Math, __nv_bfloat16>(p, t, workspace, workspace_bytes, st);
-    default: return igemm_pipelined_layouts<Math, float>(p, t, workspace, workspace_bytes, st);
-    }
+    if constexpr ((Math::INPUTS & CONV_DT_F32) != 0)
+        if (p->x_dtype == CONV_F32) return igemm_pipelined_layouts<Math, float>(p, t, workspace, workspace_bytes, st);
+    if constexpr ((Math::INPUTS & CONV_DT_F16) != 0)
+        if (p->x_dtype == CONV_F16) return igemm_pipelined_layouts<Math, __half>(p, t, workspace, workspace_bytes, st);
+    if constexpr ((Math::INPUTS & CONV_DT_BF16) != 0)
+        if (p->x_dtype == CONV_BF16)
+            return igemm_pipelined_layouts<Math, __nv_bfloat16>(p, t, workspace, workspace_bytes, st);
+    return conv_set_error(CONV_ERR_INTERNAL, "implicit GEMM launched on x_dtype = %s, which its math does not take",
+                          conv_dtype_name(p->x_dtype));
 }

@@ -25,21 +25,14 @@
 //                 layers of few maps (squeeze and reduce 1x1 layers of 16 to 48 maps), where a 64- or
 //                 128-map tile multiplies mostly zero rows.
 // Workspace: split-K's partial sums, or the filter in tap order (never both in one call).
-// Every configuration takes x and w in f32, f16 or bf16 (widened exactly), x and y NCHW or NHWC, w
+// simple64x64 and simt128x64 take x and w in f32, f16 or bf16 (widened exactly), the other tiles f32
+// only (igemm_simt_tiles.h says why); every configuration takes x and y NCHW or NHWC, w
 // MCKK or MKKC, bias and ReLU (fused into the store, or into the split-K reduction), y in f32, f16 or
 // bf16. Same fp32 products as `direct` (fmaf), summed in another order (per split, then the splits in
 // order): rel. L2 ~1e-7, within the 1e-5 bound.
 #include "igemm_mainloop.cuh"
 #include "igemm_math_simt.cuh"
-#include "igemm_pipeline.cuh"
-
-using Simt128x128 = IgemmSimtOuterMath<128, 128, 2, 4>;
-using Simt128x64 = IgemmSimtOuterMath<128, 64, 2, 2>;
-using Simt64x128 = IgemmSimtOuterMath<64, 128, 1, 4>;
-// 384 threads per SM (170 registers each): each thread stages 16 elements of x per k-step, four times
-// as many as in 128 x 128; at 128 registers they spilled (ptxas -v).
-using Simt32x256 = IgemmSimtOuterMath<32, 256, 1, 4, 3>;
-using Simt32x128 = IgemmSimtOuterMath<32, 128, 1, 2, 6>;
+#include "igemm_simt_tiles.h"
 
 static const char SIMPLE[] = "simple64x64";
 static const char TILE128x128[] = "simt128x128";
@@ -57,13 +50,19 @@ static int simple_supports(const conv_problem* p) {
                           SIMPLE, (long long)p->groups);
 }
 
+// The tiles that take fp32 x only refuse the others by name.
+template <class Math, const char* NAME>
+static int tile_supports(const conv_problem* p) {
+    return igemm_check_inputs<Math>(NAME, p);
+}
+
 static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
     {SIMPLE, igemm_run<IgemmSimtFp32Math>, simple_supports},
-    {TILE128x128, igemm_pipelined_run<Simt128x128>, NULL},
+    {TILE128x128, igemm_pipelined_run<Simt128x128>, tile_supports<Simt128x128, TILE128x128>},
     {TILE128x64, igemm_pipelined_run<Simt128x64>, NULL},
-    {TILE64x128, igemm_pipelined_run<Simt64x128>, NULL},
-    {TILE32x256, igemm_pipelined_run<Simt32x256>, NULL},
-    {TILE32x128, igemm_pipelined_run<Simt32x128>, NULL},
+    {TILE64x128, igemm_pipelined_run<Simt64x128>, tile_supports<Simt64x128, TILE64x128>},
+    {TILE32x256, igemm_pipelined_run<Simt32x256>, tile_supports<Simt32x256, TILE32x256>},
+    {TILE32x128, igemm_pipelined_run<Simt32x128>, tile_supports<Simt32x128, TILE32x128>},
 };
 
 // The workspace of whichever configuration runs (split-K partials or the staged filter): the largest
@@ -85,8 +84,9 @@ static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
 
 // Up to 32 maps (per group): the 32-map tiles, 32 x 128 while the pixels are few (under 32 tiles of
 // 256), else 32 x 256. Up to 64: 64 x 128. Then 128 x 64 while the pixels are few (under 32 tiles of
-// 128: late layers at small batch), else 128 x 128.
+// 128: late layers at small batch), else 128 x 128. Half inputs: 128 x 64, the tile built for them.
 static const char* implicit_gemm_default_config(const conv_problem* p) {
+    if (p->x_dtype != CONV_F32) return TILE128x64;
     const int64_t pixels = p->B * conv_out_h(p) * conv_out_w(p);
     if (p->M / p->groups <= 32) return pixels < 32 * 256 ? TILE32x128 : TILE32x256;
     if (p->M / p->groups <= 64) return TILE64x128;

@@ -377,7 +377,9 @@ template <int ROWS>
 struct mma_rowwin_strips {
     template <class TX, class TY>
     static int run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream) {
-        return mma_rowwin_run(p, x, w, out, stream, ROWS);
+        // mma_rowwin_fits refused mixed dtypes: only x and y of one dtype are built.
+        if constexpr (std::is_same<TX, TY>::value) return mma_rowwin_run(p, x, w, out, stream, ROWS);
+        else return conv_set_error(CONV_ERR_INTERNAL, "mma_fp16 row window launched on mixed dtypes");
     }
 };
 
@@ -408,27 +410,23 @@ static int mma_rowwin_supports(const conv_problem* p) {
 // output rows.
 static const conv_config MMA_CONFIGS[] = {
     {"n4_w8", mma_config_run<mma_banded<4, 8, false>>, NULL},
-    {"n8_w8", mma_config_run<mma_banded<8, 8, false>>, NULL},
-    {"n2_w8", mma_config_run<mma_banded<2, 8, false>>, NULL},
-    {"n4_w4", mma_config_run<mma_banded<4, 4, false>>, NULL},
-    {"n8_w4", mma_config_run<mma_banded<8, 4, false>>, NULL},
     {"n4_w8_short", mma_config_run<mma_banded<4, 8, true>>, NULL},
     {"n8_w8_grid", mma_config_run<mma_banded<8, 8, false, false>>, NULL},
-    {"rowwin_r8", mma_config_run<mma_rowwin_strips<8>>, mma_rowwin_supports<8>},
     {"rowwin_r12", mma_config_run<mma_rowwin_strips<12>>, mma_rowwin_supports<12>},
     {"rowwin_r16", mma_config_run<mma_rowwin_strips<16>>, mma_rowwin_supports<16>},
 };
-static const int MMA_ROWWIN_ROWS[] = {16, 12, 8};
+// Strips of 8 rows went: the tuner picked 12 or 16 on every layer it fits (LeNet's C1 and C3 among them).
+static const int MMA_ROWWIN_ROWS[] = {16, 12};
 
 // The default. Where the row window fits: the strip height that computes the fewest rows (the last
 // strip overlaps its neighbour), the taller on a tie. Elsewhere, from the H100 sweeps of the banded
 // kernel (bench/PERF_NOTES.md): 8 warps; for few maps (C1) 8 pixel tiles per pass, one block per
 // unit, for more (C3) 4 tiles in a persistent wave.
 static const char* mma_default_config(const conv_problem* p) {
-    static const char* const names[] = {"rowwin_r16", "rowwin_r12", "rowwin_r8"};
+    static const char* const names[] = {"rowwin_r16", "rowwin_r12"};
     int best = -1;
     int64_t best_rows = 0;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 2; ++i) {
         const int rows = MMA_ROWWIN_ROWS[i];
         if (mma_rowwin_fits(p, rows) != CONV_OK) continue;
         const int64_t computed = mma_rowwin_computed_rows(p, rows);

@@ -31,7 +31,7 @@
 //   input, so an Inf in x gives Inf or NaN exactly where the fp32 reference does; taps on the
 //   image's padding read zero input against their real weights, so they add 0 * w (an Inf or NaN
 //   weight gives NaN, as in PyTorch), in the MMAs and in the fp32 recomputation alike.
-// Measurements of each version: bench/PERF_NOTES.md (run 6).
+// Measurements of each version of this kernel: bench/PERF_NOTES.md, mma_fp16.
 // Error bound: as mma_fp16.cu (only the operands are rounded to fp16).
 #include "conv_kernel_util.cuh"
 #include "conv_shape.cuh"
@@ -396,9 +396,16 @@ int64_t mma_rowwin_computed_rows(const conv_problem* p, int rows) {
 }
 
 int mma_rowwin_fits(const conv_problem* p, int rows) {
-    if (rows != 8 && rows != 12 && rows != 16)
-        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16 row window: strips of %d rows (8, 12 or 16)", rows);
+    if (rows != 12 && rows != 16)
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16 row window: strips of %d rows (12 or 16)", rows);
     const int r = rowwin_kernel_rows(p, rows);
+    // x and y of one dtype (fp32 or fp16): mixed ones take the banded kernel, built for every pair; here
+    // they would double the row window's 108 kernels.
+    if (p->x_dtype != p->y_dtype)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16 row window: takes x and y of one dtype, got x %s, y %s (the banded "
+                              "configurations n4_w8, n4_w8_short, n8_w8_grid take mixed dtypes)",
+                              conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
     if (p->stride_h != 1 || p->dilation_h != 1 || p->dilation_w != 1)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: needs stride_h = 1 and dilation 1 (got stride_h=%lld, "
@@ -474,9 +481,7 @@ int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_ou
     s.ystride = (int)rowwin_ystride(p, r);
     s.pair_stores = s.OW % 2 == 0 && ((uintptr_t)y & 7) == 0;
     s.direct_stores = rowwin_direct_stores(p, y);
-    rowwin_kernel<TX, TY> kernel = rows == 8    ? rowwin_kernel_for<TX, TY, 8>(p)
-                                   : rows == 12 ? rowwin_kernel_for<TX, TY, 12>(p)
-                                                : rowwin_kernel_for<TX, TY, 16>(p);
+    rowwin_kernel<TX, TY> kernel = rows == 12 ? rowwin_kernel_for<TX, TY, 12>(p) : rowwin_kernel_for<TX, TY, 16>(p);
     const size_t smem = (size_t)rowwin_smem_bytes(p, r, s.direct_stores);
     // Staged: a warp per tile (up to 8), as the barriers make a block as slow as its slowest warp.
     // Direct: 4 warps, independent, and more blocks per SM.
@@ -492,7 +497,5 @@ int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_ou
     return CONV_OK;
 }
 template int mma_rowwin_run(const conv_problem*, const float*, const float*, const mma_out<float>&, cudaStream_t, int);
-template int mma_rowwin_run(const conv_problem*, const float*, const float*, const mma_out<__half>&, cudaStream_t, int);
-template int mma_rowwin_run(const conv_problem*, const __half*, const __half*, const mma_out<float>&, cudaStream_t, int);
 template int mma_rowwin_run(const conv_problem*, const __half*, const __half*, const mma_out<__half>&, cudaStream_t,
                             int);

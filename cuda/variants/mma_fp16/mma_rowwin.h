@@ -98,7 +98,7 @@ static inline int64_t mma_unit_step(const conv_problem* p, int64_t n) {
 }
 static inline int64_t mma_units_per_image(const conv_problem* p, int64_t n) { return (conv_y_h(p) + n - 1) / n; }
 
-// rows: output rows per strip, 8, 12 or 16 (half as many for 17..32 maps).
+// rows: output rows per strip, 12 or 16 (half as many for 17..32 maps).
 // CONV_OK if the kernel with strips of `rows` output rows runs this shape; else
 // CONV_ERR_UNSUPPORTED and a message naming the reason. Assumes mma_fp16 supports the shape.
 int mma_rowwin_fits(const conv_problem* p, int rows);

@@ -401,6 +401,4 @@ int tc_dw_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void*
     template int tc_dw_supports<MT, NT, CB, WARPS>(const conv_problem*);                                        \
     template int tc_dw_run<MT, NT, CB, WARPS>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
 TDW_CONFIG(2, 4, 16, 16)
-TDW_CONFIG(1, 4, 16, 8)
 TDW_CONFIG(1, 2, 32, 8)
-TDW_CONFIG(1, 2, 16, 8)

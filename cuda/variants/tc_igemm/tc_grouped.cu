@@ -775,6 +775,5 @@ int tc_grouped_run(const conv_problem* p, const conv_tensors* t, void*, size_t, 
     template int tc_grouped_supports<TP, CS, WARPS>(const conv_problem*);                                        \
     template int tc_grouped_run<TP, CS, WARPS>(const conv_problem*, const conv_tensors*, void*, size_t, void*);
 TGC_CONFIG(128, 64, 8)
-TGC_CONFIG(64, 64, 4)
 TGC_CONFIG(128, 32, 4)
 TGC_CONFIG(64, 32, 4)

@@ -271,7 +271,7 @@ static int tc_launch(const char* variant, const conv_problem* p, const TcOperand
 // The conv_run_fn of configuration (Shape, SPLIT) of a family: stages x and w where needed, runs the
 // mainloop, and under workspace split-K reduces the partial sums into y.
 template <class Family, class Shape, TcSplit SPLIT>
-static int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
+int tc_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
                   void* stream_) {
     const cudaStream_t stream = conv_stream(stream_);
     const TcOperands o = tc_operands(p, Family::op_dtype(p), tc_packs<Shape>, Shape::NCHW, Shape::NCHW_MMA);
@@ -334,7 +334,7 @@ static const void* tc_kernel_of(const conv_problem* p) {
 // splits, a cluster one needs sm_90 and code built for it, a wgmma one a GPU of compute capability 9.0
 // and this build's sm_90a code.
 template <class Family, class Shape, TcSplit SPLIT>
-static int tc_config_supports(const conv_problem* p) {
+int tc_config_supports(const conv_problem* p) {
     if constexpr (Shape::NCHW) {
         if (p->x_layout != CONV_NCHW || p->x_dtype != CONV_F32 || p->groups != 1)
             return conv_set_error(CONV_ERR_UNSUPPORTED,
@@ -395,16 +395,14 @@ using TcShape128x32 = TcShape<128, 32, 32, 32, 4>;
 // Kept for what the tuner picked on the H100 (cnn5 at batch 1 and 32, fp16 and bf16, 476 tunings):
 // 64 x 64 with 4 stages (64 KB, three blocks per SM) is the best on 109 and within 5% of the best
 // on 219, 6 stages on 84; 128 x 64 with 4 stages (96 KB, two per SM) and 128 x 128 with 3 win the larger
-// grids (45, 48), 128 x 64 with 6, 64 x 128 and 128 x 256 the long reductions of many maps (13, 19,
-// 10); the cluster split-K 64 x 64 the small grids (34). Dropped as never or seldom best: 128 x 128
-// with 4 stages, 64 x 64 with 3, 256 x 128, a 128 x 64 cluster split. 128 x 256 has 4 stages (193 KB;
-// one block per SM either way, as its 228 registers allow no second): against 3 stages, 5% faster as a
-// geometric mean over 238 tunings (cnn5 b32 fp16 and bf16); 3 stages was the better of the two on none.
+// grids (45, 48), 128 x 64 with 6 and 64 x 128 the long reductions of many maps (13, 19); the cluster
+// split-K 64 x 64 the small grids (34). Dropped as never or seldom best: 128 x 128 with 4 stages, 64 x 64
+// with 3, 256 x 128, a 128 x 64 cluster split, and 128 x 256 fed by cp.async, which the TMA-fed 128 x 256
+// replaced (the tuner picked it on no suite shape of the committed tables, bench/results/).
 using TcWgmma128x128 = TcWgmmaShape<128, 128, 3>;
 using TcWgmma128x64 = TcWgmmaShape<128, 64, 4>;
 using TcWgmma128x64s6 = TcWgmmaShape<128, 64, 6>;
 using TcWgmma64x128 = TcWgmmaShape<64, 128, 4>;
-using TcWgmma128x256 = TcWgmmaShape<128, 256, 4>;
 using TcWgmma64x64 = TcWgmmaShape<64, 64, 4>;
 using TcWgmma64x64s6 = TcWgmmaShape<64, 64, 6>;
 // TMA-fed wgmma (ungrouped layers, tc_wgmma_tma.cuh): the same tiles plus a producer warp, every stage
@@ -436,6 +434,28 @@ constexpr conv_config tc_config(const char* name) {
     return conv_config{name, tc_run<Family, Shape, SPLIT>, tc_config_supports<Family, Shape, SPLIT>};
 }
 
+// implicit_gemm_f16's Hopper configurations, compiled in translation units of their own so that the
+// library builds in parallel (tc_igemm_wgmma.cu: the cp.async-fed wgmma tiles, tc_igemm_nchw.cu: the
+// NCHW ones, tc_igemm_tma.cu: the TMA-fed ones); every other file only declares them.
+#define TC_WGMMA_CONFIGS(X)                                                                                     \
+    X(TcWgmma128x128, TC_WHOLE_K) X(TcWgmma128x64, TC_WHOLE_K) X(TcWgmma128x64s6, TC_WHOLE_K)                  \
+    X(TcWgmma64x128, TC_WHOLE_K) X(TcWgmma64x64, TC_WHOLE_K) X(TcWgmma64x64s6, TC_WHOLE_K)                     \
+    X(TcWgmma64x64, TC_SPLIT_CLUSTER)
+#define TC_NCHW_CONFIGS(X) X(TcNchw128x128, TC_WHOLE_K) X(TcNchw128x64, TC_WHOLE_K) X(TcNchw64x64, TC_WHOLE_K)
+#define TC_TMA_CONFIGS(X)                                                                                       \
+    X(TcTma128x256, TC_WHOLE_K) X(TcTma128x128, TC_WHOLE_K) X(TcTma128x64, TC_WHOLE_K)                         \
+    X(TcTma64x128, TC_WHOLE_K) X(TcTma64x64, TC_WHOLE_K) X(TcTma64x64s6, TC_WHOLE_K)                           \
+    X(TcTma64x64, TC_SPLIT_CLUSTER)
+#define TC_HALF_CONFIG(EXTERN, SHAPE, SPLIT)                                                                     \
+    EXTERN template int tc_run<TcFamilyHalf, SHAPE, SPLIT>(const conv_problem*, const conv_tensors*, void*,     \
+                                                           size_t, void*);                                     \
+    EXTERN template int tc_config_supports<TcFamilyHalf, SHAPE, SPLIT>(const conv_problem*);
+#define TC_HALF_DECLARE(SHAPE, SPLIT) TC_HALF_CONFIG(extern, SHAPE, SPLIT)
+#define TC_HALF_DEFINE(SHAPE, SPLIT) TC_HALF_CONFIG(, SHAPE, SPLIT)
+TC_WGMMA_CONFIGS(TC_HALF_DECLARE)
+TC_NCHW_CONFIGS(TC_HALF_DECLARE)
+TC_TMA_CONFIGS(TC_HALF_DECLARE)
+
 template <class Family>
 struct TcVariant {
     static constexpr const char* TILE_128x128 = "tile128x128_s3";
@@ -443,14 +463,12 @@ struct TcVariant {
     static constexpr const char* TILE_64x128 = "tile64x128_s4";
     static constexpr const char* TILE_64x64 = "tile64x64_s6";
     static constexpr const char* SPLIT_64x64 = "tile64x64_s6_splitk";
-    static constexpr const char* SPLIT_128x64 = "tile128x64_s4_splitk";
     static constexpr const char* TILE_128x32 = "tile128x32_s4";
     static constexpr const char* CLUSTER_64x64 = "tile64x64_s6_cluster";
     static constexpr const char* WGMMA_128x128 = "wgmma128x128_s3";
     static constexpr const char* WGMMA_128x64 = "wgmma128x64_s4";
     static constexpr const char* WGMMA_128x64s6 = "wgmma128x64_s6";
     static constexpr const char* WGMMA_64x128 = "wgmma64x128_s4";
-    static constexpr const char* WGMMA_128x256 = "wgmma128x256_s4";
     static constexpr const char* WGMMA_64x64 = "wgmma64x64_s4";
     static constexpr const char* WGMMA_64x64s6 = "wgmma64x64_s6";
     static constexpr const char* WGMMA_CLUSTER_64x64 = "wgmma64x64_s4_cluster";
@@ -468,13 +486,9 @@ struct TcVariant {
     static constexpr const char* NCHW_MMA_128x64 = "nchw_mma128x64_s3";
     static constexpr const char* NCHW_MMA_128x32 = "nchw_mma128x32_s4";
     static constexpr const char* NCHW_MMA_CLUSTER_64x64 = "nchw_mma64x64_s4_cluster";
-    static constexpr const char* NCHW_MMA_CLUSTER_128x32 = "nchw_mma128x32_s4_cluster";
     static constexpr const char* DW_32x32_C16 = "dw32x32_c16";
-    static constexpr const char* DW_16x32_C16 = "dw16x32_c16";
     static constexpr const char* DW_16x16_C32 = "dw16x16_c32";
-    static constexpr const char* DW_16x16_C16 = "dw16x16_c16";
     static constexpr const char* GRP_128_C64 = "grp128_c64";
-    static constexpr const char* GRP_64_C64 = "grp64_c64";
     static constexpr const char* GRP_128_C32 = "grp128_c32";
     static constexpr const char* GRP_64_C32 = "grp64_c32";
 
@@ -486,19 +500,17 @@ struct TcVariant {
         tc_config<Family, TcShape64x128, TC_WHOLE_K>(TILE_64x128),
         tc_config<Family, TcShape64x64, TC_WHOLE_K>(TILE_64x64),
         tc_config<Family, TcShape64x64, TC_SPLIT_WORKSPACE>(SPLIT_64x64),
-        tc_config<Family, TcShape128x64, TC_SPLIT_WORKSPACE>(SPLIT_128x64),
         tc_config<Family, TcShape128x32, TC_WHOLE_K>(TILE_128x32),
         tc_config<Family, TcShape64x64, TC_SPLIT_CLUSTER>(CLUSTER_64x64),
     };
     // An explicit bound: sizeof(WGMMA) would instantiate the initializer (the wgmma kernels) for the tf32
     // family too.
-    static constexpr int NUM_WGMMA = 18;
+    static constexpr int NUM_WGMMA = 17;
     static constexpr conv_config WGMMA[NUM_WGMMA] = {
         tc_config<Family, TcWgmma128x128, TC_WHOLE_K>(WGMMA_128x128),
         tc_config<Family, TcWgmma128x64, TC_WHOLE_K>(WGMMA_128x64),
         tc_config<Family, TcWgmma128x64s6, TC_WHOLE_K>(WGMMA_128x64s6),
         tc_config<Family, TcWgmma64x128, TC_WHOLE_K>(WGMMA_64x128),
-        tc_config<Family, TcWgmma128x256, TC_WHOLE_K>(WGMMA_128x256),
         tc_config<Family, TcWgmma64x64, TC_WHOLE_K>(WGMMA_64x64),
         tc_config<Family, TcWgmma64x64s6, TC_WHOLE_K>(WGMMA_64x64s6),
         tc_config<Family, TcWgmma64x64, TC_SPLIT_CLUSTER>(WGMMA_CLUSTER_64x64),
@@ -514,26 +526,22 @@ struct TcVariant {
         tc_config<Family, TcNchw64x64, TC_WHOLE_K>(NCHW_64x64),
     };
     // (Family::NCHW_MMA) The tf32 mma.sync tiles on fp32 NCHW x and w in place; the same explicit bound.
-    static constexpr int NUM_NCHW_MMA = 5;
+    static constexpr int NUM_NCHW_MMA = 4;
     static constexpr conv_config NCHW_MMA[NUM_NCHW_MMA] = {
         tc_config<Family, TcNchwMma64x64, TC_WHOLE_K>(NCHW_MMA_64x64),
         tc_config<Family, TcNchwMma128x64, TC_WHOLE_K>(NCHW_MMA_128x64),
         tc_config<Family, TcNchwMma128x32, TC_WHOLE_K>(NCHW_MMA_128x32),
         tc_config<Family, TcNchwMma64x64, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_64x64),
-        tc_config<Family, TcNchwMma128x32, TC_SPLIT_CLUSTER>(NCHW_MMA_CLUSTER_128x32),
     };
     // (Family::DIRECT) Depthwise layers as banded GEMMs per channel (tc_depthwise.cu): output tile rows x
     // columns, channels per block (taken by 16 warps: dw32x32_c16, else 8). Grouped layers as GEMMs per
     // group from a staged window (tc_grouped.cu): output pixels, input channels per block (8 warps:
     // grp128_c64, else 4).
-    static constexpr int NUM_DIRECT = 8;
+    static constexpr int NUM_DIRECT = 5;
     static constexpr conv_config DIRECT[NUM_DIRECT] = {
         {DW_32x32_C16, tc_dw_run<2, 4, 16, 16>, tc_dw_supports<2, 4, 16, 16>},
-        {DW_16x32_C16, tc_dw_run<1, 4, 16, 8>, tc_dw_supports<1, 4, 16, 8>},
         {DW_16x16_C32, tc_dw_run<1, 2, 32, 8>, tc_dw_supports<1, 2, 32, 8>},
-        {DW_16x16_C16, tc_dw_run<1, 2, 16, 8>, tc_dw_supports<1, 2, 16, 8>},
         {GRP_128_C64, tc_grouped_run<128, 64, 8>, tc_grouped_supports<128, 64, 8>},
-        {GRP_64_C64, tc_grouped_run<64, 64, 4>, tc_grouped_supports<64, 64, 4>},
         {GRP_128_C32, tc_grouped_run<128, 32, 4>, tc_grouped_supports<128, 32, 4>},
         {GRP_64_C32, tc_grouped_run<64, 32, 4>, tc_grouped_supports<64, 32, 4>},
     };
@@ -570,22 +578,19 @@ struct TcVariant {
     }
 
     // Staged operands (packed or not, whichever needs more) plus the largest split-K partial of the
-    // configurations (SPLIT_64x64, SPLIT_128x64, which do not pack)
-    // for this problem or any smaller batch: the dispatcher's last batch chunk may be smaller than the one
-    // it asks about, and a smaller grid may split more. The scan ends at the first batch whose 128 x 64
-    // grid (the one with fewer tiles) needs no split: < 264 tiles of 128 pixels.
+    // split-K configuration (SPLIT_64x64, which does not pack) for this problem or any smaller batch: the
+    // dispatcher's last batch chunk may be smaller than the one it asks about, and a smaller grid may split
+    // more. The scan ends at the first batch whose grid needs no split.
     static int workspace(const conv_problem* p, size_t* bytes) {
         const TcOperands o = tc_operands(p, Family::op_dtype(p), false);
         const TcOperands packed = tc_operands(p, Family::op_dtype(p), true);
         conv_problem q = *p;
         size_t partial = 0;
         for (q.B = 1; q.B <= p->B; ++q.B) {
-            const TcGrid small = tc_grid<TcShape64x64>(&q, o, TC_SPLIT_WORKSPACE);
-            const TcGrid large = tc_grid<TcShape128x64>(&q, o, TC_SPLIT_WORKSPACE);
-            const int splits = small.splits > large.splits ? small.splits : large.splits;
-            const size_t need = splits > 1 ? conv_split_k_workspace(&q, splits) : 0;
+            const TcGrid grid = tc_grid<TcShape64x64>(&q, o, TC_SPLIT_WORKSPACE);
+            const size_t need = grid.splits > 1 ? conv_split_k_workspace(&q, grid.splits) : 0;
             if (need > partial) partial = need;
-            if (large.m_tiles * large.n_tiles >= TC_SPLIT_TARGET_BLOCKS) break;
+            if (grid.m_tiles * grid.n_tiles >= TC_SPLIT_TARGET_BLOCKS) break;
         }
         const size_t staged = o.xs_bytes + o.ws_bytes, staged_packed = packed.xs_bytes + packed.ws_bytes;
         *bytes = (staged > staged_packed ? staged : staged_packed) + partial;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The bench suites on two builds of libconv in one session on one GPU, and how they compare: e.g. the
+# library before a change against the one after it, both built for this GPU (carried gzipped from the
+# developer machine, or built here). Each build is tuned afresh (the tuning cache is keyed by build), the
+# suites alternate between the builds so that a drift of the GPU's state reaches both, and
+# bench/compare_tables.py prints before / after per suite, comparison and batch.
+#   bash bench/compare_builds.sh BEFORE_LIB AFTER_LIB OUT_DIR      (a .so or a .so.gz each)
+# Environment: SUITES (default "lenet groups cnn5"), SECONDS_lenet / SECONDS_groups / SECONDS_cnn5 (the
+# --max-seconds of each suite's run per build; defaults 40, 90, 120), TUNE_BUDGET_MS (default 300, as the
+# committed tables), COMPARE (default "exact fast half").
+# Run it from the checkout: the checkout's pyconv/ drives both libraries (their C ABI is the same).
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${3:?usage: bash bench/compare_builds.sh BEFORE_LIB AFTER_LIB OUT_DIR}"
+mkdir -p "$out" && out="$(cd "$out" && pwd)"
+if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then  # cffi for the GPU machine (shared/device/README.md)
+    site="$(mktemp -d)"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$repo"/.whl/*.whl || exit 1
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+lib() {  # lib NAME PATH: the library as a plain .so under $out
+    case "$2" in *.gz) gunzip -c "$2" > "$out/$1.so" ;; *) cp "$2" "$out/$1.so" ;; esac
+}
+lib before "$1" && lib after "$2" || exit 1
+status=0
+for suite in ${SUITES:-lenet groups cnn5}; do
+    seconds_var="SECONDS_$suite"
+    defaults=(lenet 40 groups 90 cnn5 120)
+    seconds="${!seconds_var:-}"
+    for ((i = 0; i < ${#defaults[@]}; i += 2)); do
+        [ -z "$seconds" ] && [ "${defaults[i]}" = "$suite" ] && seconds="${defaults[i + 1]}"
+    done
+    for build in after before; do
+        PYCONV_LIBRARY="$out/$build.so" python3 -m pyconv bench --compare ${COMPARE:-exact fast half} \
+            --budget-ms 10 --tune-budget-ms "${TUNE_BUDGET_MS:-300}" --suite "$suite" --max-seconds "${seconds:-60}" \
+            --csv "$out/$suite-$build.csv" > "$out/$suite-$build.txt" 2>&1 || status=1
+    done
+    python3 "$repo/bench/compare_tables.py" "$out/$suite-before.csv" "$out/$suite-after.csv" \
+        > "$out/$suite-compare.md" 2>&1 || status=1
+done
+cat "$out"/*-compare.md
+exit $status

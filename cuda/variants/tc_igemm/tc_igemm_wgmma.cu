@@ -1,0 +1,5 @@
+// tc_igemm_wgmma.cu — implicit_gemm_f16's Hopper configurations: the cp.async-fed wgmma tiles (tc_igemm_host.cuh
+// lists them and says why they are compiled apart).
+#include "tc_igemm_host.cuh"
+
+TC_WGMMA_CONFIGS(TC_HALF_DEFINE)
