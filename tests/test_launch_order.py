@@ -53,6 +53,9 @@ CHAIN_CASES = {
     "grouped_direct": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, bias=True),
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, bias=True, **NHWC),
+        # the narrow NHWC depthwise tiles, built for 16-bit operands
+        ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, x_dtype="f16", y_dtype="f16", bias=True,
+                 **NHWC),
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=8, bias=True),
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=2, bias=True),  # 32 maps a group: m8x4
     ],
