@@ -137,8 +137,8 @@ def test_config_matches_oracle(name, config, shape_name):
 def test_every_config_runs_a_network_layer(name, config):
     """A configuration unsupported everywhere would pass the matrix above vacuously: each one must run
     C1 or C3 (in fp32 or, for a configuration of one operand type like wmma's bf16 one, in fp16 or bf16),
-    or, for one made for depthwise layers, a channels-last depthwise 3x3 layer (fp32 or fp16), or, for one made for 1x1
-    layers, an fp32 NCHW 1x1 layer."""
+    or, for one made for depthwise layers, a channels-last depthwise 3x3 layer (fp32 or fp16), or, for one
+    made for 1x1 layers, an fp32 NCHW 1x1 layer."""
     info = BY_NAME[name]
     skip_unavailable(info)
     ran = []
