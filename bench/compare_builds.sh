@@ -4,7 +4,7 @@
 # developer machine, or built here). Each build is tuned afresh (the tuning cache is keyed by build), the
 # suites alternate between the builds so that a drift of the GPU's state reaches both, and
 # bench/compare_tables.py prints before / after per suite, comparison and batch.
-#   bash bench/compare_builds.sh BEFORE_LIB AFTER_LIB OUT_DIR      (a .so or a .so.gz each)
+#   bash bench/compare_builds.sh BEFORE_LIB AFTER_LIB OUT_DIR      (a .so, .so.gz or .so.xz each)
 # Environment: SUITES (default "lenet groups cnn5"), SECONDS_lenet / SECONDS_groups / SECONDS_cnn5 (the
 # --max-seconds of each suite's run per build; defaults 40, 90, 120), TUNE_BUDGET_MS (default 300, as the
 # committed tables), COMPARE (default "exact fast half").
@@ -20,7 +20,7 @@ if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then  # cffi for the GPU machine (sha
 fi
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 lib() {  # lib NAME PATH: the library as a plain .so under $out
-    case "$2" in *.gz) gunzip -c "$2" > "$out/$1.so" ;; *) cp "$2" "$out/$1.so" ;; esac
+    case "$2" in *.gz) gunzip -c "$2" > "$out/$1.so" ;; *.xz) python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$2" "$out/$1.so" ;; *) cp "$2" "$out/$1.so" ;; esac
 }
 lib before "$1" && lib after "$2" || exit 1
 status=0
