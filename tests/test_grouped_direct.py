@@ -72,12 +72,12 @@ NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_r4p4_t128_b4"]
 NCHW_CONFIGS = ["nchw_r2", "nchw_r4", "nchw_r7", "nchw_t32x32"]
 # The tiles built for every dtype (f16, bf16, mixed); the other m* tiles take fp32 x and y only.
-ALL_DTYPE_TILES = ["m1_t16x16", "m1_t8x8"]
+ALL_DTYPE_TILES = ["m1_t16x16", "m1_t8x8", "m4_t16x16"]
 
 
 def dtypes_of(config):
     """The x / y dtypes a configuration is built for (grouped_direct.cu, grouped_direct.h): the small
-    one-map tiles and the NCHW depthwise kernels every dtype, the other tiles and the wide NHWC
+    one-map tiles, m4_t16x16 and the NCHW depthwise kernels every dtype, the other tiles and the wide NHWC
     depthwise ones fp32, the narrow NHWC ones f16 / bf16 (and fp32 in the one-pixel tile)."""
     if config in ALL_DTYPE_TILES or config.startswith("nchw") or config == "nhwc_narrow_p1_t128":
         return DTYPES
@@ -175,7 +175,7 @@ def test_nchw_tiles_loop_over_many_tile_groups(config, dtype, rng):
 
 
 @pytest.mark.parametrize("x_dtype,y_dtype", [("f16", "f32"), ("bf16", "bf16"), ("f32", "f16")])
-@pytest.mark.parametrize("config", ["m1_t32x32_p8", "m4_t16x16", "m8_t32x16", "m8x2_t16x16", "m4_t8x8_k4"])
+@pytest.mark.parametrize("config", ["m1_t32x32_p8", "m4_t32x16", "m8_t32x16", "m8x2_t16x16", "m4_t8x8_k4"])
 def test_fp32_tiles_refuse_other_dtypes_and_default_avoids_them(config, x_dtype, y_dtype, rng):
     """Tiles built for fp32 alone refuse other dtypes by name; the default then takes a tile built for
     them, which computes the layer right."""

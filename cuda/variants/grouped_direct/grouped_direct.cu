@@ -404,17 +404,18 @@ struct GdTileLaunch {
     static bool fits(const conv_problem* p) {
         return channel_floats(p) + 3 <= GD_SMEM_MAX_FLOATS && p->M / p->groups >= MIN_MAPS;
     }
-    // f16 / bf16 and mixed dtypes in the small one-map tiles only (m1_t16x16, m1_t8x8: the fallbacks
-    // every problem reaches). On the suites the other tiles won fp32 layers alone (half-precision grouped
-    // layers went to implicit_gemm_f16's grp* tiles, depthwise ones to the NHWC kernels), and each dtype
-    // pair a tile takes costs up to six kernels (one per unrolled filter).
-    static constexpr bool ALL_DTYPES = MT == 1 && TW <= 16;
+    // f16 / bf16 and mixed dtypes in the small one-map tiles (m1_t16x16, m1_t8x8: the fallbacks every
+    // problem reaches) and in m4_t16x16 (the fastest on LeNet's C1, 4 maps, in f16 and bf16 NHWC: 2.6x
+    // m1_t16x16 there on an H200). On the suites the other tiles won fp32 layers alone (half-precision
+    // grouped layers went to implicit_gemm_f16's grp* tiles, depthwise ones to the NHWC kernels), and each
+    // dtype pair a tile takes costs up to six kernels (one per unrolled filter).
+    static constexpr bool ALL_DTYPES = (MT == 1 && TW <= 16) || (MT == 4 && TW == 16 && MS == 1 && KS == 1);
 
     static int supports(const conv_problem* p) {
         if (!ALL_DTYPES && (p->x_dtype != CONV_F32 || p->y_dtype != CONV_F32))
             return conv_set_error(CONV_ERR_UNSUPPORTED,
                                   "grouped_direct: the %dx%d tile of %d maps takes fp32 x and y only, got x %s, y %s "
-                                  "(m1_t16x16 and m1_t8x8 take every dtype)",
+                                  "(m1_t16x16, m1_t8x8 and m4_t16x16 take every dtype)",
                                   TW, TH, MB, conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
         if (fits(p)) return CONV_OK;
         const int64_t per_c = channel_floats(p) + 3;
@@ -539,9 +540,12 @@ const char* gd_default_config(const conv_problem* p) {
     if (dw_nchw_fits(p, 0) == CONV_OK && OW >= 24 && p->KH >= 5 && dwt_unrolled(p)) return "nchw_t32x32";
     if (dw_nchw_fits(p, 0) == CONV_OK && (OW < 24 || p->stride_w > 1))
         return conv_out_h(p) % 7 == 0 ? "nchw_r7" : "nchw_r4";
-    // Other dtypes than fp32: the small one-map tiles, the only ones built for them.
+    // Other dtypes than fp32: the tiles built for them (map quads where a group has 2 or more maps).
     const bool fp32 = p->x_dtype == CONV_F32 && p->y_dtype == CONV_F32;
-    if (!fp32) return OW >= 12 && GdTileLaunch<1, 2, 16, 8>::fits(p) ? "m1_t16x16" : "m1_t8x8";
+    if (!fp32) {
+        if (p->M / p->groups >= 2 && OW >= 12 && GdTileLaunch<4, 4, 16, 4>::fits(p)) return "m4_t16x16";
+        return OW >= 12 && GdTileLaunch<1, 2, 16, 8>::fits(p) ? "m1_t16x16" : "m1_t8x8";
+    }
     const int64_t maps = p->M / p->groups;
     if (maps >= 16) {
         if (OW >= 12 && GdTileLaunch<8, 4, 16, 4, 2>::fits(p)) return "m8x2_t16x16";
