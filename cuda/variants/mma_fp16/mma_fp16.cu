@@ -4,7 +4,7 @@
 // are rounded to fp16 where the kernels pack them into pairs; fp16 operands go into the pairs as
 // they are, never through fp32. Two kernel families, as launch
 // configurations: the banded kernel below (any shape the variant supports) and the row-window
-// kernel of mma_rowwin.cu (stride 1 down the rows, 3/5/7-row filters; faster where it fits, and
+// kernel of mma_rowwin.cu (stride 1 down the rows, 5/7-row filters; faster where it fits, and
 // the default there).
 //   conv_mma_fp16_kernel<MTILES, NT, WARPS>: GEMM rows = output maps (MTILES tiles of 16), columns =
 //   output pixels of one image, reduction k = taps (c, kh, kw) with kw padded to an even count
@@ -406,7 +406,7 @@ static int mma_rowwin_supports(const conv_problem* p) {
 // warps per block, tall bands (3 blocks per SM) or short ones (6), one persistent wave or ("_grid")
 // one block per unit, where the hardware starts the next block as one ends and each block builds
 // its own A fragments (faster on C1, not on C3). Row-window kernel
-// ("rowwin_rR", stride 1 down the rows, no dilation, KH in {3, 5, 7}, KW <= 8, M <= 32): strips of R
+// ("rowwin_rR", stride 1 down the rows, no dilation, KH in {5, 7}, KW <= 8, M <= 32): strips of R
 // output rows.
 static const conv_config MMA_CONFIGS[] = {
     {"n4_w8", mma_config_run<mma_banded<4, 8, false>>, NULL},

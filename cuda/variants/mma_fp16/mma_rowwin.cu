@@ -1,8 +1,10 @@
 // mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, fp16 operands, fp32
 // accumulation; x and w in fp32, rounded to fp16 as they are loaded, or in fp16, taken as they
 // are) with a sliding window of input rows held in registers; stride 1 down the rows,
-// dilation 1, stride_w <= 3, KH in {3, 5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
-// launch configurations (mma_fp16.cu keeps the banded kernel for every other shape).
+// dilation 1, stride_w <= 3, KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
+// launch configurations (mma_fp16.cu keeps the banded kernel for every other shape). Built for LeNet's
+// 5- and 7-row filters: the tuner picked the banded kernel or another variant on every 3x3 suite layer,
+// and the 3-row kernels were a third of this file's build.
 //   A warp computes a tile of R output rows x 8 output columns of one image, for all maps. GEMM
 //   rows = maps (m16 tiles), columns = the 8 pixels of one output row, k = (kernel row pair, kw
 //   padded to 8): one k-step covers kernel rows kh, kh + 1 of one channel, so B register 0 of lane
@@ -414,9 +416,9 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
     if (p->stride_w > ROWWIN_MAX_STRIDE_W)
         return conv_set_error(CONV_ERR_UNSUPPORTED, "mma_fp16 row window: needs stride_w <= %d (got %lld)",
                               ROWWIN_MAX_STRIDE_W, (long long)p->stride_w);
-    if ((p->KH != 3 && p->KH != 5 && p->KH != 7) || p->KW > ROWWIN_COLS)
+    if ((p->KH != 5 && p->KH != 7) || p->KW > ROWWIN_COLS)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "mma_fp16 row window: needs KH in {3, 5, 7} and KW <= %d (got %lldx%lld)",
+                              "mma_fp16 row window: needs KH in {5, 7} and KW <= %d (got %lldx%lld)",
                               ROWWIN_COLS, (long long)p->KH, (long long)p->KW);
     if (p->M > ROWWIN_MAX_MAPS)
         return conv_set_error(CONV_ERR_UNSUPPORTED, "mma_fp16 row window: at most %d maps (got M=%lld)",
@@ -443,14 +445,11 @@ using rowwin_kernel = void (*)(rowwin_shape, const TX*, const TX*, mma_out<TY>);
 
 template <class TX, class TY, int MT, int R, bool CHECKED, int GR>
 static rowwin_kernel<TX, TY> rowwin_kernel_for(int64_t KH) {
-    switch (KH) {
-        case 3: return conv_mma_rowwin_kernel<TX, TY, 3, MT, R, CHECKED, GR>;
-        case 5: return conv_mma_rowwin_kernel<TX, TY, 5, MT, R, CHECKED, GR>;
-        default: return conv_mma_rowwin_kernel<TX, TY, 7, MT, R, CHECKED, GR>;
-    }
+    return KH == 5 ? conv_mma_rowwin_kernel<TX, TY, 5, MT, R, CHECKED, GR>
+                   : conv_mma_rowwin_kernel<TX, TY, 7, MT, R, CHECKED, GR>;
 }
 
-// Kernel rows are in {3, 5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
+// Kernel rows are in {5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
 // two (in half-height strips, for the registers); row tests only with vertical padding (the end
 // padding of 'same' included).
 template <class TX, class TY, int MT, int R, int GR>
