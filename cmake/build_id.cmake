@@ -7,16 +7,13 @@
 # recompiles that one file. Run as a script (cmake -DSOURCE_DIR=... -DOUTPUT=... -DSETTINGS=...
 # -P build_id.cmake) it writes that header.
 
-# The files hashed: everything under cuda/ and the public headers (include/conv.h, conv_ops.h,
-# conv_bench.h).
+# The files hashed: everything under cuda/ and the public headers (include/*.h).
 function(conv_build_id_inputs source_dir out)
   if(CMAKE_SCRIPT_MODE_FILE)
-    file(GLOB_RECURSE inputs ${source_dir}/cuda/*)
+    file(GLOB_RECURSE inputs ${source_dir}/cuda/* ${source_dir}/include/*.h)
   else()  # a new or removed file re-runs CMake, and so joins the dependencies of the header
-    file(GLOB_RECURSE inputs CONFIGURE_DEPENDS ${source_dir}/cuda/*)
+    file(GLOB_RECURSE inputs CONFIGURE_DEPENDS ${source_dir}/cuda/* ${source_dir}/include/*.h)
   endif()
-  list(APPEND inputs ${source_dir}/include/conv.h ${source_dir}/include/conv_ops.h
-                     ${source_dir}/include/conv_bench.h)
   list(SORT inputs)
   set(${out} ${inputs} PARENT_SCOPE)
 endfunction()

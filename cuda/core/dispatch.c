@@ -97,7 +97,6 @@ int conv2d_plan_create(int variant, const conv_problem* problem, const char* con
     if (!q.entry->info.on_device) q.device = -1;
     else if (q.device < 0)
         return conv_set_error(CONV_ERR_INTERNAL, "GPU variant '%s' chosen without a device", q.entry->info.name);
-
     *plan = (conv_plan*)malloc(sizeof q);
     if (!*plan) return conv_set_error(CONV_ERR_OUT_OF_MEMORY, "out of host memory for a plan (%zu bytes)", sizeof q);
     **plan = q;
@@ -291,11 +290,9 @@ static float tuned_ms(int variant, const conv_plan* plan) {
 #ifdef CONV_WITH_CUDA
     char gpu[256];
     conv_tune_result r;
-    const conv_impl* impl = plan->entry->impl;
     if ((variant == CONV_AUTO || variant == CONV_AUTO_FAST) && plan->entry->info.on_device &&
         conv_gpu_name(gpu, sizeof gpu) == CONV_OK && conv_tune_cache_get(gpu, &plan->problem, &r) == CONV_OK &&
-        r.best.variant == plan->variant && r.best.config >= 0 && r.best.config < impl->num_configs &&
-        strcmp(impl->configs[r.best.config].name, impl->configs[plan->config].name) == 0)
+        r.best.variant == plan->variant && r.best.config == plan->config)
         ms = r.median_ms;
     conv_clear_error();
 #else

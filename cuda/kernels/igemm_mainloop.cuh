@@ -96,25 +96,10 @@ static int igemm_run_layouts(const conv_problem* p, const conv_tensors* t, cudaS
     return kkc ? igemm_launch<Math, TX, false, true>(p, t, stream) : igemm_launch<Math, TX, false, false>(p, t, stream);
 }
 
-// A conv_run_fn for a launch configuration computing with Math: the problem's x/w dtype as TX, among
-// those Math takes (igemm_check_inputs refuses the others first).
+// A conv_run_fn for a launch configuration computing with Math.
 template <class Math>
 static int igemm_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    const cudaStream_t s = conv_stream(stream);
-    if constexpr ((Math::INPUTS & CONV_DT_F32) != 0)
-        if (p->x_dtype == CONV_F32) return igemm_run_layouts<Math, float>(p, t, s);
-    if constexpr ((Math::INPUTS & CONV_DT_F16) != 0)
-        if (p->x_dtype == CONV_F16) return igemm_run_layouts<Math, __half>(p, t, s);
-    if constexpr ((Math::INPUTS & CONV_DT_BF16) != 0)
-        if (p->x_dtype == CONV_BF16) return igemm_run_layouts<Math, __nv_bfloat16>(p, t, s);
-    return conv_set_error(CONV_ERR_INTERNAL, "implicit GEMM launched on x_dtype = %s, which its math does not take",
-                          conv_dtype_name(p->x_dtype));
-}
-
-// CONV_OK when Math takes the problem's x/w dtype; else UNSUPPORTED naming the configuration.
-template <class Math>
-static int igemm_check_inputs(const char* config, const conv_problem* p) {
-    if (Math::INPUTS & (1u << p->x_dtype)) return CONV_OK;
-    return conv_set_error(CONV_ERR_UNSUPPORTED, "launch configuration '%s' does not take x_dtype = %s", config,
-                          conv_dtype_name(p->x_dtype));
+    return igemm_with_input_type<Math>(p, [&](auto tx) {
+        return igemm_run_layouts<Math, decltype(tx)>(p, t, conv_stream(stream));
+    });
 }

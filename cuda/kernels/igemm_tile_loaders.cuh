@@ -63,6 +63,28 @@ struct IgemmBf16Operand {
     static __device__ __forceinline__ __nv_bfloat16 from(__nv_bfloat16 v) { return v; }
 };
 
+// Calls run(TX()) with TX the problem's x/w dtype, among those Math takes: only those are instantiated
+// (igemm_check_inputs refuses the others first).
+template <class Math, class Run>
+static int igemm_with_input_type(const conv_problem* p, Run&& run) {
+    if constexpr ((Math::INPUTS & CONV_DT_F32) != 0)
+        if (p->x_dtype == CONV_F32) return run(float());
+    if constexpr ((Math::INPUTS & CONV_DT_F16) != 0)
+        if (p->x_dtype == CONV_F16) return run(__half());
+    if constexpr ((Math::INPUTS & CONV_DT_BF16) != 0)
+        if (p->x_dtype == CONV_BF16) return run(__nv_bfloat16());
+    return conv_set_error(CONV_ERR_INTERNAL, "implicit GEMM launched on x_dtype = %s, which its math does not take",
+                          conv_dtype_name(p->x_dtype));
+}
+
+// CONV_OK when Math takes the problem's x/w dtype; else UNSUPPORTED naming the configuration.
+template <class Math>
+static int igemm_check_inputs(const char* config, const conv_problem* p) {
+    if (Math::INPUTS & (1u << p->x_dtype)) return CONV_OK;
+    return conv_set_error(CONV_ERR_UNSUPPORTED, "launch configuration '%s' does not take x_dtype = %s", config,
+                          conv_dtype_name(p->x_dtype));
+}
+
 // ---- the Xunroll tile ----
 
 // One column of Xunroll (one output pixel): where its image starts and its window's top-left corner.

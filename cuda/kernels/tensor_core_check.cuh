@@ -13,7 +13,7 @@ using ConvDeviceMask = std::atomic<unsigned long long>;
 // build runs on it for `kernel` was compiled for such an architecture: a build whose newest code is
 // compute_75 PTX, JIT-compiled on an sm_80 GPU, would have empty tf32 kernels. Every kernel of a
 // family is compiled for the same architectures, so one (`kernel`) stands for all.
-static int conv_check_tensor_cores(const char* name, int min_arch, const void* kernel, ConvDeviceMask& passed) {
+static inline int conv_check_tensor_cores(const char* name, int min_arch, const void* kernel, ConvDeviceMask& passed) {
     int device = 0;
     CONV_CUDA_CHECK(cudaGetDevice(&device));
     const unsigned long long bit = device < 64 ? 1ull << device : 0;

@@ -540,13 +540,12 @@ const char* gd_default_config(const conv_problem* p) {
     if (dw_nchw_fits(p, 0) == CONV_OK && OW >= 24 && p->KH >= 5 && dwt_unrolled(p)) return "nchw_t32x32";
     if (dw_nchw_fits(p, 0) == CONV_OK && (OW < 24 || p->stride_w > 1))
         return conv_out_h(p) % 7 == 0 ? "nchw_r7" : "nchw_r4";
+    const int64_t maps = p->M / p->groups;
     // Other dtypes than fp32: the tiles built for them (map quads where a group has 2 or more maps).
-    const bool fp32 = p->x_dtype == CONV_F32 && p->y_dtype == CONV_F32;
-    if (!fp32) {
-        if (p->M / p->groups >= 2 && OW >= 12 && GdTileLaunch<4, 4, 16, 4>::fits(p)) return "m4_t16x16";
+    if (p->x_dtype != CONV_F32 || p->y_dtype != CONV_F32) {
+        if (maps >= 2 && OW >= 12 && GdTileLaunch<4, 4, 16, 4>::fits(p)) return "m4_t16x16";
         return OW >= 12 && GdTileLaunch<1, 2, 16, 8>::fits(p) ? "m1_t16x16" : "m1_t8x8";
     }
-    const int64_t maps = p->M / p->groups;
     if (maps >= 16) {
         if (OW >= 12 && GdTileLaunch<8, 4, 16, 4, 2>::fits(p)) return "m8x2_t16x16";
         if (GdTileLaunch<8, 2, 8, 4, 4>::fits(p)) return "m8x4_t8x8";

@@ -261,18 +261,11 @@ static int igemm_pipelined_layouts(const conv_problem* p, const conv_tensors* t,
 }
 
 // A conv_run_fn for a double-buffered configuration: x/w in f32, f16 or bf16 (widened exactly), among
-// those Math takes (igemm_check_inputs refuses the others first).
+// those Math takes.
 template <class Math>
 int igemm_pipelined_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
-                               void* stream) {
-    const cudaStream_t st = conv_stream(stream);
-    if constexpr ((Math::INPUTS & CONV_DT_F32) != 0)
-        if (p->x_dtype == CONV_F32) return igemm_pipelined_layouts<Math, float>(p, t, workspace, workspace_bytes, st);
-    if constexpr ((Math::INPUTS & CONV_DT_F16) != 0)
-        if (p->x_dtype == CONV_F16) return igemm_pipelined_layouts<Math, __half>(p, t, workspace, workspace_bytes, st);
-    if constexpr ((Math::INPUTS & CONV_DT_BF16) != 0)
-        if (p->x_dtype == CONV_BF16)
-            return igemm_pipelined_layouts<Math, __nv_bfloat16>(p, t, workspace, workspace_bytes, st);
-    return conv_set_error(CONV_ERR_INTERNAL, "implicit GEMM launched on x_dtype = %s, which its math does not take",
-                          conv_dtype_name(p->x_dtype));
+                        void* stream) {
+    return igemm_with_input_type<Math>(p, [&](auto tx) {
+        return igemm_pipelined_layouts<Math, decltype(tx)>(p, t, workspace, workspace_bytes, conv_stream(stream));
+    });
 }
