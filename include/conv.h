@@ -109,7 +109,11 @@ int conv_problem_describe(const conv_problem* problem, char* text, size_t text_b
  * outside CUDA-graph capture), picks the launch configuration (`config` names one of the variant's,
  * NULL: the tuned or default one) and reports the workspace. device: the GPU the plan runs on (-1: the
  * current one); run refuses operands on another device. run checks its pointers, then only launches
- * on `stream` (NULL: the legacy default stream): no allocation, no synchronisation, capture-safe. */
+ * on `stream` (NULL: the legacy default stream): no allocation, no synchronisation, capture-safe.
+ * Handles are checked: a destroyed plan, or a pointer create never returned, is CONV_ERR_INVALID_ARGUMENT
+ * in every plan function (destroy included; destroy(NULL) does nothing). A plan may be destroyed while
+ * another thread runs it: it is freed when that call returns. `stream` is the caller's word, as in CUDA:
+ * a value that is no stream of the plan's device is undefined behaviour (the driver may crash). */
 typedef struct conv_plan conv_plan;
 typedef struct conv_plan_info {
     int variant;               /* the concrete variant chosen */

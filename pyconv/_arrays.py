@@ -49,11 +49,14 @@ class Operand:
         return Operand(tuple(shape), self.ptr, self.dtype, self.layout, self.device, self.kind, keep, self.stream,
                        self.readonly, self.strided)
 
-    def dense(self) -> "Operand":
-        """This operand, with a strided NumPy view copied into C order (after the sizes were checked:
-        a zero-stride view of a huge batch must be refused before it is copied)."""
+    def dense(self, layout: str = "NCHW") -> "Operand":
+        """This operand, with a strided NumPy view copied dense in `layout` order (after the sizes were
+        checked: a zero-stride view of a huge batch must be refused before it is copied)."""
         if not self.strided:
             return self
+        if layout == "NHWC" and len(self.shape) == 4:
+            a = np.ascontiguousarray(self.keep.transpose(_ORDERS["NHWC"]))
+            return Operand(self.shape, a.ctypes.data, self.dtype, "NHWC", -1, "numpy", a.transpose(0, 3, 1, 2))
         a = np.ascontiguousarray(self.keep)
         return Operand(self.shape, a.ctypes.data, self.dtype, "NCHW", -1, "numpy", a)
 
@@ -213,7 +216,7 @@ def check_output(out: Operand, shape, dtype: str, layout: str, device: int, inpu
         raise ConvError(f"out must have shape {tuple(shape)}, got {out.shape}")
     if out.dtype != dtype:
         raise ConvError(f"out must have dtype {dtype}, got {out.dtype}")
-    if out.layout != layout:
+    if out.layout != layout and not layouts_coincide(out.shape):
         raise ConvError(f"out must be {layout} like the result (x's layout), got {out.layout}")
     if out.device != device:
         where = lambda d: "host memory" if d < 0 else f"device {d}"  # noqa: E731
@@ -238,6 +241,8 @@ def new_output(like: Operand, shape, dtype: str, layout: str, device: int, strea
             return torch.empty(shape, dtype=tdtype, device=dev, memory_format=torch.channels_last)
         return torch.empty(shape, dtype=tdtype, device=dev)
     if device < 0:
+        if dtype == "bfloat16":
+            raise ConvError("a bfloat16 result needs PyTorch tensors (NumPy has no bfloat16)")
         a = np.empty(memory, np.dtype(dtype))
         return a.transpose(inverse) if inverse is not None and layout == "NHWC" else a
     if dtype == "bfloat16":

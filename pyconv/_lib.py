@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import weakref
 from importlib import metadata, resources
 from pathlib import Path
 
@@ -140,15 +141,41 @@ def load():
                     errors.append(f"{path}: no such file")
                     continue
                 try:
-                    _loaded = (ffi, ffi.dlopen(str(path), _DLOPEN_FLAGS), path)
-                    break
+                    handle = ffi.dlopen(str(path), _DLOPEN_FLAGS)
                 except OSError as exc:
                     errors.append(f"{path}: {exc}")
+                    continue
+                missing = _missing_functions(handle)
+                if missing:
+                    errors.append(f"{path} is not a libconv of this pyconv (it lacks {', '.join(missing[:3])}"
+                                  f"{' and more' if len(missing) > 3 else ''})")
+                    continue
+                _loaded = (ffi, handle, path)
+                break
             else:
                 raise LibraryNotFoundError(
                     "cannot load libconv: " + "; ".join(errors)
                     + f". Install pyconv with `pip install .`, or set {LIBRARY_ENV} to a built libconv.so.")
     return _loaded
+
+
+def _missing_functions(handle) -> list:
+    """The declared functions a loaded library lacks (another library named by PYCONV_LIBRARY, or an old
+    build): refused at load, not an AttributeError at the first call that needs one."""
+    missing = []
+    for name in dir(handle):
+        try:
+            getattr(handle, name)
+        except AttributeError:
+            missing.append(name)
+    return missing
+
+
+def release_on_collect(owner, release, *args) -> None:
+    """Calls release(*args) when `owner` is collected, but not at interpreter exit: the process is ending
+    and its memory, streams and plans go with it, while a daemon thread may still be inside a launch
+    that uses them (a plan freed under a running call crashed the exit)."""
+    weakref.finalize(owner, release, *args).atexit = False
 
 
 def package_version() -> str:
@@ -189,7 +216,8 @@ def error_for(status: int) -> Exception:
     """The exception for a failed status, with the library's thread-local message."""
     f, l = ffi(), lib()
     name = f.string(l.conv_status_string(status)).decode()
-    message = f.string(l.conv_last_error()).decode()
+    # The message may quote the caller's text (a variant name) cut at the buffer's end.
+    message = f.string(l.conv_last_error()).decode("utf-8", errors="replace")
     if name in ("CONV_ERR_INVALID_ARGUMENT", "CONV_ERR_TOO_LARGE", "CONV_ERR_WORKSPACE_TOO_SMALL"):
         return ConvError(f"{message} ({name})", status)
     return _RUNTIME_ERRORS.get(name, ConvRuntimeError)(message, status, name)

@@ -10,6 +10,7 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 
+from ._args import flag
 from ._lib import ConvError, check, ffi, lib
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}         # conv_dtype
@@ -29,6 +30,13 @@ class ReluMaxPool:
     kernel: IntPair = 2
     stride: Optional[IntPair] = None
     ceil_mode: bool = False
+
+    def __post_init__(self):
+        # Lists (ReluMaxPool([2, 2])) as tuples: the epilogue keys the plan caches, which need it hashable.
+        for name in ("kernel", "stride"):
+            value = getattr(self, name)
+            if isinstance(value, (list, np.ndarray)):
+                object.__setattr__(self, name, tuple(value.tolist() if isinstance(value, np.ndarray) else value))
 
 
 Epilogue = Union[None, str, ReluMaxPool]
@@ -75,18 +83,18 @@ def epilogue_fields(epilogue: Epilogue) -> dict:
         kh, kw = pair(epilogue.kernel, "epilogue kernel")
         sh, sw = pair(epilogue.stride if epilogue.stride is not None else epilogue.kernel, "epilogue stride")
         return {"epilogue": EPILOGUE_RELU_MAXPOOL, "pool_h": kh, "pool_w": kw, "pool_stride_h": sh,
-                "pool_stride_w": sw, "pool_ceil": int(bool(epilogue.ceil_mode))}
+                "pool_stride_w": sw, "pool_ceil": int(flag(epilogue.ceil_mode, "epilogue ceil_mode"))}
     raise ConvError(f"epilogue must be None, 'relu' or pyconv.ReluMaxPool(...), got {epilogue!r}")
 
 
 def compute_of(precision: str) -> int:
-    if precision not in PRECISIONS:
+    if not isinstance(precision, str) or precision not in PRECISIONS:
         raise ConvError(f"precision must be one of {tuple(PRECISIONS)}, got {precision!r}")
     return PRECISIONS[precision]
 
 
 def dtype_code(dtype: str, name: str) -> int:
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         raise ConvError(f"{name} must be one of {tuple(DTYPES)}, got {dtype!r}")
     return DTYPES[dtype]
 
@@ -112,7 +120,7 @@ def make_problem(x_shape, w_shape, *, bias: bool = False, stride=1, padding=0, d
     fields = dict(B=B, C=C, H=H, W=W, M=M, KH=KH, KW=KW, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
                   pad_h_extra=eh, pad_w_extra=ew, dilation_h=dh, dilation_w=dw, groups=groups,
                   x_dtype=dtype_code(x_dtype, "x dtype"), w_dtype=dtype_code(x_dtype, "x dtype"),
-                  y_dtype=dtype_code(y_dtype or x_dtype, "out_dtype"),
+                  y_dtype=dtype_code(x_dtype if y_dtype is None else y_dtype, "out_dtype"),
                   x_layout=LAYOUTS[x_layout], y_layout=LAYOUTS[y_layout or x_layout],
                   w_layout=0 if w_layout == "MCKK" else 1, compute=compute_of(precision), bias=int(bool(bias)))
     fields.update(epilogue_fields(epilogue))

@@ -8,19 +8,22 @@ the result is ready when the call returns.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
-import weakref
 from collections import OrderedDict
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 
-from . import _problem
+from . import _args, _problem
 from . import device as _device
-from ._arrays import Operand, as_operand, check_output, layouts_coincide, new_output
-from ._lib import ConvError, check, ffi, lib
+from ._arrays import ITEMSIZE, Operand, as_operand, check_output, layouts_coincide, new_output
+from ._lib import ConvError, check, ffi, lib, release_on_collect
+from ._memory import require_host
 from ._problem import Epilogue, ReluMaxPool, pair  # noqa: F401 - ReluMaxPool re-exported by the package
 from ._streams import _torch_current_stream, default_stream, handle_of, wait_for_producers
 
@@ -115,7 +118,7 @@ class _Plan:
         out = f.new("conv_plan**")
         check(l.conv2d_plan_create(vid, problem, config.encode() if config else f.NULL, device, out))
         self.handle = out[0]
-        weakref.finalize(self, l.conv2d_plan_destroy, self.handle)
+        release_on_collect(self, l.conv2d_plan_destroy, self.handle)
         info = f.new("conv_plan_info*")
         check(l.conv2d_plan_get_info(self.handle, info))
         self.variant = f.string(info.variant_name).decode()
@@ -152,6 +155,19 @@ def clear_plan_cache() -> None:
         _plans.clear()
 
 
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's plans may be GPU plans, which cannot run here (the library refuses
+    CUDA in a child forked after CUDA started), and a lock another parent thread held stays held. The
+    child starts with none of them; auto then plans on what this process can use."""
+    global _plans_lock
+    _plans_lock = threading.Lock()
+    _plans.clear()
+    _calls.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _current_device() -> int:
     d = ffi().new("int*")
     check(lib().conv_get_device(d))
@@ -165,13 +181,32 @@ def _gpu_usable() -> bool:
 # ---- running ----
 
 def _device_argument(device) -> Optional[int]:
-    if device is None:
+    """None, or the index of a GPU of this machine (0 also where there is none: then the host runs it)."""
+    return None if device is None else _args.device_index(device, count=_device.device_count())
+
+
+def _config_argument(config, variant) -> Optional[str]:
+    """config: None or the name of one of the variant's launch configurations."""
+    if config is None:
         return None
-    if isinstance(device, bool) or not isinstance(device, (int, np.integer)):
-        raise TypeError(f"device must be a GPU index (int) or None, got {type(device).__name__} {device!r}")
-    if device < 0:
-        raise ConvError(f"device must be >= 0 (a GPU index), got {device}")
-    return int(device)
+    config = _args.text(config, "config")
+    if variant == "auto":
+        raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
+    return config
+
+
+def _out_dtype_argument(out_dtype, like: Operand) -> str:
+    """The result's dtype name: out_dtype (a name, NumPy or torch dtype) or x's."""
+    if out_dtype is None:
+        return like.dtype
+    name = _dtype_name(out_dtype) if isinstance(out_dtype, (str, np.dtype, type)) or \
+        type(out_dtype).__module__ == "torch" else None
+    if name not in ITEMSIZE:
+        raise ConvError(f"out_dtype must be float32, float16 or bfloat16 (a name or a NumPy / torch dtype), got "
+                        f"{out_dtype!r}")
+    if name == "bfloat16" and like.kind == "numpy":
+        raise ConvError("out_dtype='bfloat16' needs PyTorch tensors: NumPy has no bfloat16 (use float32 or float16)")
+    return name
 
 
 def _call_device(ops, device_arg) -> int:
@@ -232,9 +267,13 @@ def _host_workspace(nbytes: int):
     return a, a.ctypes.data
 
 
-def _dtype_name(dtype) -> str:
+def _dtype_name(dtype) -> Optional[str]:
+    """A dtype's name ("float32", ...), None for what is no dtype."""
     if isinstance(dtype, (np.dtype, type)):
-        return np.dtype(dtype).name
+        try:
+            return np.dtype(dtype).name
+        except TypeError:
+            return None
     return str(dtype).replace("torch.", "")
 
 
@@ -248,12 +287,11 @@ def _plan_for_call(xo: Operand, wo: Operand, bo: Optional[Operand], dev: int, de
     stride, padding, dilation, groups, epilogue, variant, precision, config, out_dtype = args
     if wo.dtype != xo.dtype:
         raise ConvError(f"w has dtype {wo.dtype} but x has {xo.dtype}; pass both in one dtype")
-    y_dtype = _dtype_name(out_dtype) if out_dtype is not None else xo.dtype
+    y_dtype = _out_dtype_argument(out_dtype, xo)
     if bo is not None and (bo.shape != (wo.shape[0],) or bo.dtype != y_dtype):
         raise ConvError(f"bias must have shape ({wo.shape[0]},) and the result's dtype {y_dtype}, got "
                         f"{bo.shape} {bo.dtype}")
-    if config is not None and variant == "auto":
-        raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
+    config = _config_argument(config, variant)
     vid = variant_id(variant)
     precision = _precision_for(variant, vid, precision)
     problem, key, out_shape = _problem.make_problem(
@@ -300,8 +338,30 @@ def _data_ptr(y) -> int:
     return y.ptr
 
 
+def _host_need(xo: Operand, wo: Operand, bo: Optional[Operand], plan: _Plan, out_shape, y_dtype, out, dev: int):
+    """Bytes of new host memory a call takes: dense copies of strided views, a host result, host workspace."""
+    need = sum(op.nbytes for op in (xo, wo, bo) if op is not None and op.strided)
+    if out is None and dev < 0:
+        need += math.prod(out_shape) * ITEMSIZE[y_dtype]
+    if not plan.on_device:
+        need += plan.workspace_bytes
+    return need
+
+
+def _layout_from_out(xo: Operand, yo: Optional[Operand]) -> Operand:
+    """x as NHWC where its two layouts coincide (C = 1, or a 1x1 plane) and `out` is NHWC: the result's
+    layout is x's, and such an x is in both."""
+    if yo is not None and yo.layout == "NHWC" and xo.layout == "NCHW" and layouts_coincide(xo.shape) \
+            and not layouts_coincide(yo.shape):
+        return dataclasses.replace(xo, layout="NHWC")
+    return xo
+
+
 def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, padding, dilation, groups, epilogue,
          variant: str, precision: str, out_dtype, stream, config, sync: bool, device):
+    sync = _args.flag(sync, "sync")
+    yo = _out_operand(out) if out is not None else None
+    xo = _layout_from_out(xo, yo)
     ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
     dev = _call_device(ops, device)
     stream_handle = handle_of(stream) if stream is not None else None  # checked on every path
@@ -318,22 +378,24 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
             _calls.clear()
         _calls[signature] = hit
     plan, out_shape, y_dtype = hit
+    on_host = dev < 0
+    if not on_host and not plan.on_device:
+        raise ConvError(f"variant '{plan.variant}' runs on host memory, but the operands are on device {dev}: "
+                        f"choose a GPU variant for device arrays")
+    if yo is not None:  # every check before any copy or allocation
+        check_output(yo, out_shape, y_dtype, xo.layout, -1 if on_host else plan.device, ops)
+    require_host(_host_need(xo, wo, bo, plan, out_shape, y_dtype, out, dev), "the result and copies of the inputs")
     if xo.strided or wo.strided or (bo is not None and bo.strided):
         xo, wo, bo = xo.dense(), wo.dense(), bo.dense() if bo is not None else None
         ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
-    on_host = dev < 0
     if on_host and not plan.on_device:  # host operands, host variant: run in place, blocking
         y = new_output(xo, out_shape, y_dtype, xo.layout, -1, 0) if out is None else out
-        yo = _out_operand(y)
-        check_output(yo, out_shape, y_dtype, xo.layout, -1, ops)
+        yo = yo or _out_operand(y)
         _launch(plan, xo.ptr, wo.ptr, bo.ptr if bo else None, yo.ptr, 0, xo)
         return y
-    if not plan.on_device:
-        raise ConvError(f"variant '{plan.variant}' runs on host memory, but the operands are on device {dev}: "
-                        f"choose a GPU variant for device arrays")
     s = stream_handle if stream_handle is not None else default_stream((xo, wo, bo), plan.device)
     if on_host:
-        return _run_host_operands_on_gpu(plan, xo, wo, bo, out, out_shape, y_dtype, s)
+        return _run_host_operands_on_gpu(plan, xo, wo, bo, out, yo, out_shape, y_dtype, s)
     uploads = []  # host operands of a device call (e.g. NumPy weights): copied to the device for this call
 
     def ptr(op: Optional[Operand]):
@@ -349,8 +411,6 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
         y_ptr = _data_ptr(y)
     else:
         y = out
-        yo = _out_operand(y)
-        check_output(yo, out_shape, y_dtype, xo.layout, plan.device, ops)
         y_ptr = yo.ptr
     _launch(plan, ptr(xo), ptr(wo), ptr(bo), y_ptr, s, xo, stream)
     if out is None and isinstance(y, _device.DeviceArray):
@@ -360,11 +420,10 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
     return y
 
 
-def _run_host_operands_on_gpu(plan: _Plan, xo, wo, bo, out, out_shape, y_dtype, stream: int):
+def _run_host_operands_on_gpu(plan: _Plan, xo, wo, bo, out, yo, out_shape, y_dtype, stream: int):
     """NumPy in, NumPy out on a GPU variant: upload, run, download; blocking."""
     y = new_output(xo, out_shape, y_dtype, xo.layout, -1, 0) if out is None else out
-    yo = _out_operand(y)
-    check_output(yo, out_shape, y_dtype, xo.layout, -1, ((xo, "x"), (wo, "w"), (bo, "bias")))
+    yo = yo or _out_operand(y)
     d = [None if op is None else _device.DeviceArray.from_host(_memory(op), stream=stream, device=plan.device)
          for op in (xo, wo, bo)]
     host = _memory(yo)
@@ -434,6 +493,8 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
         ks = _int1d(epilogue.stride if epilogue.stride is not None else k, "epilogue stride")
         epilogue = ReluMaxPool((1, k), (1, ks), epilogue.ceil_mode)
     (B, C, L), (M, Cg, K) = xo.shape, wo.shape
+    if L < 1 or K < 1:
+        raise ConvError(f"x's length L and w's width K must be >= 1, got x {xo.shape} and w {wo.shape}")
     x4, w4 = xo.reshaped((B, C, 1, L)), wo.reshaped((M, Cg, 1, K))
     out4 = None
     if out is not None:
@@ -476,8 +537,11 @@ class Conv2dPlan:
                  layout: str = "NCHW", w_layout: str = "MCKK", device: Optional[int] = None):
         if layout not in ("NCHW", "NHWC") or w_layout not in ("MCKK", "MKKC"):
             raise ConvError(f"layout must be NCHW or NHWC and w_layout MCKK or MKKC, got {layout!r}, {w_layout!r}")
-        if config is not None and variant == "auto":
-            raise ConvError("config pins a launch configuration of a named variant; auto picks its own")
+        x_shape, w_shape = _args.shape(x_shape, "x_shape", 4), _args.shape(w_shape, "w_shape", 4)
+        bias = bias is not None and _args.flag(bias, "bias")  # None: no bias, as in conv2d
+        dtype = _args.text(dtype, "dtype")
+        out_dtype = None if out_dtype is None else _args.text(out_dtype, "out_dtype")
+        config = _config_argument(config, variant)
         self.variant_id = variant_id(variant, precision or "exact")
         precision = _precision_for(variant, self.variant_id, precision)
         problem, self.key, self.out_shape = _problem.make_problem(
@@ -485,8 +549,8 @@ class Conv2dPlan:
             groups=groups, epilogue=epilogue, precision=precision, x_dtype=dtype, y_dtype=out_dtype,
             x_layout=layout, w_layout=w_layout)
         self.problem = problem
-        dev = -1 if device is None else int(device)
-        self._plan = _Plan(self.variant_id, problem, config, dev)
+        dev = _device_argument(device)
+        self._plan = _Plan(self.variant_id, problem, config, -1 if dev is None else dev)
         self.variant, self.config = self._plan.variant, self._plan.config
         self.device, self.on_device = self._plan.device, self._plan.on_device
         self.workspace_bytes = self._plan.workspace_bytes
@@ -511,15 +575,17 @@ class Conv2dPlan:
 
     def _pointer(self, a, name: str, shape, dtype: str, layout: str, keep: dict, writable: bool = False) -> int:
         if isinstance(a, int) and not isinstance(a, bool):
+            if not 0 <= a < 2**64:
+                raise ConvError(f"{name} = {a} is not a pointer value")
             return a  # a raw pointer: the caller vouches for it (unchecked)
         if a is None:
             raise ConvError(f"{name} is None")
         op = as_operand(a, name, len(shape), str(shape))
         if writable and op.strided:
             raise ConvError(f"{name} must be dense in {layout} order; it is a strided view")
-        op = op.dense()
-        keep[name] = op  # a contiguous copy of a strided NumPy view lives until the launch returns
-        if op.shape != tuple(shape) or op.dtype != dtype or (op.layout != layout and not layouts_coincide(op.shape)):
+        # A strided view's layout is known only once copied: its shape, dtype and place are checked first.
+        if op.shape != tuple(shape) or op.dtype != dtype or \
+                (not op.strided and op.layout != layout and not layouts_coincide(op.shape)):
             raise ConvError(f"{name} must be {tuple(shape)} {dtype} {layout}, got {op.shape} {op.dtype} {op.layout}")
         want = self.device if self.on_device else -1
         if op.device != want:
@@ -527,6 +593,10 @@ class Conv2dPlan:
                             f"plan runs on {'the host' if want < 0 else f'device {want}'}")
         if writable and op.readonly:
             raise ConvError(f"{name} is read-only")
+        if op.strided:
+            require_host(op.nbytes, f"a dense copy of {name}")
+            op = op.dense(layout)
+        keep[name] = op  # a contiguous copy of a strided NumPy view lives until the launch returns
         return op.ptr
 
     def launch(self, x, w, y, stream=None, bias=None) -> None:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
-from . import _dlpack
-from ._lib import check, ffi, lib
+from . import _args, _dlpack
+from ._lib import ConvError, check, ffi, lib, release_on_collect
 from ._streams import handle_of
 
 
@@ -19,6 +18,7 @@ def device_count() -> int:
 
 
 def device_name(device: int = 0) -> str:
+    device = _args.device_index(device)
     buf = ffi().new("char[256]")
     check(lib().conv_device_name(device, buf, 256))
     return ffi().string(buf).decode()
@@ -38,9 +38,10 @@ def synchronize(device: int | None = None) -> None:
     if device is None:
         check(l.conv_device_synchronize())
         return
+    device = _args.device_index(device)
     previous = f.new("int*")
     check(l.conv_get_device(previous))
-    check(l.conv_set_device(int(device)))
+    check(l.conv_set_device(device))
     try:
         check(l.conv_device_synchronize())
     finally:
@@ -66,7 +67,7 @@ class Stream:
         ptr = ffi().new("void**")
         check(lib().conv_stream_create(ptr))
         self.handle = ptr[0]
-        self._finalizer = weakref.finalize(self, lib().conv_stream_destroy, self.handle)
+        release_on_collect(self, lib().conv_stream_destroy, self.handle)
 
     def synchronize(self) -> None:
         check(lib().conv_stream_synchronize(self.handle))
@@ -85,7 +86,7 @@ class Event:
         ptr = ffi().new("void**")
         check(lib().conv_event_create(ptr))
         self.handle = ptr[0]
-        self._finalizer = weakref.finalize(self, lib().conv_event_destroy, self.handle)
+        release_on_collect(self, lib().conv_event_destroy, self.handle)
 
     def record(self, stream=None) -> None:
         check(lib().conv_event_record(self.handle, stream_handle(stream)))
@@ -169,8 +170,12 @@ class DeviceArray:
     """
 
     def __init__(self, shape, dtype=np.float32, *, device: int | None = None, stream=None, layout: str = "NCHW"):
-        self.shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-        self.dtype = np.dtype(dtype)
+        self.shape = _args.shape(shape, "shape")
+        self.dtype = _args.numeric_dtype(dtype)
+        if layout not in ("NCHW", "NHWC") or (layout == "NHWC" and len(self.shape) != 4):
+            raise ConvError(f"layout must be 'NCHW', or 'NHWC' for a 4-D shape, got {layout!r} for {self.shape}")
+        if device is not None:
+            device = _args.device_index(device)
         self.layout = layout
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
@@ -189,7 +194,7 @@ class DeviceArray:
             # the time this array is, so its last use is marked with an event instead.
             owner = stream if isinstance(stream, Stream) else None
             self._last_use = None if owner is not None or self.stream in _LASTING_STREAMS else _LastUse(self.stream)
-        self._finalizer = weakref.finalize(self, _free_async, raw[0], self.stream, self.device, owner, self._last_use)
+        release_on_collect(self, _free_async, raw[0], self.stream, self.device, owner, self._last_use)
 
     def used_on(self, stream: int) -> None:
         """Marks work just queued on `stream` (its int handle) that uses this array: the memory is not
@@ -289,11 +294,12 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
 
     The memory is freed when the last view of the array goes away.
     """
-    dtype = np.dtype(dtype)
-    nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+    shape = _args.shape(shape, "shape")
+    dtype = _args.numeric_dtype(dtype)
+    nbytes = max(math.prod(shape) * dtype.itemsize, 1)
     raw = ffi().new("void**")
     check(lib().conv_malloc_host(raw, nbytes))
     address = raw[0]
     owner = ffi().gc(ffi().cast("char*", address), lambda _: lib().conv_free_host(address))
     return np.frombuffer(ffi().buffer(owner, nbytes), dtype=dtype,
-                         count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
+                         count=math.prod(shape)).reshape(shape)

@@ -8,8 +8,12 @@ results are keyed by GPU model, library build, CUDA driver and runtime, so that 
 tunes again."""
 from __future__ import annotations
 
-from . import api
-from ._lib import LibraryNotFoundError, check, ffi, lib, library_path
+import os
+
+import numpy as np
+
+from . import _args, api
+from ._lib import ConvError, LibraryNotFoundError, check, ffi, lib, library_path
 from ._problem import make_problem
 
 
@@ -19,9 +23,15 @@ def cache_path() -> str:
     return ffi().string(buf).decode()
 
 
-def set_cache_path(path: str | None) -> None:
+def set_cache_path(path: str | os.PathLike | None) -> None:
     """Use another cache file (None: $PYCONV_TUNE_CACHE, else ~/.cache/pyconv/tuning.txt)."""
-    check(lib().conv_tune_set_cache_path(path.encode() if path else ffi().NULL))
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str, a path or None, got {type(path).__name__}")
+        path = os.fsencode(path)
+        if not path or b"\x00" in path:
+            raise ConvError(f"path must be a file name without NUL characters, got {path!r}")
+    check(lib().conv_tune_set_cache_path(ffi().NULL if path is None else path))
 
 
 def clear() -> None:
@@ -44,13 +54,15 @@ def compact() -> tuple[int, int]:
 
 def set_budget_ms(ms: float) -> None:
     """Time budget for tuning one new shape (default 3000 ms)."""
+    if isinstance(ms, bool) or not isinstance(ms, (int, float, np.integer, np.floating)):
+        raise TypeError(f"ms must be a number, got {type(ms).__name__} {ms!r}")
     check(lib().conv_tune_set_budget_ms(float(ms)))
 
 
 def describe(x_shape, w_shape, stride=1, padding=0, dilation=1, precision: str = "exact", groups: int = 1) -> str:
     """What auto picks for a shape, tuning it first if new: 'variant[config] 0.512 ms (tuned)'.
     w_shape is (M, C/groups, KH, KW)."""
-    problem, _, _ = make_problem(tuple(x_shape), tuple(w_shape), stride=stride, padding=padding,
+    problem, _, _ = make_problem(_args.shape(x_shape, "x_shape", 4), _args.shape(w_shape, "w_shape", 4), stride=stride, padding=padding,
                                  dilation=dilation, groups=groups, precision=precision)
     buf = ffi().new("char[512]")
     check(lib().conv_tune_describe_problem(api.variant_id("auto", precision), problem, buf, 512))

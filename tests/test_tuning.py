@@ -44,8 +44,9 @@ def cache_file(tmp_path):
 
 
 def test_budget_must_be_non_negative():
-    with pytest.raises(pyconv.ConvError, match="budget must be >= 0"):
-        tuning.set_budget_ms(-1)
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(pyconv.ConvError, match="budget must be a finite number of ms >= 0"):
+            tuning.set_budget_ms(bad)
 
 
 @pytest.mark.skipif(not GPU_SKIP_REASON, reason="this machine has a GPU (see the GPU tests)")

@@ -1,6 +1,7 @@
 // device_runtime.cu — the device helpers of the C ABI (memory, copies, streams, events, device
 // facts) and the mapping of CUDA errors to conv statuses. Built only with CUDA; device_stub.c
 // stands in for it otherwise.
+#include <pthread.h>
 #include <stdio.h>
 
 #include <atomic>
@@ -27,16 +28,55 @@ int conv_cuda_status(cudaError_t err, const char* what) {
 
 static std::atomic<int> cuda_started{0};
 
-int conv_cuda_started(void) { return cuda_started.load(std::memory_order_relaxed); }
+// CUDA cannot run in a child forked after its parent initialised it: the child inherits the parent's
+// driver state but not its threads, and a CUDA call there fails or hangs. A fork handler, registered
+// when the library is loaded, marks a child forked after CUDA started here; the library then answers
+// "no usable GPU" in it without calling CUDA (auto on host arrays runs on the CPU, a GPU variant or a
+// GPU plan inherited from the parent is refused in words).
+static std::atomic<int> cuda_initialised{0};  // cudaGetDeviceCount answered here (it runs cuInit)
+static std::atomic<int> forked_after_cuda{0};
+
+static void mark_forked_child(void) {
+    if (cuda_initialised.load(std::memory_order_relaxed)) forked_after_cuda.store(1, std::memory_order_relaxed);
+}
+
+[[maybe_unused]] static const int fork_handler_registered = pthread_atfork(nullptr, nullptr, mark_forked_child);
+
+static int refuse_in_forked_child(void) {
+    return conv_set_error(CONV_ERR_NO_DEVICE,
+                          "this process was forked after its parent had initialised CUDA, and CUDA cannot run in "
+                          "such a child: start worker processes with multiprocessing's 'spawn' or 'forkserver' "
+                          "method (torch DataLoader: multiprocessing_context='spawn'), or use variant='cpu' on "
+                          "host arrays here");
+}
+
+// Releases in a forked child (a parent's pointer, stream or event inherited by a Python object that the
+// child collects): nothing of the child's to release, and CUDA must not be called there.
+#define CONV_RELEASE_NOTHING_IN_FORKED_CHILD() \
+    do { if (forked_after_cuda.load(std::memory_order_relaxed)) return CONV_OK; } while (0)
+#define CONV_REFUSE_IN_FORKED_CHILD() \
+    do { if (forked_after_cuda.load(std::memory_order_relaxed)) return refuse_in_forked_child(); } while (0)
+
+int conv_cuda_started(void) {
+    return cuda_started.load(std::memory_order_relaxed) && !forked_after_cuda.load(std::memory_order_relaxed);
+}
 
 int conv_cuda_ready(void) {
+    if (forked_after_cuda.load(std::memory_order_relaxed)) {
+        refuse_in_forked_child();
+        return 0;
+    }
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
         conv_set_error(CONV_ERR_NO_DEVICE,
                        "no usable CUDA device: %s (%s); is the NVIDIA driver installed and a GPU "
-                       "visible (CUDA_VISIBLE_DEVICES)?",
-                       cudaGetErrorName(err), cudaGetErrorString(err));
+                       "visible (CUDA_VISIBLE_DEVICES)?%s",
+                       cudaGetErrorName(err), cudaGetErrorString(err),
+                       err == cudaErrorInitializationError
+                           ? " Or was this process forked after another library (torch, cupy) initialised CUDA "
+                             "in its parent? Then start it with multiprocessing's 'spawn' method"
+                           : "");
         cudaGetLastError();
         return 0;
     }
@@ -44,6 +84,7 @@ int conv_cuda_ready(void) {
         conv_set_error(CONV_ERR_NO_DEVICE, "no CUDA device found (the driver reports 0 devices)");
         return 0;
     }
+    cuda_initialised.store(1, std::memory_order_relaxed);
     cuda_started.store(1, std::memory_order_relaxed);
     return 1;
 }
@@ -127,6 +168,7 @@ int conv_device_built_for(int device) {
 
 int conv_device_enter(int device, int* previous) {
     *previous = -1;
+    CONV_REFUSE_IN_FORKED_CHILD();  // a GPU plan the child inherited from its parent
     CONV_CUDA_CHECK(cudaGetDevice(previous));
     if (*previous != device) CONV_CUDA_CHECK(cudaSetDevice(device));
     return CONV_OK;
@@ -165,7 +207,9 @@ extern "C" {
 int conv_device_count(int* count) {
     CONV_REQUIRE(count);
     *count = 0;
+    if (forked_after_cuda.load(std::memory_order_relaxed)) return CONV_OK;  // none usable in this process
     cudaError_t err = cudaGetDeviceCount(count);
+    if (err == cudaSuccess) cuda_initialised.store(1, std::memory_order_relaxed);
     if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
         cudaGetLastError();
         *count = 0;
@@ -226,6 +270,7 @@ int conv_malloc(void** ptr, size_t bytes) {
 }
 
 int conv_free(void* ptr) {
+    CONV_RELEASE_NOTHING_IN_FORKED_CHILD();
     CONV_CUDA_CHECK(cudaFree(ptr));
     return CONV_OK;
 }
@@ -245,11 +290,13 @@ int conv_malloc_host(void** ptr, size_t bytes) {
 }
 
 int conv_free_host(void* ptr) {
+    CONV_RELEASE_NOTHING_IN_FORKED_CHILD();
     CONV_CUDA_CHECK(cudaFreeHost(ptr));
     return CONV_OK;
 }
 
 static int memcpy_kind(void* dst, const void* src, size_t bytes, void* stream, cudaMemcpyKind kind) {
+    CONV_REFUSE_IN_FORKED_CHILD();
     if (bytes == 0) return CONV_OK;
     CONV_REQUIRE(dst);
     CONV_REQUIRE(src);
@@ -270,6 +317,7 @@ int conv_memcpy_d2d(void* dst, const void* src, size_t bytes, void* stream) {
 }
 
 int conv_memset(void* ptr, int value, size_t bytes, void* stream) {
+    CONV_REFUSE_IN_FORKED_CHILD();
     if (bytes == 0) return CONV_OK;
     CONV_REQUIRE(ptr);
     CONV_CUDA_CHECK(cudaMemsetAsync(ptr, value, bytes, conv_stream(stream)));
@@ -286,6 +334,7 @@ int conv_stream_create(void** stream) {
 }
 
 int conv_stream_destroy(void* stream) {
+    CONV_RELEASE_NOTHING_IN_FORKED_CHILD();
     CONV_CUDA_CHECK(cudaStreamDestroy(conv_stream(stream)));
     return CONV_OK;
 }
@@ -349,12 +398,14 @@ int conv_malloc_async(void** ptr, size_t bytes, void* stream) {
 }
 
 int conv_free_async(void* ptr, void* stream) {
+    CONV_RELEASE_NOTHING_IN_FORKED_CHILD();
     CONV_REQUIRE_DEVICE();
     if (ptr) CONV_CUDA_CHECK(cudaFreeAsync(ptr, conv_stream(stream)));
     return CONV_OK;
 }
 
 int conv_pool_trim(void) {
+    CONV_RELEASE_NOTHING_IN_FORKED_CHILD();
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
         cudaGetLastError();
@@ -378,29 +429,34 @@ int conv_event_create(void** event) {
 }
 
 int conv_event_destroy(void* event) {
+    CONV_RELEASE_NOTHING_IN_FORKED_CHILD();
     CONV_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
     return CONV_OK;
 }
 
 int conv_event_record(void* event, void* stream) {
+    CONV_REFUSE_IN_FORKED_CHILD();
     CONV_REQUIRE(event);
     CONV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), conv_stream(stream)));
     return CONV_OK;
 }
 
 int conv_stream_wait_event(void* stream, void* event) {
+    CONV_REFUSE_IN_FORKED_CHILD();
     CONV_REQUIRE(event);
     CONV_CUDA_CHECK(cudaStreamWaitEvent(conv_stream(stream), static_cast<cudaEvent_t>(event), 0));
     return CONV_OK;
 }
 
 int conv_event_synchronize(void* event) {
+    CONV_REFUSE_IN_FORKED_CHILD();
     CONV_REQUIRE(event);
     CONV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
     return CONV_OK;
 }
 
 int conv_event_elapsed_ms(void* start, void* stop, float* ms) {
+    CONV_REFUSE_IN_FORKED_CHILD();
     CONV_REQUIRE(start);
     CONV_REQUIRE(stop);
     CONV_REQUIRE(ms);

@@ -7,16 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv_internal.h"
-
-struct conv_plan {
-    conv_problem problem;
-    const conv_variant_entry* entry;
-    int variant;
-    int config;
-    int device;            /* -1 for a host variant */
-    size_t workspace_bytes;
-};
+#include "plan.h"
 
 /* Resolves variant (CONV_AUTO, CONV_AUTO_FAST or concrete) and config for a validated problem on the
  * current device. config_name NULL: the tuned (auto) or default configuration. */
@@ -97,25 +88,34 @@ int conv2d_plan_create(int variant, const conv_problem* problem, const char* con
     if (!q.entry->info.on_device) q.device = -1;
     else if (q.device < 0)
         return conv_set_error(CONV_ERR_INTERNAL, "GPU variant '%s' chosen without a device", q.entry->info.name);
-    *plan = (conv_plan*)malloc(sizeof q);
-    if (!*plan) return conv_set_error(CONV_ERR_OUT_OF_MEMORY, "out of host memory for a plan (%zu bytes)", sizeof q);
-    **plan = q;
+    conv_plan* made = (conv_plan*)malloc(sizeof q);
+    if (!made) return conv_set_error(CONV_ERR_OUT_OF_MEMORY, "out of host memory for a plan (%zu bytes)", sizeof q);
+    memcpy(made, &q, sizeof q);
+    if ((status = conv_plan_handle_add(made)) != CONV_OK) {
+        free(made);
+        return status;
+    }
+    *plan = made;
     return CONV_OK;
 }
 
+/* NULL is a no-op (as free); a destroyed or foreign handle is refused, never freed. */
 int conv2d_plan_destroy(conv_plan* plan) {
-    free(plan);
-    return CONV_OK;
+    return plan ? conv_plan_handle_remove(plan) : CONV_OK;
 }
 
-int conv2d_plan_get_info(const conv_plan* plan, conv_plan_info* info) {
-    if (!plan || !info) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "plan or info is NULL");
+int conv2d_plan_get_info(const conv_plan* handle, conv_plan_info* info) {
+    if (!info) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "conv2d_plan_get_info: info is NULL");
+    conv_plan* plan = NULL;
+    const int status = conv_plan_handle_acquire(handle, "conv2d_plan_get_info", &plan);
+    if (status != CONV_OK) return status;
     info->variant = plan->variant;
     info->variant_name = plan->entry->info.name;
     info->config_name = plan->entry->impl->configs[plan->config].name;
     info->device = plan->device;
     info->on_device = plan->entry->info.on_device;
     info->workspace_bytes = plan->workspace_bytes;
+    conv_plan_handle_release(plan);
     return CONV_OK;
 }
 
@@ -153,8 +153,6 @@ static int check_operand(const conv_plan* plan, const char* name, const void* pt
 
 static int run_plan(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
                     void* workspace, size_t workspace_bytes, void* stream, int where_known) {
-    conv_clear_error();
-    if (!plan) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "plan is NULL");
     const conv_problem* p = &plan->problem;
     int status;
     if ((status = check_operand(plan, "x", x, where_known)) != CONV_OK ||
@@ -180,14 +178,27 @@ static int run_plan(const conv_plan* plan, const void* x, const void* w, const v
     return status;
 }
 
+/* run_plan on the live plan behind `handle`, which keeps it alive until the launch returns. */
+static int run_handle(const char* function, const conv_plan* handle, const void* x, const void* w,
+                      const void* bias, void* y, void* workspace, size_t workspace_bytes, void* stream,
+                      int where_known) {
+    conv_clear_error();
+    conv_plan* plan = NULL;
+    int status = conv_plan_handle_acquire(handle, function, &plan);
+    if (status != CONV_OK) return status;
+    status = run_plan(plan, x, w, bias, y, workspace, workspace_bytes, stream, where_known);
+    conv_plan_handle_release(plan);
+    return status;
+}
+
 int conv2d_plan_run(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
                     void* workspace, size_t workspace_bytes, void* stream) {
-    return run_plan(plan, x, w, bias, y, workspace, workspace_bytes, stream, 0);
+    return run_handle("conv2d_plan_run", plan, x, w, bias, y, workspace, workspace_bytes, stream, 0);
 }
 
 int conv2d_plan_launch(const conv_plan* plan, const void* x, const void* w, const void* bias, void* y,
                        void* workspace, size_t workspace_bytes, void* stream) {
-    return run_plan(plan, x, w, bias, y, workspace, workspace_bytes, stream, 1);
+    return run_handle("conv2d_plan_launch", plan, x, w, bias, y, workspace, workspace_bytes, stream, 1);
 }
 
 /* The device of a one-shot call: where x lives (-1: host, or no GPU usable). */

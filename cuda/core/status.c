@@ -6,11 +6,23 @@
 
 static _Thread_local char last_error[1024];
 
+/* A message cut at the buffer's end may end inside a UTF-8 character (a long non-ASCII name quoted in
+ * it): the partial character is dropped, so the message stays valid UTF-8. */
+static void drop_cut_character(char* text, size_t length) {
+    size_t lead = length;
+    while (lead > 0 && ((unsigned char)text[lead - 1] & 0xC0) == 0x80) lead--;  /* continuation bytes */
+    if (lead == 0) return;
+    const unsigned char c = (unsigned char)text[lead - 1];
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (length - (lead - 1) < need) text[lead - 1] = '\0';
+}
+
 int conv_set_error(int status, const char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, args);
+    const int n = vsnprintf(last_error, sizeof last_error, fmt, args);
     va_end(args);
+    if (n >= (int)sizeof last_error) drop_cut_character(last_error, sizeof last_error - 1);
     return status;
 }
 

@@ -23,9 +23,32 @@
 
 #ifdef _OPENMP
 #include <omp.h>
+#include <pthread.h>
 #else
-static int omp_get_max_threads(void) { return 1; }
 static int omp_get_thread_num(void) { return 0; }
+#endif
+
+/* Threads for the parallel loops below: OpenMP's, or 1 in a child forked after this process ran one.
+ * libgomp keeps the team of a parallel region parked for the next; a forked child inherits that state
+ * but not the threads, and its next parallel region with more than one thread waits for them forever
+ * (os.fork, multiprocessing's 'fork' pools). A region of one thread never touches the parked team, so
+ * such a child runs the loops serially, with the same results. */
+#ifdef _OPENMP
+static volatile int forked_after_parallel;
+static volatile int ran_parallel;
+static void mark_forked_child(void) { forked_after_parallel = ran_parallel; }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, mark_forked_child); }
+
+static int cpu_threads(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, watch_forks);
+    if (forked_after_parallel) return 1;
+    const int threads = omp_get_max_threads();
+    if (threads > 1) ran_parallel = 1;
+    return threads;
+}
+#else
+static int cpu_threads(void) { return 1; }
 #endif
 
 /* conv_map is kept out of line: inlined into the OpenMP loop, whose own variables crowd the
@@ -118,10 +141,11 @@ static void widen_row(const void* src, int dtype, int64_t start, int64_t step, i
 /* ---- operands as f32 NCHW / MCKK ---- */
 
 /* Images b0 .. b0+n-1 of x as f32 NCHW, (n, C, H, W). */
-static void widen_images(const conv_problem* p, const void* x, int64_t b0, int64_t n, float* out) {
+static void widen_images(const conv_problem* p, const void* x, int64_t b0, int64_t n, float* out, int threads) {
+    (void)threads;  /* read by the pragma only: unused in a build without OpenMP */
     const int64_t C = p->C, H = p->H, W = p->W;
     const int nhwc = p->x_layout == CONV_NHWC;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
     for (int64_t i = 0; i < n; ++i)
         for (int64_t c = 0; c < C; ++c)
             for (int64_t h = 0; h < H; ++h) {
@@ -132,10 +156,11 @@ static void widen_images(const conv_problem* p, const void* x, int64_t b0, int64
 }
 
 /* The filter bank as f32 MCKK, (M, C/groups, KH, KW). */
-static void widen_filters(const conv_problem* p, const void* w, float* out) {
+static void widen_filters(const conv_problem* p, const void* w, float* out, int threads) {
+    (void)threads;  /* read by the pragma only: unused in a build without OpenMP */
     const int64_t M = p->M, Cg = p->C / p->groups, KH = p->KH, KW = p->KW;
     const int mkkc = p->w_layout == CONV_MKKC;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
     for (int64_t m = 0; m < M; ++m)
         for (int64_t c = 0; c < Cg; ++c)
             for (int64_t kh = 0; kh < KH; ++kh) {
@@ -240,6 +265,7 @@ static int out_of_memory(size_t bytes, const char* what) {
 
 static int cpu_launch(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_bytes, void* stream) {
     (void)ws; (void)ws_bytes; (void)stream;
+    const int threads = cpu_threads();
     const int64_t B = p->B, C = p->C, M = p->M, Cg = C / p->groups, maps_per_group = M / p->groups;
     const int64_t image = conv_x_image(p), plane_size = conv_out_h(p) * conv_out_w(p);
     const int64_t filter_size = Cg * p->KH * p->KW;
@@ -252,7 +278,7 @@ static int cpu_launch(const conv_problem* p, const conv_tensors* t, void* ws, si
     const int64_t slab = x_as_is ? B : (CPU_SLAB_FLOATS / image > 1 ? CPU_SLAB_FLOATS / image : 1);
     const size_t x_bytes = x_as_is ? 0 : (size_t)((slab < B ? slab : B) * image) * sizeof(float);
     const size_t w_bytes = w_as_is ? 0 : (size_t)(M * filter_size) * sizeof(float);
-    const size_t planes_bytes = y_as_plane ? 0 : (size_t)omp_get_max_threads() * (size_t)plane_size * sizeof(float);
+    const size_t planes_bytes = y_as_plane ? 0 : (size_t)threads * (size_t)plane_size * sizeof(float);
 
     float* x_f32 = x_bytes ? (float*)malloc(x_bytes) : NULL;
     float* w_f32 = w_bytes ? (float*)malloc(w_bytes) : NULL;
@@ -267,12 +293,12 @@ static int cpu_launch(const conv_problem* p, const conv_tensors* t, void* ws, si
     }
 
     const float* w = w_as_is ? (const float*)t->w : w_f32;
-    if (!w_as_is) widen_filters(p, t->w, w_f32);
+    if (!w_as_is) widen_filters(p, t->w, w_f32, threads);
     for (int64_t b0 = 0; b0 < B; b0 += slab) {
         const int64_t n = B - b0 < slab ? B - b0 : slab;
         const float* x = x_as_is ? (const float*)t->x + b0 * image : x_f32;
-        if (!x_as_is) widen_images(p, t->x, b0, n, x_f32);
-#pragma omp parallel for collapse(2) schedule(static)
+        if (!x_as_is) widen_images(p, t->x, b0, n, x_f32, threads);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
         for (int64_t i = 0; i < n; ++i) {
             for (int64_t m = 0; m < M; ++m) {
                 const int64_t b = b0 + i, group = m / maps_per_group;

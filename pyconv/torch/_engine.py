@@ -13,6 +13,7 @@ every decision is kept for decisions().
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -79,6 +80,17 @@ _empty = torch.empty
 _U8 = torch.uint8
 _CL = torch.channels_last
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _forget_after_fork() -> None:
+    """A forked child starts without the parent's entries: their plans may be GPU plans it cannot run
+    (pyconv.api forgets its plans too), and a lock a parent thread held stays held."""
+    global _lock
+    _lock = threading.Lock()
+    _entries.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _dense(t):

@@ -5,6 +5,7 @@ FallbackWarning and counted per call in fallback_counts(); with fallback=False i
 """
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections import Counter
@@ -25,6 +26,14 @@ class FallbackWarning(UserWarning):
 _counts: Counter = Counter()
 _warned: set = set()
 _lock = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()  # one a parent thread held at the fork would stay held in the child
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def torch_conv(x, w, b, spec):
