@@ -13,7 +13,7 @@
 # triage step's test files, default all), COMPARE (the cuDNN comparisons, default "exact fast half"),
 # BENCH_BATCH (batch sizes of the groups and cnn5 comparisons, default the suites'), BENCH_VARIANTS (e.g. "direct,implicit_gemm,wmma": passed to --variants), CNN5_VARIANTS (the
 # same for the cnn5 suite only), TOTAL_SECONDS,
-# STEPS (which steps run; default all but "triage" and "config-sweep": "tests sanitize lenet lenet-e2e
+# BASE_TREE (per-call's table again with an older pyconv/ from that folder of the checkout), STEPS (which steps run; default all but "triage" and "config-sweep": "tests sanitize lenet lenet-e2e
 # lenet-process per-call torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark";
 # "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
@@ -120,6 +120,14 @@ fi
 # 3c. Per-call wall time against torch.nn.functional.conv2d at batch 1 (host cost of a call).
 step per-call python3 "$repo/bench/per_call.py" --breakdown --json "$res/per-call.json"
 want per-call && cp "$out/logs/per-call.log" "$res/per-call.txt"
+# BASE_TREE (a folder of the checkout holding an older pyconv/, e.g. from `git archive`): the same table with
+# that pyconv on the same library, in the same session: the host cost a change of the Python layer adds.
+if [ -n "${BASE_TREE:-}" ] && want per-call; then
+    steps="$steps per-call-base"
+    step per-call-base env PYTHONPATH="$repo/$BASE_TREE${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 "$repo/bench/per_call.py" --breakdown
+    cp "$out/logs/per-call-base.log" "$res/per-call-base.txt"
+fi
 
 # 3d. The main job: LeNet-5 on the 10,000 Fashion-MNIST test images, every variant (LENET_DATA: a
 # directory with the idx files, where the Debian package is not installed).

@@ -1,15 +1,24 @@
 """`python -m pyconv [command]`: the library's facts and a sample convolution (default), build
-flags for C/C++ (--includes, --libdir, --ldflags), and the subcommands in COMMANDS."""
+flags for C/C++ (--includes, --libdir, --ldflags), and the subcommands in COMMANDS.
+
+Exit status: 0 done, 1 a runtime failure (the library or GPU failed, out of memory, results not
+written), 2 a usage or input error (bad argument, output path or data file: nothing was run), 130
+interrupted (Ctrl-C). Every error is one line `python -m pyconv <command>: error: ...` on stderr;
+an exception of any other type is a bug of pyconv and keeps its traceback."""
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from . import _lib
+from .lenet.data import DataError
 
 # name -> (module with add_arguments(parser) and run(args) -> exit code, one-line help)
 COMMANDS = {
@@ -20,8 +29,68 @@ COMMANDS = {
 }
 
 
+SAMPLE_MAX_BATCH = 10000  # the sample peaks at about 0.33 MB per image: 3.3 GB for 10,000 (measured)
+USAGE, FAILURE, INTERRUPTED = 2, 1, 130
+
+
+class UsageError(Exception):
+    """A bad argument or input found after parsing; the message says which and what is allowed."""
+
+
+# argparse `type=` functions: a bad value is a usage error ("argument --x: ...", exit 2) before any work.
+
+def int_range(low: int = 1, high: int | None = None):
+    """An integer in [low, high]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            bound = f"from {low:,} to {high:,}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be a whole number {bound}, got {text!r}")
+        return value
+    return parse
+
+
+def duration(text: str) -> float:
+    """A finite number >= 0 (a time budget or limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def output_path(text: str) -> str:
+    """A file the command can write at the end of its run, checked now so that a run's results are never
+    lost to a bad path. The writers create missing directories and replace the file by a rename, so
+    what must hold is: the path is no directory or device, and the nearest existing directory on the way
+    takes a new file (tried with an unnamed temporary file: nothing is left behind, and it answers for
+    root, read-only file systems and /proc alike, where os.access does not)."""
+    path = Path(text)
+    try:
+        if path.exists() and not path.is_file():
+            raise argparse.ArgumentTypeError(f"{text}: is {'a directory' if path.is_dir() else 'not a regular file'}")
+        parent = path.absolute().parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            raise argparse.ArgumentTypeError(f"{text}: {parent} is not a directory")
+        try:
+            tempfile.TemporaryFile(dir=parent).close()
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"{text}: cannot create a file in {parent}: {exc.strerror}") from None
+    except OSError as exc:  # a directory on the way that cannot be searched
+        raise argparse.ArgumentTypeError(f"{text}: {exc.strerror}") from None
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batch", type=int, default=64, help="images in the sample (default 64)")
+    parser.add_argument("--batch", type=int_range(1, SAMPLE_MAX_BATCH), default=64,
+                        help=f"images in the sample (default 64, at most {SAMPLE_MAX_BATCH:,})")
 
 
 def run(args) -> int:
@@ -41,9 +110,6 @@ def run(args) -> int:
         kind = "exact" if v.exact else f"<= {v.max_rel_error:g}"
         print(f"  {v.name:16s} {'gpu' if v.on_device else 'cpu':3s} {kind:9s} {state}")
         print(f"  {'':16s} {v.idea}")
-    if args.batch < 1:
-        print("error: --batch must be >= 1", file=sys.stderr)
-        return 2
     # The sample: LeNet-5's first layer (1 -> 4 maps, 7x7) on random 86x86 images.
     rng = np.random.default_rng()
     x = rng.uniform(-1, 1, (args.batch, 1, 86, 86)).astype(np.float32)
@@ -74,7 +140,26 @@ def _build_flags(args) -> bool:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyconv", description=__doc__)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # The command for messages from before parsing is done (a type= check may load the library).
+    prog = "python -m pyconv " + next((a for a in argv if a in COMMANDS), "info")
+    try:
+        return _main(argv)
+    except SystemExit as exc:  # argparse has printed a usage error (2) or the help (0)
+        return exc.code
+    except KeyboardInterrupt:
+        return INTERRUPTED  # the user stopped it: no traceback (bench has saved its files so far)
+    except (UsageError, DataError, _lib.ConvError, _lib.LibraryNotFoundError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return USAGE
+    except (_lib.ConvRuntimeError, MemoryError, OSError) as exc:  # OSError: results not written (disk full)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return FAILURE
+
+
+def _main(argv: list) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyconv", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--includes", action="store_true", help="print -I<dir> of conv.h, conv_ops.h and conv_bench.h")
     parser.add_argument("--libdir", action="store_true", help="print the directory of libconv.so")
     parser.add_argument("--ldflags", action="store_true", help="print the linker flags for libconv")
@@ -88,9 +173,5 @@ def main(argv=None) -> int:
     if _build_flags(args):
         return 0
     if args.command is None:
-        args = parser.parse_args(["info"] + list(argv if argv is not None else sys.argv[1:]))
-    try:
-        return modules[args.command].run(args)
-    except (_lib.ConvError, _lib.ConvRuntimeError, _lib.LibraryNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        args = parser.parse_args(["info"] + argv)
+    return modules[args.command].run(args)

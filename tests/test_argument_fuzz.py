@@ -8,6 +8,7 @@ kind, generated from one table. What each refusal case checks:
     without being copied).
 Valid but unusual inputs (layouts that coincide, lists, NumPy integer scalars, ...) are the "must work"
 group at the end, checked against the float64 oracle. Runs on the cpu variant and auto (the CPU here)."""
+import functools
 import os
 import pathlib
 import re
@@ -167,8 +168,10 @@ def cases():
     add("Conv2dPlan", "dtype", "dtype", {**names("float32"), "float64": "float64", "None": None})
     add("Conv2dPlan", "layout", "layout", {**names("NCHW"), "None": None})
     add("Conv2dPlan", "w_layout", "w_layout", {**names("MCKK"), "None": None})
-    # Conv2dPlan.launch: by default x, w, a fresh y and a bias, on a plan made with bias=True
+    # Conv2dPlan.launch: by default x, w, a fresh y and a bias, on a plan made with bias=True. Host arrays
+    # on a cpu plan only: an auto plan on a GPU machine takes device arrays (tests/test_errors.py covers it)
     L = "Conv2dPlan.launch"
+    add = functools.partial(add, variants=("cpu",))
     add(L, "x", r"\bx\b", {"None": None, "str": "abc", "float": 1.5, "float64": X.astype(np.float64), "3-D": X[0],
                            "wrong shape": rand(2, 3, 8, 9), "NHWC (plan NCHW)": nhwc(2, 3, 8, 8),
                            "float16": X.astype(np.float16)})
@@ -299,7 +302,7 @@ def test_raw_pointer_out_of_range_is_refused(case):
             "else:\n    print('accepted')\n")
     root = pathlib.Path(__file__).resolve().parent.parent
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(root)})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])})
     assert r.returncode == 0, f"exit {r.returncode}: {r.stderr[-1500:]}"
     assert r.stdout.startswith("refused:") and re.search(rf"\b{arg}\b", r.stdout.split(":", 1)[1]), r.stdout
 
@@ -359,8 +362,9 @@ MUST_WORK = {  # id: (entry, arguments); the coinciding layouts first (M = 1, 1x
 PLAN_ARGS = ("stride", "padding", "dilation", "groups", "epilogue", "layout", "w_layout")
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("case", MUST_WORK)
+# Plans take host arrays on the cpu variant (an auto plan on a GPU machine takes device arrays).
+@pytest.mark.parametrize("case, variant", [(case, v) for case, (entry, _) in MUST_WORK.items()
+                                           for v in (("cpu",) if entry == PLAN else VARIANTS)])
 def test_valid_unusual_input_works(case, variant):
     entry, kw = MUST_WORK[case]
     if entry == PLAN:

@@ -355,12 +355,12 @@ def test_bench_cli_keeps_to_its_time_budget(tmp_path):
 
 def test_bench_cli_refuses_an_unknown_comparison(tmp_path):
     result = bench_cli(tmp_path, "--suite", "lenet", "--compare", "exact", "tf33", "--variants", "cpu")
-    assert result.returncode == 1 and "--compare takes" in result.stderr
+    assert result.returncode == 2 and "--compare takes" in result.stderr
 
 
 def test_bench_cli_names_an_unknown_variant(tmp_path):
     result = bench_cli(tmp_path, "--suite", "lenet", "--batch", "1", "--variants", "cpu", "nonesuch")
-    assert result.returncode == 1 and "unknown variant(s) nonesuch" in result.stderr
+    assert result.returncode == 2 and "unknown variant(s) nonesuch" in result.stderr
 
 
 def test_gpu_entry_points_say_why_without_a_gpu():

@@ -297,9 +297,9 @@ def test_bad_out_dtype(out_dtype):
 
 
 def test_bad_plan_arguments():
-    refused(r"x shape must be an int, got 8\.0", pyconv.Conv2dPlan, (1, 1, 8.0, 8), (1, 1, 3, 3))
-    refused(r"w shape must be an int", pyconv.Conv2dPlan, (1, 1, 8, 8), (1, 1, "3", 3))
-    refused(r"x must be \(B, C, H, W\) and w \(M, C/groups, KH, KW\)", pyconv.Conv2dPlan, (1, 8, 8), (1, 1, 3, 3))
+    refused(r"x_shape must be an int, got float 8\.0", pyconv.Conv2dPlan, (1, 1, 8.0, 8), (1, 1, 3, 3), error=TypeError)
+    refused(r"w_shape must be an int", pyconv.Conv2dPlan, (1, 1, 8, 8), (1, 1, "3", 3), error=TypeError)
+    refused(r"x_shape must have 4 entries", pyconv.Conv2dPlan, (1, 8, 8), (1, 1, 3, 3))
     refused(r"layout must be NCHW or NHWC", pyconv.Conv2dPlan, X.shape, W.shape, layout="nchw")
     refused(r"w_layout MCKK or MKKC", pyconv.Conv2dPlan, X.shape, W.shape, w_layout="NCHW")
     refused(r"x dtype must be one of", pyconv.Conv2dPlan, X.shape, W.shape, dtype="float64")

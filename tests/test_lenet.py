@@ -257,11 +257,11 @@ def test_command_all_variants_table(tmp_path, capsys, test_set):
 
 @pytest.mark.parametrize("argv, message", [
     (["--variant", "no_such_variant"], "unknown variant 'no_such_variant'"),
-    (["--batch", "0"], "--batch must be at least 1"),
+    (["--batch", "0"], "argument --batch: must be a whole number >= 1"),
     (["--batch", "7"], "--batch 7 is more than the 6 images"),
-    (["--streams", "0"], "--streams must be at least 1"),
-    (["--images", "0"], "--images must be at least 1"),
-    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--streams", "0"], "argument --streams: must be a whole number >= 1"),
+    (["--images", "0"], "argument --images: must be a whole number >= 1"),
+    (["--repeats", "0"], "argument --repeats: must be a whole number >= 1"),
 ])
 def test_bad_arguments_are_named(tmp_path, capsys, argv, message):
     make_data_dir(tmp_path)

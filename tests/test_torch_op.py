@@ -151,6 +151,21 @@ def test_conv2d_channels_last_and_parameters(gen, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("x_shape, w_shape", [((2, 3, 9, 9), (1, 3, 3, 3)),     # one map: y in both layouts
+                                              ((2, 3, 3, 3), (4, 3, 3, 3)),     # a 1x1 result plane
+                                              ((2, 1, 9, 9), (4, 1, 3, 3))])    # one channel: x in both layouts
+def test_layouts_that_coincide(gen, device, x_shape, w_shape):
+    """Channels-last tensors whose memory is also NCHW (C = 1, M = 1, 1x1 planes) run on our kernels,
+    right, in the memory format PyTorch's conv gives."""
+    x = rand(gen, *x_shape, device=device).to(memory_format=torch.channels_last)
+    w = rand(gen, *w_shape, device=device)
+    y = pct.conv2d(x, w, fallback=False)
+    expected = F.conv2d(x, w)
+    assert max_rel(y, expected) <= 1e-5 and y.shape == expected.shape
+    assert pct.decisions()[-1]["engine"] == "pyconv"
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kwargs", [dict(kernel_size=5, stride=2, padding=2), dict(kernel_size=4, padding="same"),
                                     dict(kernel_size=3, dilation=2, groups=2, padding=1, padding_mode="reflect")])
 def test_conv1d_module_matches_nn(gen, device, kwargs):

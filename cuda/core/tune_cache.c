@@ -18,9 +18,12 @@
  * which makes the threads of one process wait for each other the same way. table_mutex guards the
  * in-memory table and the path, and is never held while tuning, which takes seconds. */
 #define _GNU_SOURCE /* F_OFD_SETLKW, st_mtim */
+#include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,12 +240,38 @@ static int replace_file(const char* file, const entry* entries, int count) {
     return CONV_OK;
 }
 
+/* Removes the temporaries of replace_file (<file>.tmp.<pid>) that a writer killed mid-write left
+ * behind: a library cannot catch the kill (signal handlers are the application's), so the next writer
+ * sweeps. Only names of exactly that form go, and only where no process <pid> lives (kill(pid, 0)
+ * fails with ESRCH). The caller holds the exclusive file lock, so no writer sharing it is at work;
+ * the pid check covers writers that could not take the lock. */
+static void remove_stale_temps(const char* file) {
+    char dir[PATH_BYTES], prefix[PATH_BYTES + 8];
+    snprintf(dir, sizeof dir, "%s", file);
+    char* slash = strrchr(dir, '/');
+    snprintf(prefix, sizeof prefix, "%s.tmp.", slash ? slash + 1 : dir);
+    if (slash) slash[slash == dir] = '\0';  /* "/a/b" -> "/a", "/b" -> "/" */
+    DIR* d = opendir(slash ? dir : ".");
+    if (!d) return;
+    const size_t n = strlen(prefix);
+    for (struct dirent* e; (e = readdir(d));) {
+        const char* digits = e->d_name + n;
+        if (strncmp(e->d_name, prefix, n) != 0 || !*digits || digits[strspn(digits, "0123456789")]) continue;
+        errno = 0;
+        const long pid = strtol(digits, NULL, 10);
+        if (errno || pid <= 0 || pid != (pid_t)pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 /* Appends an entry to the file, or replaces a file without this version's header by one with the
  * header and the entry. Failures are silent: a read-only cache location only costs re-tuning. The
  * caller holds the mutex. */
 static void store(const entry* e) {
     make_parent_dirs(cache_path());
     const int held = take_lock(cache_path(), F_WRLCK, FILE_LOCK_BYTE);
+    remove_stale_temps(cache_path());
     if (file_is_versioned(cache_path())) {
         FILE* f = fopen(cache_path(), "a");
         if (f) {
@@ -340,6 +369,7 @@ int conv_tune_compact(int* lines_kept, int* lines_dropped) {
     int lines = 0, status = CONV_OK;
     pthread_mutex_lock(&table_mutex);
     const int held = take_lock(cache_path(), F_WRLCK, FILE_LOCK_BYTE);
+    remove_stale_temps(cache_path());
     FILE* f = fopen(cache_path(), "r");
     if (f) {
         lines = read_entries(f, &kept);
@@ -360,12 +390,17 @@ int conv_tune_compact(int* lines_kept, int* lines_dropped) {
 double conv_tune_budget_ms(void) { return budget_ms; }
 
 int conv_tune_set_budget_ms(double ms) {
-    if (!(ms >= 0.0)) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "budget must be >= 0 ms, got %g", ms);
+    if (!(ms >= 0.0) || isinf(ms))
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "budget must be a finite number of ms >= 0, got %g", ms);
     budget_ms = ms;
     return CONV_OK;
 }
 
 int conv_tune_set_cache_path(const char* new_path) {
+    /* Room for the temporary file's ".tmp.<pid>" too; a longer path is refused, not cut. */
+    if (new_path && strlen(new_path) + 32 > PATH_BYTES)
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "cache path of %zu bytes: at most %d", strlen(new_path),
+                              PATH_BYTES - 32);
     pthread_mutex_lock(&table_mutex);
     snprintf(path, sizeof path, "%s", new_path ? new_path : "");
     memory.count = 0;

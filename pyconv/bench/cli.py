@@ -17,6 +17,7 @@ import sys
 import time
 
 from .. import _lib, api, device, tuning
+from ..cli import duration, int_range, output_path
 from . import comparisons, report, roofline, runner, shapes, summary, timing
 from .ceilings import measure_cpu, measure_gpu
 from .cudnn import Cudnn, load_torch
@@ -41,18 +42,21 @@ def add_arguments(parser) -> None:
     parser.add_argument("--variants", nargs="+", metavar="NAME",
                         help="variants to time (spaces or commas); default: auto with --compare, else every "
                              "GPU variant plus auto and auto_fast, or only cpu without a GPU")
-    parser.add_argument("--batch", nargs="+", metavar="B", help="batch sizes, replacing the suite's")
-    parser.add_argument("--json", metavar="PATH", help="write the rows and the run's facts as JSON")
-    parser.add_argument("--csv", metavar="PATH", help="write the rows as CSV")
-    parser.add_argument("--markdown", metavar="PATH", help="write the summary and every row as markdown tables")
-    parser.add_argument("--plot", metavar="PATH", help="draw time per variant per shape against cuDNN and "
-                                                       "the floor (needs matplotlib: pyconv[plot])")
-    parser.add_argument("--budget-ms", type=float, default=timing.DEFAULT_BUDGET_MS,
+    parser.add_argument("--batch", nargs="+", metavar="B", type=_batch_list,
+                        help="batch sizes (spaces or commas), replacing the suite's")
+    parser.add_argument("--json", metavar="PATH", type=output_path, help="write the rows and the run's facts as JSON")
+    parser.add_argument("--csv", metavar="PATH", type=output_path, help="write the rows as CSV")
+    parser.add_argument("--markdown", metavar="PATH", type=output_path,
+                        help="write the summary and every row as markdown tables")
+    parser.add_argument("--plot", metavar="PATH", type=output_path,
+                        help="draw time per variant per shape against cuDNN and the floor (needs matplotlib: "
+                             "pyconv[plot])")
+    parser.add_argument("--budget-ms", type=duration, default=timing.DEFAULT_BUDGET_MS,
                         help=f"timed rounds per case fill about this many ms (default {timing.DEFAULT_BUDGET_MS:g}); "
                              f"a case slower than that keeps its {timing.PROBE_REPS}-round probe")
-    parser.add_argument("--tune-budget-ms", type=float,
+    parser.add_argument("--tune-budget-ms", type=duration,
                         help="auto's tuning budget per new problem (default: the library's, 3000 ms)")
-    parser.add_argument("--max-seconds", type=float,
+    parser.add_argument("--max-seconds", type=duration,
                         help="start no new shape after this many seconds; the rest are listed as not run (with "
                              "a limit, each layer runs at all its batches before the next)")
     parser.add_argument("--no-cudnn", action="store_true", help="do not time cuDNN even if PyTorch is there")
@@ -65,14 +69,9 @@ def _split(values) -> list:
     return [item for value in values or () for item in value.replace(",", " ").split()]
 
 
-def _batches(values) -> list:
-    try:
-        batches = [int(b) for b in _split(values)]
-    except ValueError:
-        raise _lib.ConvError(f"--batch wants integers, got {' '.join(values)}") from None
-    if any(b < 1 for b in batches):
-        raise _lib.ConvError(f"--batch values must be >= 1, got {batches}")
-    return batches
+def _batch_list(text: str) -> list:
+    """One --batch value: batch sizes >= 1, commas allowed ("1,32")."""
+    return [int_range(1)(b) for b in _split([text])]
 
 
 def _variants(values, infos, have_gpu: bool, compare: bool) -> list:
@@ -98,7 +97,7 @@ def run(args) -> int:
         print(f"no usable GPU ({reason}): timing the cpu variant only")
     compared = comparisons.parse(_split(args.compare)) if args.compare else [comparisons.VARIANTS]
     variants = _variants(args.variants, infos, have_gpu, bool(args.compare))
-    suite = shapes.load_suite(args.suite, _batches(args.batch))
+    suite = shapes.load_suite(args.suite, [b for batches in args.batch or () for b in batches])
     if args.max_seconds is not None:
         suite = shapes.by_layer(suite)
     overrides = roofline.parse_overrides(args.unit)

@@ -9,11 +9,17 @@ from pathlib import Path
 
 
 def atomic_write(path, text: str) -> None:
+    """Writes `text` to a temporary file of this process beside `path`, then renames it over `path`; a
+    failed write removes its temporary file (two processes writing one path never share one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def csv_text(dicts, columns) -> str:

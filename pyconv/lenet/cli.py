@@ -8,8 +8,9 @@ On a GPU: one upload, every layer on the device, one download (device_net.py), a
 the end-to-end time, PyTorch + cuDNN on the same images when torch is importable, and with --images
 more than one batch the images streamed over several streams (and GPUs: --devices all). Without a GPU
 the same network on the host with the `cpu` variant. Results go to stdout, progress to stderr. Bad
-input (unknown variant, sizes out of range, missing or corrupt data) exits non-zero with a message;
-errors of the library itself are reported by pyconv.cli.main.
+arguments (sizes out of range, GPUs this machine lacks, an unwritable --json) are refused while
+parsing, before any work; bad input found later (unknown variant, missing or corrupt data) raises
+UsageError or data.DataError; pyconv.cli.main reports both, and the library's errors, in one line.
 """
 from __future__ import annotations
 
@@ -22,23 +23,51 @@ import zipfile
 import numpy as np
 
 from .. import _lib, api, device
+from ..cli import UsageError, int_range, output_path
 from . import data, model, network
 from .progress import Progress
 
-USAGE_ERROR, DATA_ERROR, CHECK_FAILED = 2, 1, 1
+CHECK_FAILED = 1
 DEFAULT_BATCH = 10000
 DEFAULT_STREAMS = 4
 DEFAULT_REPEATS = 5
+# Host memory per image of a run: the uint8 image (repeated to --images), its page-locked copy, and its
+# class and 10 probabilities.
+IMAGE_HOST_BYTES = 2 * data.IMAGE_SIZE ** 2 + 4 + 4 * network.CLASSES
 
 
-class UsageError(Exception):
-    """A bad argument: the message says which and what is allowed."""
+def _image_count(text: str) -> int:
+    """--images: at least 1, and no more than this machine's memory holds (more is repeated data, so
+    the bound is memory, not the data set)."""
+    images = int_range(1)(text)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if images * IMAGE_HOST_BYTES > memory:
+        raise argparse.ArgumentTypeError(
+            f"{images:,} images need {images * IMAGE_HOST_BYTES / 1e9:,.0f} GB of host memory ({IMAGE_HOST_BYTES} "
+            f"bytes each: the image, a page-locked copy, the results); this machine has {memory / 1e9:.1f} GB, "
+            f"enough for {memory // IMAGE_HOST_BYTES:,}")
+    return images
+
+
+def _device_list(text: str) -> list[int]:
+    """--devices: all, or GPU indices this machine has, each once."""
+    count = device.device_count()
+    if text == "all":
+        return list(range(count))
+    try:
+        devices = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be all or GPU indices like 0,1, got {text!r}") from None
+    if any(not 0 <= d < count for d in devices) or len(set(devices)) != len(devices):
+        raise argparse.ArgumentTypeError(f"{text}: this machine has {count} usable GPU(s)"
+                                         + (f", 0..{count - 1}, each to be named once" if count else ""))
+    return devices
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batch", type=int, default=None,
+    parser.add_argument("--batch", type=int_range(1), default=None,
                         help=f"images per batch (default: {DEFAULT_BATCH}, or all images if fewer)")
-    parser.add_argument("--images", type=int, default=None,
+    parser.add_argument("--images", type=_image_count, default=None,
                         help="images to classify (default: --batch if given, else the whole test set); more than "
                              "the data set has: the test set (and the training set where installed) repeated")
     parser.add_argument("--variant", default="auto",
@@ -47,16 +76,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=("exact", "fast", "both"), default="exact",
                         help="auto's precision: exact (fp32) or fast (fp16 tensor cores, fp16 image and C1 map); "
                              "both runs one then the other (default exact; a named variant runs at its own)")
-    parser.add_argument("--devices", default=None,
+    parser.add_argument("--devices", type=_device_list, default=None,
                         help="GPUs to spread the batches over: all, or indices like 0,1 (default: the current one)")
-    parser.add_argument("--streams", type=int, default=DEFAULT_STREAMS,
+    parser.add_argument("--streams", type=int_range(1), default=DEFAULT_STREAMS,
                         help=f"CUDA streams per GPU the batches are spread over (default {DEFAULT_STREAMS})")
-    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
+    parser.add_argument("--repeats", type=int_range(1), default=DEFAULT_REPEATS,
                         help=f"timed GPU runs after one warm-up, median reported (default {DEFAULT_REPEATS})")
     parser.add_argument("--floors", action="store_true",
                         help="measure this GPU's ceilings and show each stage's floor (about a second)")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch + cuDNN comparison")
-    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    parser.add_argument("--json", metavar="FILE", type=output_path, help="also write the results as JSON to FILE")
     parser.add_argument("--data", metavar="DIR",
                         help=f"directory with the Fashion-MNIST idx files (default: $PYCONV_LENET_DATA, else "
                              f"{data.DEFAULT_DIR} from `apt-get install {data.DEBIAN_PACKAGE}`, else the test "
@@ -66,24 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    try:
-        return _run(args)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    except data.DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return DATA_ERROR
-
-
-def _run(args) -> int:
     started = time.perf_counter()
-    for name in ("streams", "repeats"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    for name in ("batch", "images"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     infos = {v.name: v for v in api.variant_info()}
     gpu = device.device_count() > 0
     variant = _check_variant(args.variant, infos, gpu)
@@ -165,23 +177,14 @@ def _check_variant(name: str, infos: dict, gpu: bool) -> str:
     return name
 
 
-def _devices(text, gpu: bool) -> list[int]:
+def _devices(devices, gpu: bool) -> list[int]:
+    """The GPUs to run on: --devices (checked while parsing), else the current one; none without a GPU."""
     if not gpu:
         return []
-    count = device.device_count()
-    if text is None:
+    if devices is None:
         current = _lib.ffi().new("int*")
         _lib.check(_lib.lib().conv_get_device(current))
         return [current[0]]
-    if text == "all":
-        return list(range(count))
-    try:
-        devices = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise UsageError(f"--devices must be all or GPU indices like 0,1, got {text!r}") from None
-    bad = [d for d in devices if not 0 <= d < count]
-    if bad or len(set(devices)) != len(devices):
-        raise UsageError(f"--devices {text}: this machine has GPUs 0..{count - 1}, each named once")
     return devices
 
 

@@ -10,6 +10,7 @@ the network sees exactly the same pixels in both.
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import subprocess
 import zlib
@@ -92,7 +93,7 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
         raise DataError(f"{path} is not an idx file of {ndim}-D unsigned bytes (bad header "
                         f"{raw[:4].hex() or 'empty'}, expected 000008{ndim:02x}); reinstall the data")
     dims = tuple(int(d) for d in np.frombuffer(raw, ">u4", ndim, 4))
-    expected = header + int(np.prod(dims, dtype=np.int64))
+    expected = header + math.prod(dims)  # Python ints: three uint32 sizes can overflow int64
     if len(raw) != expected:
         raise DataError(f"{path} is corrupt: its header says {dims} ({expected} bytes) but it has "
                         f"{len(raw)} bytes; reinstall the data")
@@ -109,9 +110,11 @@ def load_split(split: str = "test", data_dir=None) -> tuple[np.ndarray, np.ndarr
     if images.shape[1:] != (IMAGE_SIZE, IMAGE_SIZE):
         raise DataError(f"{images_path} holds {images.shape[1]}x{images.shape[2]} images, expected "
                         f"{IMAGE_SIZE}x{IMAGE_SIZE}")
+    if len(images) == 0:
+        raise DataError(f"{images_path} holds no images (its header says {images.shape}); reinstall the data")
     if len(images) != len(labels):
         raise DataError(f"{images_path} has {len(images)} images but {labels_path} has {len(labels)} labels")
-    if len(labels) and labels.max() >= len(CLASSES):
+    if labels.max() >= len(CLASSES):
         raise DataError(f"{labels_path} is corrupt: label {labels.max()} is not a class 0..{len(CLASSES) - 1}")
     return images, labels
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime
 import json
 import platform
-from pathlib import Path
 
 from .. import _lib
+from ..bench.files import atomic_write
 
 
 def rates_record(rates) -> dict:
@@ -40,5 +40,4 @@ def write(path, record: dict) -> None:
     f, l = _lib.ffi(), _lib.lib()
     record = dict(record, pyconv=f.string(l.conv_version()).decode(), python=platform.python_version(),
                   date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(record, indent=1, default=float) + "\n")
+    atomic_write(path, json.dumps(record, indent=1, default=float) + "\n")  # a failed write keeps the old file
