@@ -226,16 +226,24 @@ def _call_device(ops, device_arg) -> int:
     return device
 
 
-def _workspace(plan: _Plan, like: Operand, stream):
+def _record_on(tensor, device: int, stream: int) -> None:
+    """A torch tensor from PyTorch's allocator (which serves the current stream) used on `stream`: recorded
+    there, so that its memory is not reused before the work queued on `stream` is done."""
+    if stream != _torch_current_stream(device):
+        torch = sys.modules["torch"]
+        tensor.record_stream(torch.cuda.ExternalStream(stream, device=torch.device("cuda", device)))
+
+
+def _workspace(plan: _Plan, like: Operand, stream: int, stream_object=None):
     """Scratch for one call: from PyTorch's allocator for torch operands, else from pyconv's pool,
     freed in the stream's order once the call's kernels are done."""
     if like.kind == "torch" and "torch" in sys.modules:
         torch = sys.modules["torch"]
         ws = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", plan.device))
-        if stream != _torch_current_stream(plan.device):
-            ws.record_stream(torch.cuda.ExternalStream(stream, device=torch.device("cuda", plan.device)))
+        _record_on(ws, plan.device, stream)
         return ws, ws.data_ptr()
-    ws = _device.DeviceArray((plan.workspace_bytes,), np.uint8, device=plan.device, stream=stream)
+    ws = _device.DeviceArray((plan.workspace_bytes,), np.uint8, device=plan.device,
+                             stream=_owner_or_handle(stream_object, stream))
     return ws, ws.ptr
 
 
@@ -250,7 +258,7 @@ def _launch(plan: _Plan, x: int, w: int, bias: Optional[int], y: int, stream: in
     f = ffi()
     keep, ws_ptr = (None, 0)
     if plan.workspace_bytes:
-        keep, ws_ptr = (_workspace(plan, like, _owner_or_handle(stream_object, stream)) if plan.on_device
+        keep, ws_ptr = (_workspace(plan, like, stream, stream_object) if plan.on_device
                         else _host_workspace(plan.workspace_bytes))
     # plan_launch: where every operand lives is known here (framework metadata, or one pointer query
     # per array interface operand in _arrays), so the C side does not ask CUDA again.
@@ -357,9 +365,30 @@ def _layout_from_out(xo: Operand, yo: Optional[Operand]) -> Operand:
     return xo
 
 
+def _empty_result(xo: Operand, wo: Operand, bo, out, stride, padding, dilation, groups, epilogue, out_dtype, device):
+    """x with no images (B = 0) or no channels (C = 0): the empty result F.conv2d gives, (0, M, OH, OW) and
+    (B, 0, OH, OW), with every other argument checked as for any call, and nothing launched."""
+    dev = _call_device(((xo, "x"), (wo, "w"), (bo, "bias")), device)
+    B, C, H, W = xo.shape
+    M, Cg, KH, KW = wo.shape
+    if C != Cg * _args.integer(groups, "groups"):
+        raise ConvError(f"channel mismatch: x has C={C} channels but w has {Cg} per group x groups={groups}")
+    y_dtype = _out_dtype_argument(out_dtype, xo)
+    # The output size of the same layer with one image of one channel per group.
+    _, _, (_, _, OH, OW) = _problem.make_problem((1, groups, H, W), (M, 1, KH, KW), stride=stride, padding=padding,
+                                                 dilation=dilation, groups=groups, epilogue=epilogue)
+    shape = (B, M if C else 0, OH, OW)
+    if out is not None:
+        check_output(_out_operand(out), shape, y_dtype, xo.layout, dev, ())
+        return out
+    return new_output(xo, shape, y_dtype, xo.layout, dev, 0)
+
+
 def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, padding, dilation, groups, epilogue,
          variant: str, precision: str, out_dtype, stream, config, sync: bool, device):
     sync = _args.flag(sync, "sync")
+    if xo.shape[0] == 0 or xo.shape[1] == 0:
+        return _empty_result(xo, wo, bo, out, stride, padding, dilation, groups, epilogue, out_dtype, device)
     yo = _out_operand(out) if out is not None else None
     xo = _layout_from_out(xo, yo)
     ops = ((xo, "x"), (wo, "w"), (bo, "bias"))
@@ -408,6 +437,8 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
     wait_for_producers((xo, wo, bo), s)
     if out is None:
         y = new_output(xo, out_shape, y_dtype, xo.layout, plan.device, _owner_or_handle(stream, s))
+        if stream_handle is not None and hasattr(y, "record_stream"):  # a torch tensor
+            _record_on(y, plan.device, s)
         y_ptr = _data_ptr(y)
     else:
         y = out
@@ -458,12 +489,61 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     torch inputs, a CuPy array for CuPy inputs, else a pyconv.DeviceArray — on the inputs' device, with
     the work enqueued on the stream (sync=True waits for it).
     """
+    if _autograd_records(x, w, bias) or (_plain_torch_call(x, w, bias, 4, variant) and out is None and out_dtype is None
+                                         and stream is None and config is None and sync is False and device is None):
+        return _through_torch_op("conv2d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
+                                 precision, dict(out=out, out_dtype=out_dtype, stream=stream, config=config,
+                                                 sync=sync, device=device))
     xo = as_operand(x, "x", 4, "(B, C, H, W)")
     wo = as_operand(w, "w", 4, "(M, C/groups, KH, KW)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
     return _run(xo, wo, bo, out, stride=stride, padding=padding, dilation=dilation, groups=groups,
                 epilogue=epilogue, variant=variant, precision=precision, out_dtype=out_dtype, stream=stream,
                 config=config, sync=sync, device=device)
+
+
+def _autograd_records(x, w, bias) -> bool:
+    """torch tensors of which autograd must record this call: one requires grad, with grad enabled."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.is_grad_enabled():
+        return False
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (x, w, bias))
+
+
+def _plain_torch_call(x, w, bias, ndim: int, variant) -> bool:
+    """CUDA torch tensors of one supported dtype and device, x of `ndim` dimensions, a GPU variant or auto:
+    pyconv.torch's engine runs the
+    call for a third of the generic path's host cost (its plans are keyed on the tensors' own metadata), with
+    the same result, stream and allocator."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(x) is not torch.Tensor or type(w) is not torch.Tensor or x.dim() != ndim \
+            or variant == "cpu":
+        return False
+    if bias is not None and (type(bias) is not torch.Tensor or bias.dtype != x.dtype or bias.device != x.device):
+        return False
+    return (x.is_cuda and x.dtype == w.dtype and x.dtype in (torch.float32, torch.float16, torch.bfloat16)
+            and x.device == w.device)
+
+
+_op_precisions: dict = {}
+
+
+def _through_torch_op(name: str, x, w, bias, stride, padding, dilation, groups, epilogue, variant, precision,
+                      options: dict):
+    """The call through the operator pyconv.torch registers with autograd (PyTorch's convolution gradients),
+    so that gradients reach tensors that require them: returning a detached result would drop them silently.
+    Arguments the operator has no place for are refused in words."""
+    given = [k for k, value in options.items() if value is not None and not (k == "sync" and value is False)]
+    if given:
+        raise ConvError(f"{', '.join(given)} cannot be used on tensors that require grad (autograd records this call "
+                        f"through pyconv.torch.{name}); call under torch.no_grad(), or drop {given[0]}=")
+    from .torch import _op  # imports torch's operator registrations on first use
+    key = (variant, precision)
+    if key not in _op_precisions:  # pyconv.conv2d's precision rule, not PyTorch's TF32 flags
+        _op_precisions[key] = _precision_for(variant, variant_id(variant), precision)
+    precision = _op_precisions[key]
+    return getattr(_op, name)(x, w, bias, stride, padding, dilation, groups, epilogue=epilogue, variant=variant,
+                              precision=precision, engine="pyconv", fallback=False)
 
 
 def _int1d(value, name: str) -> int:
@@ -483,6 +563,11 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
 
     padding: an int, "valid" or "same" (as torch.nn.functional.conv1d). The epilogue "relu" applies;
     ReluMaxPool pools along L with a (1, k) window. Returns (B, M, L_out) of the same kind as conv2d."""
+    if _autograd_records(x, w, bias) or (_plain_torch_call(x, w, bias, 3, variant) and out is None and out_dtype is None
+                                         and stream is None and config is None and sync is False and device is None):
+        return _through_torch_op("conv1d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
+                                 precision, dict(out=out, out_dtype=out_dtype, stream=stream, config=config,
+                                                 sync=sync, device=device))
     xo = as_operand(x, "x", 3, "(B, C, L)")
     wo = as_operand(w, "w", 3, "(M, C/groups, K)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None

@@ -122,9 +122,18 @@ def test_cuda_array_interface_with_a_host_pointer_is_refused():
 
 # ---- sizes and geometry (checked in C, named there) ----
 
-@pytest.mark.parametrize("shape, name", [((0, 3, 10, 10), "B"), ((2, 3, 0, 10), "H"), ((2, 3, 10, 0), "W")])
+@pytest.mark.parametrize("shape, name", [((2, 3, 0, 10), "H"), ((2, 3, 10, 0), "W")])
 def test_zero_sizes(shape, name):
     refused(rf"{name} must be >= 1, got 0", conv, np.ones(shape, np.float32), W)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, expected", [((0, 3, 10, 10), (4, 3, 3, 3), (0, 4, 8, 8)),
+                                                        ((2, 0, 10, 10), (4, 0, 3, 3), (2, 0, 8, 8))])
+def test_empty_batches_and_channels_give_an_empty_result_as_pytorch(x_shape, w_shape, expected):
+    """B = 0 and C = 0 give F.conv2d's empty results ((B, M, OH, OW) with B = 0; (B, 0, OH, OW) with C = 0),
+    after the usual checks."""
+    assert conv(np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)).shape == expected
+    refused(r"stride_h must be >= 1", conv, np.ones(x_shape, np.float32), np.ones(w_shape, np.float32), stride=0)
 
 
 def test_zero_maps_and_kernel():

@@ -199,6 +199,9 @@ def _new_entry(key, x, w, b, spec: Spec, x_nhwc: bool, w_nhwc: bool) -> _Entry:
     precision = key[-1]
     record = _describe(x, w, b, spec, precision, x_nhwc)
     memory_format = _fallback.memory_format_of(x_nhwc)
+    if x.numel() == 0 or w.numel() == 0:  # B, C or M = 0: PyTorch's conv gives its (empty) result or error
+        record.update(engine="torch", why="an empty operand: PyTorch's conv answers it")
+        return _keep(key, spec, record, _Entry(x, memory_format, record))
     reason = _refusal(x, w, b, spec) if spec.engine != "torch" else None
     capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
     if reason is None and capturing and spec.engine != "torch":
@@ -211,6 +214,8 @@ def _new_entry(key, x, w, b, spec: Spec, x_nhwc: bool, w_nhwc: bool) -> _Entry:
             entry = _Entry(x, memory_format, record, plan, out_shape)
             record.update(engine="pyconv", variant=plan.variant, config=plan.config, why="pyconv's plan")
         except (ConvError, ConvRuntimeError) as exc:
+            if isinstance(exc, ConvError) and not spec.fallback:
+                raise  # invalid arguments are the caller's error, not a case our kernels refuse
             reason = str(exc)
     if entry is None:
         if reason is not None:
@@ -221,6 +226,10 @@ def _new_entry(key, x, w, b, spec: Spec, x_nhwc: bool, w_nhwc: bool) -> _Entry:
         entry = _fastest(entry, x, w, b, spec, record)
     if capturing:
         return entry  # not kept: the next eager call plans it properly
+    return _keep(key, spec, record, entry)
+
+
+def _keep(key, spec: Spec, record: dict, entry: _Entry) -> _Entry:
     with _lock:
         _entries[key] = entry
         _records.append((spec, record))

@@ -1,0 +1,100 @@
+"""pyconv.conv2d / conv1d (the generic calls) on PyTorch tensors, as a PyTorch user writes them:
+- with a tensor that requires grad, the call is recorded by autograd (it goes through the pyconv::conv2d
+  operator) instead of returning a detached result whose gradients silently vanished; arguments the
+  operator has no place for are refused in words;
+- B = 0 and C = 0 give F.conv2d's empty results;
+- on CUDA, a `stream=` other than PyTorch's current one gets the output and workspace recorded on it, and a
+  pyconv.Stream works with torch operands and a variant that needs a workspace;
+- the plain call (no out=, stream=, ...) on CUDA tensors runs through pyconv.torch's engine: same results."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
+
+import torch.nn.functional as F  # noqa: E402
+from torch_support import no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
+
+import pyconv  # noqa: E402
+
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
+
+
+def rand(gen, *shape, device="cpu", requires_grad=False):
+    t = torch.rand(*shape, generator=gen).mul_(2).sub_(1).to(device)
+    return t.requires_grad_(requires_grad)
+
+
+@pytest.fixture
+def gen(rng):
+    return torch.Generator().manual_seed(int(rng.integers(2**31)))
+
+
+def close(a, b, tol=1e-5):
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    assert a.shape == b.shape and float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) <= tol
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("which", ["x", "w", "bias"])
+def test_gradients_reach_tensors_that_require_them(gen, device, which):
+    x, w, b = rand(gen, 2, 3, 9, 9, device=device), rand(gen, 4, 3, 3, 3, device=device), rand(gen, 4, device=device)
+    ours = {"x": x.clone(), "w": w.clone(), "bias": b.clone()}
+    theirs = {k: v.clone() for k, v in ours.items()}
+    ours[which].requires_grad_()
+    theirs[which].requires_grad_()
+    y = pyconv.conv2d(ours["x"], ours["w"], ours["bias"], padding=1, epilogue="relu")
+    expected = F.relu(F.conv2d(theirs["x"], theirs["w"], theirs["bias"], padding=1))
+    assert y.grad_fn is not None
+    close(y, expected)
+    y.square().sum().backward()
+    expected.square().sum().backward()
+    close(ours[which].grad, theirs[which].grad)
+
+
+def test_conv1d_gradients(gen):
+    x, w = rand(gen, 2, 3, 20, requires_grad=True), rand(gen, 4, 3, 5)
+    y = pyconv.conv1d(x, w, stride=2)
+    y.sum().backward()
+    x2 = x.detach().clone().requires_grad_()
+    F.conv1d(x2, w, stride=2).sum().backward()
+    close(x.grad, x2.grad)
+
+
+@pytest.mark.parametrize("option", [dict(out_dtype="float32"), dict(config="default"), dict(sync=True),
+                                    dict(device=0), dict(stream=0)])
+def test_options_autograd_cannot_record_are_refused_in_words(gen, option):
+    x, w = rand(gen, 2, 3, 9, 9), rand(gen, 4, 3, 3, 3, requires_grad=True)
+    name = next(iter(option))
+    with pytest.raises(pyconv.ConvError, match=rf"{name} cannot be used on tensors that require grad.*no_grad"):
+        pyconv.conv2d(x, w, variant="cpu" if name == "config" else "auto", **option)
+    with torch.no_grad():  # the same call without autograd works
+        if name not in ("device", "stream", "sync"):
+            close(pyconv.conv2d(x, w, variant="cpu", **option), F.conv2d(x, w))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_empty_batch_and_channels_as_pytorch(gen, device):
+    for x_shape, w_shape in (((0, 3, 8, 8), (4, 3, 3, 3)), ((2, 0, 8, 8), (4, 0, 3, 3))):
+        x, w = rand(gen, *x_shape, device=device), rand(gen, *w_shape, device=device)
+        assert pyconv.conv2d(x, w).shape == F.conv2d(x, w).shape
+
+
+@requires_cuda
+@pytest.mark.parametrize("variant", ["unroll_gemm", "auto"])
+def test_pyconv_stream_with_torch_tensors(gen, variant):
+    """A pyconv.Stream with torch operands, on a variant with a workspace (it raised TypeError from
+    torch.cuda.ExternalStream); the output is recorded on that stream."""
+    x, w = rand(gen, 4, 8, 20, 20, device="cuda"), rand(gen, 16, 8, 3, 3, device="cuda")
+    s = pyconv.Stream()
+    torch.cuda.current_stream().synchronize()  # x and w are written on PyTorch's stream
+    y = pyconv.conv2d(x, w, padding=1, variant=variant, stream=s, precision="exact")
+    s.synchronize()
+    close(y, F.conv2d(x, w, padding=1), 1e-4 if variant == "unroll_gemm" else 1e-5)
+
+
+@requires_cuda
+def test_plain_cuda_call_matches_the_generic_path(gen):
+    x, w, b = rand(gen, 2, 8, 16, 16, device="cuda"), rand(gen, 8, 8, 3, 3, device="cuda"), rand(gen, 8, device="cuda")
+    plain = pyconv.conv2d(x, w, b, padding=1, epilogue=pyconv.ReluMaxPool(2))
+    generic = pyconv.conv2d(x, w, b, padding=1, epilogue=pyconv.ReluMaxPool(2), sync=True)  # sync=: generic path
+    close(plain, generic, 1e-6)
+    close(plain, F.max_pool2d(F.relu(F.conv2d(x, w, b, padding=1)), 2))
