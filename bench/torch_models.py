@@ -24,7 +24,7 @@ import torch
 
 import pyconv.torch as pct
 import pyconv.tuning
-from pyconv.torch.models import NETWORKS, build
+from pyconv.torch.models import DEFAULT_NETWORKS, NETWORKS, build
 
 
 def forward_fn(model, x, mode):
@@ -136,7 +136,7 @@ def markdown(rows: list) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(NETWORKS))
+    parser.add_argument("--models", default=",".join(DEFAULT_NETWORKS), help=f"any of {', '.join(NETWORKS)}")
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--dtypes", default="float32,float16,bfloat16")
     parser.add_argument("--modes", default="eager,compile,graph")

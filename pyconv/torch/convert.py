@@ -1,20 +1,25 @@
 """pyconv.torch.convert: a model whose nn.Conv2d / nn.Conv1d layers run on pyconv.
 
-Every nn.Conv2d and nn.Conv1d (exactly those classes: subclasses may change forward) becomes a
-pyconv.torch.Conv2d / Conv1d sharing its parameters. In an nn.Sequential, a Conv2d followed by ReLU,
-or by ReLU and a MaxPool2d without padding or dilation, takes them into its fused epilogue (a Conv1d
-a following ReLU), and they become nn.Identity, so that the module tree and state_dict keys stay
-the same. With engine "fastest" (the default) each layer's first call of a shape times ours against
-PyTorch's conv and keeps the faster (report(model) says what each layer chose).
+Every nn.Conv2d and nn.Conv1d (exactly those classes, or those parametrized by torch.nn.utils.parametrize:
+subclasses may change forward) becomes a pyconv.torch.Conv2d / Conv1d in place (Conv2d.adopt): the
+same module object, so that its hooks, the handles that remove them, parametrizations, pruning's
+weight_orig and mask, and the state_dict keys all stay. In an nn.Sequential, a Conv2d followed by ReLU,
+or by ReLU and a MaxPool2d without padding or dilation, takes them into its fused epilogue (a Conv1d a
+following ReLU), and they become nn.Identity, so that the module tree and state_dict keys stay the
+same; not where a hook would see a different tensor or be lost (report(model) says so). With engine
+"fastest" (the default) each layer's first call of a shape times ours against PyTorch's conv and keeps
+the faster (report(model) prints what each layer chose).
 """
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Optional
 
 import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
+from torch.nn.utils import parametrize
 
 from .._problem import ReluMaxPool
 from .module import Conv1d, Conv2d
@@ -27,20 +32,40 @@ def _fusible_pool(m) -> bool:
             and not m.return_indices)
 
 
-def _fuse(seq: nn.Sequential) -> None:
-    """Conv2d, ReLU[, MaxPool2d] and Conv1d, ReLU runs of a Sequential into the conv's epilogue."""
+def _sees_output(m) -> bool:
+    """Hooks on m that see its output or the gradient of it: fusing what follows would change that."""
+    return bool(m._forward_hooks or m._backward_hooks or m._backward_pre_hooks)
+
+
+def _hooked(m) -> bool:
+    """Any forward or backward hook on m: fused into a conv, m becomes an nn.Identity without them."""
+    return _sees_output(m) or bool(m._forward_pre_hooks)
+
+
+def _fuse(seq: nn.Sequential, uses: Counter) -> None:
+    """Conv2d, ReLU[, MaxPool2d] and Conv1d, ReLU runs of a Sequential into the conv's epilogue, where no
+    hook changes what it sees and the conv runs nowhere else (its epilogue would apply there too)."""
     names = list(seq._modules)
     for i, name in enumerate(names[:-1]):
-        conv, following = seq._modules[name], seq._modules[names[i + 1]]
-        if type(conv) not in (Conv2d, Conv1d) or conv.epilogue is not None or type(following) is not nn.ReLU:
+        conv, relu = seq._modules[name], seq._modules[names[i + 1]]
+        kind = parametrize.type_before_parametrizations(conv)
+        if kind not in (Conv2d, Conv1d) or conv.epilogue is not None or type(relu) is not nn.ReLU:
+            continue
+        why = ("a hook sees this conv's output" if _sees_output(conv) else "the ReLU has hooks" if _hooked(relu)
+               else "this conv also runs elsewhere in the model" if uses[id(conv)] > 1 else None)
+        conv.not_fused = why and f"ReLU not fused: {why}"  # None again where a later convert fuses it
+        if why:
             continue
         conv.epilogue = "relu"
         seq._modules[names[i + 1]] = nn.Identity()
         pool = seq._modules[names[i + 2]] if i + 2 < len(names) else None
-        if type(conv) is Conv2d and _fusible_pool(pool):
-            stride = pool.stride if pool.stride is not None else pool.kernel_size
-            conv.epilogue = ReluMaxPool(_pair(pool.kernel_size), _pair(stride), bool(pool.ceil_mode))
-            seq._modules[names[i + 2]] = nn.Identity()
+        if kind is Conv2d and _fusible_pool(pool):
+            if _hooked(pool):
+                conv.not_fused = "MaxPool2d not fused: the pool has hooks"
+            else:
+                stride = pool.stride if pool.stride is not None else pool.kernel_size
+                conv.epilogue = ReluMaxPool(_pair(pool.kernel_size), _pair(stride), bool(pool.ceil_mode))
+                seq._modules[names[i + 2]] = nn.Identity()
         conv.spec()  # checks the fused epilogue now
 
 
@@ -52,28 +77,83 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
     "fastest" keeps PyTorch's conv for a layer where that measured faster. fuse: take ReLU / ReLU +
     MaxPool2d that follow a conv in an nn.Sequential into its epilogue. example_inputs: a tensor or
     tuple run through the model once (without grad) so that every layer plans, and with "fastest"
-    decides, now rather than on its first real call."""
+    decides, now rather than on its first real call.
+
+    Each conv is converted as the same object (Conv2d.adopt), so its forward and backward hooks run as
+    before, and pruned or parametrized convs compute their weight at every forward with the same
+    state_dict keys. inplace=True keeps the very modules: the handles that remove hooks still work. The
+    copy (inplace=False) carries copies of the hooks as copy.deepcopy makes them: handles returned
+    before convert act on the original model, and a hook object's own state is copied."""
     if not inplace:
-        model = copy.deepcopy(model)
-    options = dict(variant=variant, precision=precision, engine=engine, fallback=fallback)
-    root = _SWAPS.get(type(model))
-    if root is not None:
-        model = root.from_torch(model, **options)
-    for parent in list(model.modules()):
-        for name, child in list(parent._modules.items()):
-            swap = _SWAPS.get(type(child))
-            if swap is not None:
-                parent._modules[name] = swap.from_torch(child, **options)
+        # Tensors that prune's and weight_norm's forward pre-hooks compute from the parameters are plain
+        # attributes deepcopy refuses while they have a grad_fn: the copy takes their values, and its own
+        # hooks compute them again from its parameters at every forward.
+        computed = {id(t): t.detach().clone() for m in model.modules() for t in vars(m).values()
+                    if isinstance(t, torch.Tensor) and not t.is_leaf}
+        model = copy.deepcopy(model, computed)
+    for m in list(model.modules()):
+        swap = _SWAPS.get(parametrize.type_before_parametrizations(m))
+        if swap is not None:
+            swap.adopt(m, variant=variant, precision=precision, engine=engine, fallback=fallback)
     if fuse:
-        for parent in list(model.modules()):
+        parents = list(model.modules())  # each once, however often it is shared
+        uses = Counter(id(child) for parent in parents for child in parent._modules.values())
+        for parent in parents:
             if isinstance(parent, nn.Sequential):
-                _fuse(parent)
+                _fuse(parent, uses)
     if example_inputs is not None:
         with torch.no_grad():
             model(*(example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)))
     return model
 
 
-def report(model: nn.Module) -> dict:
-    """{layer name: its decisions()} for every pyconv layer of a converted model."""
-    return {name: m.decisions() for name, m in model.named_modules() if isinstance(m, (Conv2d, Conv1d))}
+class Report(dict):
+    """report()'s answer: {layer name: its decisions()} as a dict, printed as a table with one row per
+    layer and input shape (a layer not run yet: one row). not_fused: {layer name: why convert left a
+    ReLU / pool after it out of its epilogue}. The table cuts long "why" texts; the data keeps them."""
+
+    COLUMNS = ("layer", "input", "device", "dtype layout", "epilogue", "engine", "variant[config]", "pyconv ms",
+               "torch ms", "why")
+
+    def __init__(self, layers: dict, not_fused: dict):
+        super().__init__(layers)
+        self.not_fused = not_fused
+
+    def rows(self) -> list:
+        """The table's rows: one tuple of texts per layer and input shape, in COLUMNS' order, why uncut."""
+        rows = []
+        for layer, records in self.items():
+            note = self.not_fused.get(layer)
+            for r in records or [None]:
+                if r is None:
+                    row = [layer] + ["-"] * 8 + ["not run yet"]
+                else:
+                    variant = f"{r['variant']}[{r['config']}]" if r["variant"] else "-"
+                    row = [layer, "x".join(map(str, r["input"])), r["device"], f"{r['dtype']} {r['layout']}",
+                           r["epilogue"], r["engine"], variant]
+                    row += ["-" if r[k] is None else f"{r[k]:.4f}" for k in ("pyconv_ms", "torch_ms")]
+                    row.append(r["why"] or "-")
+                if note:  # first: the table cuts the end of long texts
+                    row[-1] = f"{note}; {row[-1]}"
+                rows.append(tuple(row))
+        return rows
+
+    def table(self, why_width: int = 56) -> str:
+        """The rows as aligned text, "why" cut to why_width characters with "..."."""
+        rows = [self.COLUMNS] + [r[:-1] + ((r[-1] if len(r[-1]) <= why_width else r[-1][:why_width - 3] + "..."),)
+                                 for r in self.rows()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(self.COLUMNS))]
+        numeric = {self.COLUMNS.index("pyconv ms"), self.COLUMNS.index("torch ms")}
+        lines = ["  ".join(text.rjust(w) if i in numeric else text.ljust(w)
+                           for i, (text, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    __str__ = __repr__ = table  # the REPL and print show the table; dict(report) is the plain data
+
+
+def report(model: nn.Module) -> Report:
+    """{layer name: its decisions()} for every pyconv layer of a converted model; prints as a table."""
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, (Conv2d, Conv1d))}
+    return Report({name: m.decisions() for name, m in layers.items()},
+                  {name: m.not_fused for name, m in layers.items() if m.not_fused})

@@ -2,8 +2,9 @@
 
 Subclasses of PyTorch's modules: the same constructor (plus keyword-only pyconv options), parameters,
 initialisation, state_dict keys and padding modes (reflect / replicate / circular pad with F.pad, as
-PyTorch does, then our conv). The options are plain attributes; the parsed form (a Spec) is memoised
-on them, so a forward call parses nothing.
+PyTorch does, then our conv). adopt(conv) turns an existing torch module into one of these in place
+(what convert does), keeping its hooks and parametrizations. The options are plain attributes; the
+parsed form (a Spec) is memoised on them, so a forward call parses nothing.
 """
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Optional
 
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import parametrize
 
+from .._lib import ConvError
 from . import _engine, _op
 
 
@@ -23,6 +26,8 @@ _SPEC_ATTRIBUTES = frozenset(("kernel_size", "stride", "padding", "dilation", "g
 class _PyconvOptions:
     """What both modules add: the constructor's options, the memoised Spec, the forward on pyconv,
     decisions() and the repr. A subclass names its op (`_run`: _op.conv2d_spec or conv1d_spec)."""
+
+    not_fused: Optional[str] = None  # set by convert: why a ReLU / pool after this conv stayed out of its epilogue
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None, *, epilogue=None, variant: str = "auto",
@@ -72,7 +77,14 @@ class _PyconvOptions:
 
     @classmethod
     def from_torch(cls, conv, **options):
-        """A module of this class sharing `conv`'s parameters (the same Parameter objects) and arguments."""
+        """A new module of this class sharing `conv`'s parameters (the same Parameter objects) and arguments.
+        conv's hooks stay on conv (adopt keeps them)."""
+        if not all(t is None or isinstance(t, nn.Parameter) for t in (conv.weight, conv.bias)):
+            # parametrize's properties and prune's / weight_norm's forward pre-hooks compute the weight on
+            # conv itself: a new module would run a stale copy of it
+            raise ConvError(f"{type(conv).__name__}'s weight or bias is computed (torch.nn.utils.parametrize, prune "
+                            f"or weight_norm), which a new module would lose: use {cls.__name__}.adopt(conv) or "
+                            "pyconv.torch.convert, which convert the module itself and keep them")
         new = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
                   conv.groups, conv.bias is not None, conv.padding_mode, device="meta", dtype=conv.weight.dtype,
                   **options)
@@ -80,6 +92,30 @@ class _PyconvOptions:
         new.bias = conv.bias
         new.train(conv.training)
         return new
+
+    @classmethod
+    def adopt(cls, conv, *, epilogue=None, variant: str = "auto", precision: Optional[str] = None,
+              engine: str = "pyconv", fallback: bool = True):
+        """`conv` itself (a torch.nn.Conv2d / Conv1d as this class's base, parametrized or not) made a module of
+        this class by swapping its class: the same object keeps its hooks and the handles that remove
+        them, parametrizations, pruning's weight_orig and mask, and so its state_dict keys. Returns conv."""
+        torch_class = cls.__bases__[-1]
+        if parametrize.type_before_parametrizations(conv) is not torch_class:  # a subclass may change forward
+            raise ConvError(f"{cls.__name__}.adopt takes an nn.{torch_class.__name__}, got {type(conv).__name__}")
+        old_class, new_class = type(conv), cls
+        if parametrize.is_parametrized(conv):
+            # parametrize swapped conv's class for a subclass of it holding the properties (weight, ...):
+            # the same subclass of ours, so that remove_parametrizations leaves one of ours
+            new_class = type(old_class.__name__, (cls,), dict(vars(old_class)))
+        conv.__class__ = new_class
+        try:
+            conv._set_options(epilogue, variant, precision, engine, fallback)
+        except BaseException:  # a refused option leaves conv as it was
+            conv.__class__ = old_class
+            for name in ("epilogue", "variant", "precision", "engine", "fallback"):
+                conv.__dict__.pop(name, None)
+            raise
+        return conv
 
 
 class Conv2d(_PyconvOptions, nn.Conv2d):
