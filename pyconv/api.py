@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -226,12 +227,15 @@ def _call_device(ops, device_arg) -> int:
     return device
 
 
-def _record_on(tensor, device: int, stream: int) -> None:
-    """A torch tensor from PyTorch's allocator (which serves the current stream) used on `stream`: recorded
-    there, so that its memory is not reused before the work queued on `stream` is done."""
-    if stream != _torch_current_stream(device):
-        torch = sys.modules["torch"]
-        tensor.record_stream(torch.cuda.ExternalStream(stream, device=torch.device("cuda", device)))
+def _torch_allocates_on(device: int, stream: int):
+    """A context in which PyTorch's allocator serves `stream` (not its current stream): memory a call writes
+    on `stream` then goes back to that stream's pool when freed, so nothing reuses it before the call's
+    kernels are done. (record_stream would record an event on `stream` at the free, which crashes once a
+    pyconv.Stream or foreign stream has been destroyed.)"""
+    if stream == _torch_current_stream(device):
+        return contextlib.nullcontext()
+    torch = sys.modules["torch"]
+    return torch.cuda.stream(torch.cuda.ExternalStream(stream, device=torch.device("cuda", device)))
 
 
 def _workspace(plan: _Plan, like: Operand, stream: int, stream_object=None):
@@ -239,8 +243,8 @@ def _workspace(plan: _Plan, like: Operand, stream: int, stream_object=None):
     freed in the stream's order once the call's kernels are done."""
     if like.kind == "torch" and "torch" in sys.modules:
         torch = sys.modules["torch"]
-        ws = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", plan.device))
-        _record_on(ws, plan.device, stream)
+        with _torch_allocates_on(plan.device, stream):
+            ws = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", plan.device))
         return ws, ws.data_ptr()
     ws = _device.DeviceArray((plan.workspace_bytes,), np.uint8, device=plan.device,
                              stream=_owner_or_handle(stream_object, stream))
@@ -436,9 +440,9 @@ def _run(xo: Operand, wo: Operand, bo: Optional[Operand], out, *, stride, paddin
 
     wait_for_producers((xo, wo, bo), s)
     if out is None:
-        y = new_output(xo, out_shape, y_dtype, xo.layout, plan.device, _owner_or_handle(stream, s))
-        if stream_handle is not None and hasattr(y, "record_stream"):  # a torch tensor
-            _record_on(y, plan.device, s)
+        torch_result = stream_handle is not None and "torch" in sys.modules and xo.kind in ("torch", "dlpack")
+        with _torch_allocates_on(plan.device, s) if torch_result else contextlib.nullcontext():
+            y = new_output(xo, out_shape, y_dtype, xo.layout, plan.device, _owner_or_handle(stream, s))
         y_ptr = _data_ptr(y)
     else:
         y = out

@@ -3,9 +3,11 @@
   operator) instead of returning a detached result whose gradients silently vanished; arguments the
   operator has no place for are refused in words;
 - B = 0 and C = 0 give F.conv2d's empty results;
-- on CUDA, a `stream=` other than PyTorch's current one gets the output and workspace recorded on it, and a
+- on CUDA, a `stream=` other than PyTorch's current one gets the output and workspace from its own pool, and a
   pyconv.Stream works with torch operands and a variant that needs a workspace;
 - the plain call (no out=, stream=, ...) on CUDA tensors runs through pyconv.torch's engine: same results."""
+import gc
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
@@ -82,13 +84,18 @@ def test_empty_batch_and_channels_as_pytorch(gen, device):
 @pytest.mark.parametrize("variant", ["unroll_gemm", "auto"])
 def test_pyconv_stream_with_torch_tensors(gen, variant):
     """A pyconv.Stream with torch operands, on a variant with a workspace (it raised TypeError from
-    torch.cuda.ExternalStream); the output is recorded on that stream."""
+    torch.cuda.ExternalStream); the output and workspace come from PyTorch's pool for that stream, so the
+    stream may go before the output does (a record_stream'ed output crashed its free then)."""
     x, w = rand(gen, 4, 8, 20, 20, device="cuda"), rand(gen, 16, 8, 3, 3, device="cuda")
     s = pyconv.Stream()
     torch.cuda.current_stream().synchronize()  # x and w are written on PyTorch's stream
     y = pyconv.conv2d(x, w, padding=1, variant=variant, stream=s, precision="exact")
     s.synchronize()
     close(y, F.conv2d(x, w, padding=1), 1e-4 if variant == "unroll_gemm" else 1e-5)
+    del s
+    gc.collect()  # the pyconv.Stream is destroyed first
+    del y
+    torch.cuda.synchronize()
 
 
 @requires_cuda
