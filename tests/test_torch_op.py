@@ -233,6 +233,24 @@ def test_mismatched_operands_raise_pytorchs_error(gen):
 
 # ---- engine "fastest", convert, compile ----
 
+def test_conv2d_remembers_inputs_decided_for_pytorchs_conv(gen):
+    """A Conv2d sends an input the engine decided for PyTorch's conv straight there on later calls (the
+    engine's lookup cost more than the conv at batch 1); changed attributes and pct.clear() forget it."""
+    layer = pct.Conv2d(3, 4, 3, padding=1, engine="torch")
+    x = rand(gen, 2, 3, 8, 8)
+    with torch.no_grad():
+        first, second = layer(x), layer(x)
+        assert layer.__dict__["_pyconv_pytorchs"][1][(x.shape, x.dtype, x.device)] is torch.contiguous_format
+        assert max_rel(second, F.conv2d(x, layer.weight, layer.bias, padding=1)) <= 1e-6
+        assert torch.equal(first, second)
+        layer.stride = 2
+        assert "_pyconv_pytorchs" not in layer.__dict__
+        assert max_rel(layer(x), F.conv2d(x, layer.weight, layer.bias, stride=2, padding=1)) <= 1e-6
+        pct.clear()
+        layer(x)
+        assert layer.__dict__["_pyconv_pytorchs"][0] == pyconv.torch._engine.generation
+
+
 def test_engine_fastest_records_its_choice(gen):
     x, w = rand(gen, 2, 3, 12, 12), rand(gen, 4, 3, 3, 3)
     y = pct.conv2d(x, w, padding=1, engine="fastest")

@@ -112,8 +112,8 @@ def _precision(spec: Spec, dtype, device: int) -> str:
     return "tf32" if device >= 0 and _cudnn_allow_tf32() else "exact"
 
 
-def conv2d(x, w, b, spec: Spec):
-    """epilogue(conv(x, w) + b) for 4-D tensors on one device; y in x's memory format and dtype."""
+def _key(x, w, b, spec: Spec):
+    """(x, w, b as the kernels take them, x's device, the entries' key, x NHWC?, w NHWC?)."""
     x, x_nhwc = _dense(x)
     w, w_nhwc = _dense(w)
     if b is not None:
@@ -121,6 +121,20 @@ def conv2d(x, w, b, spec: Spec):
     dev = x.get_device()
     key = (x.shape, x.dtype, x_nhwc, dev, w.shape, w.dtype, w_nhwc, w.get_device(),
            None if b is None else (b.shape, b.dtype, b.get_device()), spec, _precision(spec, x.dtype, dev))
+    return x, w, b, dev, key, x_nhwc, w_nhwc
+
+
+def pytorchs_format(x, w, b, spec: Spec):
+    """The memory format PyTorch's conv answers these operands in, where that is this engine's decision
+    for them (engine "torch", or "fastest" timed it faster; not a refusal, counted at every call); else
+    None. A module remembers it per input, so that its later calls skip this engine's lookup."""
+    entry = _entries.get(_key(x, w, b, spec)[4])
+    return entry.memory_format if entry is not None and entry.handle is None and entry.reason is None else None
+
+
+def conv2d(x, w, b, spec: Spec):
+    """epilogue(conv(x, w) + b) for 4-D tensors on one device; y in x's memory format and dtype."""
+    x, w, b, dev, key, x_nhwc, w_nhwc = _key(x, w, b, spec)
     entry = _entries.get(key)
     if entry is None:
         entry = _new_entry(key, x, w, b, spec, x_nhwc, w_nhwc)
@@ -292,8 +306,13 @@ def decisions_for(spec: Spec, weight_shape) -> list:
         return [dict(r) for s, r in _records if s == spec and r["weight"] == weight_shape]
 
 
+generation = 0  # counts clear()s: a module's remembered decisions older than the last one are dropped
+
+
 def clear() -> None:
     """Forgets every entry and decision (the next call of each shape plans, and times, again)."""
+    global generation
     with _lock:
         _entries.clear()
         _records.clear()
+        generation += 1

@@ -16,6 +16,9 @@ from torch.nn.utils import parametrize
 
 from .._lib import ConvError
 from . import _engine, _op
+from ._fallback import torch_conv
+
+_UNSEEN = object()  # an input signature Conv2d has not asked the engine about
 
 
 # Attributes the parsed Spec depends on: setting one drops the memoised Spec.
@@ -46,6 +49,7 @@ class _PyconvOptions:
         super().__setattr__(name, value)
         if name in _SPEC_ATTRIBUTES:
             self.__dict__.pop("_pyconv_spec", None)
+            self.__dict__.pop("_pyconv_pytorchs", None)
 
     def spec(self):
         """(Spec, F.pad widths or None) of the current attributes (memoised outside tracing)."""
@@ -122,6 +126,27 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
     """torch.nn.Conv2d on pyconv's kernels. Options (keyword-only) as pyconv.torch.conv2d's: epilogue
     (None, "relu", pyconv.ReluMaxPool(...): fused after the conv and bias), variant, precision, engine
     ("pyconv", "fastest", "torch") and fallback."""
+
+    def _conv_forward(self, input, weight, bias):
+        # An input the engine decided for PyTorch's conv (engine "fastest" timed it faster, or "torch") goes
+        # straight there: in an eager model at batch 1 the engine's per-call lookup, not the decision, made
+        # the converted network slower. Remembered per (shape, dtype, device) and engine generation; PyTorch's
+        # conv is right for any input, so a remembered answer can cost only speed, never correctness.
+        if self.padding_mode != "zeros" or type(input) is not _op._Tensor or _op._is_compiling() or input.dim() != 4:
+            return super()._conv_forward(input, weight, bias)
+        spec, extra = self.spec()
+        memo = self.__dict__.get("_pyconv_pytorchs")
+        if memo is None or memo[0] != _engine.generation:
+            memo = self.__dict__["_pyconv_pytorchs"] = (_engine.generation, {})
+        signature = (input.shape, input.dtype, input.device)
+        form = memo[1].get(signature, _UNSEEN)
+        if form is not None and form is not _UNSEEN:
+            return torch_conv(input if extra is None else F.pad(input, extra), weight, bias,
+                              spec).contiguous(memory_format=form)
+        y = self._run(input, weight, bias, spec, extra)
+        if form is _UNSEEN and extra is None and not _op._any_autocast():  # the engine saw this input as it is
+            memo[1][signature] = _engine.pytorchs_format(input, weight, bias, spec)
+        return y
 
     _run = staticmethod(_op.conv2d_spec)
 
