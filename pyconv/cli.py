@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import sys
 import tempfile
 import time
@@ -149,6 +150,9 @@ def main(argv=None) -> int:
         return exc.code
     except KeyboardInterrupt:
         return INTERRUPTED  # the user stopped it: no traceback (bench has saved its files so far)
+    except BrokenPipeError:  # the reader went away (`| head`): nothing to say, and nowhere to say it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        return FAILURE
     except (UsageError, DataError, _lib.ConvError, _lib.LibraryNotFoundError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return USAGE

@@ -184,6 +184,20 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path):
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
+def test_a_reader_that_goes_away_is_no_error_message(tmp_path):
+    """`python -m pyconv ... | head -1`: the closed pipe ends the command quietly (exit 1, no traceback and no
+    "Exception ignored" at the exit's flush)."""
+    proc = pyconv_cli(tmp_path, "info", "--batch", "4", env={"PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline()  # the first line, then the reader goes
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+    assert proc.returncode in (0, 1) and err == "", err
+
+
 # ---- the tuning cache's temporary files (cuda/core/tune_cache.c) ----
 
 def test_a_killed_writers_temp_file_is_swept(tmp_path):
