@@ -12,10 +12,11 @@ from ._lib import ConvError
 _INT_LIMIT = 2**62  # beyond any real size or index; keeps the C side's int64 fields from overflowing
 
 
-def integer(value, name: str) -> int:
-    """An int (Python or NumPy, never a bool or a float)."""
+def integer(value, name: str, wrong_type: type = TypeError) -> int:
+    """An int (Python or NumPy, never a bool or a float); another type raises `wrong_type` (the geometry's
+    arguments raise ConvError, as they always have: _problem.integer)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        raise wrong_type(f"{name} must be an int, got {type(value).__name__} {value!r}")
     value = int(value)
     if not -_INT_LIMIT <= value <= _INT_LIMIT:
         raise ConvError(f"{name} = {value} is out of range")

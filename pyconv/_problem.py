@@ -10,6 +10,7 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 
+from . import _args
 from ._args import flag
 from ._lib import ConvError, check, ffi, lib
 
@@ -42,20 +43,16 @@ class ReluMaxPool:
 Epilogue = Union[None, str, ReluMaxPool]
 
 
-def _int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConvError(f"{name} must be an int, got {value!r}")
-    value = int(value)
-    if not -(2**62) <= value <= 2**62:  # beyond any real size; keeps int64 fields from overflowing
-        raise ConvError(f"{name} = {value} is out of range")
-    return value
+def integer(value, name: str) -> int:
+    """An int argument of the geometry (sizes, stride, padding, groups): ConvError for any other type."""
+    return _args.integer(value, name, ConvError)
 
 
 def pair(value, name: str) -> Tuple[int, int]:
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) != 2:
         raise ConvError(f"{name} must be an int or an (h, w) pair, got {value!r}")
-    return _int(items[0], name), _int(items[1], name)
+    return integer(items[0], name), integer(items[1], name)
 
 
 def padding_of(padding, kernel: Tuple[int, int], stride: Tuple[int, int], dilation: Tuple[int, int]):
@@ -107,9 +104,9 @@ def make_problem(x_shape, w_shape, *, bias: bool = False, stride=1, padding=0, d
     x_shape is (B, C, H, W) and w_shape (M, C/groups, KH, KW) whatever their memory layouts."""
     if len(x_shape) != 4 or len(w_shape) != 4:
         raise ConvError(f"x must be (B, C, H, W) and w (M, C/groups, KH, KW), got {tuple(x_shape)}, {tuple(w_shape)}")
-    B, C, H, W = (_int(v, "x shape") for v in x_shape)
-    M, Cg, KH, KW = (_int(v, "w shape") for v in w_shape)
-    groups = _int(groups, "groups")
+    B, C, H, W = (integer(v, "x shape") for v in x_shape)
+    M, Cg, KH, KW = (integer(v, "w shape") for v in w_shape)
+    groups = integer(groups, "groups")
     if groups < 1:
         raise ConvError(f"groups must be >= 1, got {groups}")
     if C != Cg * groups:

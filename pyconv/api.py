@@ -375,7 +375,7 @@ def _empty_result(xo: Operand, wo: Operand, bo, out, stride, padding, dilation, 
     dev = _call_device(((xo, "x"), (wo, "w"), (bo, "bias")), device)
     B, C, H, W = xo.shape
     M, Cg, KH, KW = wo.shape
-    if C != Cg * _args.integer(groups, "groups"):
+    if C != Cg * _problem.integer(groups, "groups"):
         raise ConvError(f"channel mismatch: x has C={C} channels but w has {Cg} per group x groups={groups}")
     y_dtype = _out_dtype_argument(out_dtype, xo)
     # The output size of the same layer with one image of one channel per group.
@@ -493,11 +493,10 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     torch inputs, a CuPy array for CuPy inputs, else a pyconv.DeviceArray — on the inputs' device, with
     the work enqueued on the stream (sync=True waits for it).
     """
-    if _autograd_records(x, w, bias) or (_plain_torch_call(x, w, bias, 4, variant) and out is None and out_dtype is None
-                                         and stream is None and config is None and sync is False and device is None):
+    options = dict(out=out, out_dtype=out_dtype, stream=stream, config=config, sync=sync, device=device)
+    if _by_torch_op(x, w, bias, 4, variant, options):
         return _through_torch_op("conv2d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
-                                 precision, dict(out=out, out_dtype=out_dtype, stream=stream, config=config,
-                                                 sync=sync, device=device))
+                                 precision, options)
     xo = as_operand(x, "x", 4, "(B, C, H, W)")
     wo = as_operand(w, "w", 4, "(M, C/groups, KH, KW)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
@@ -514,11 +513,21 @@ def _autograd_records(x, w, bias) -> bool:
     return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (x, w, bias))
 
 
+def _given(options: dict) -> list:
+    """The names of the options (out, out_dtype, stream, config, sync, device) a call sets."""
+    return [k for k, value in options.items() if value is not None and not (k == "sync" and value is False)]
+
+
+def _by_torch_op(x, w, bias, ndim: int, variant, options: dict) -> bool:
+    """Whether the call goes through pyconv.torch's operator: autograd must record it, or it is a plain call
+    (no option set) on CUDA tensors, which pyconv.torch's engine runs for less host time."""
+    return _autograd_records(x, w, bias) or (_plain_torch_call(x, w, bias, ndim, variant) and not _given(options))
+
+
 def _plain_torch_call(x, w, bias, ndim: int, variant) -> bool:
     """CUDA torch tensors of one supported dtype and device, x of `ndim` dimensions, a GPU variant or auto:
-    pyconv.torch's engine runs the
-    call for a third of the generic path's host cost (its plans are keyed on the tensors' own metadata), with
-    the same result, stream and allocator."""
+    pyconv.torch's engine runs the call for a third of the generic path's host cost (its plans are keyed on
+    the tensors' own metadata), with the same result, stream and allocator."""
     torch = sys.modules.get("torch")
     if torch is None or type(x) is not torch.Tensor or type(w) is not torch.Tensor or x.dim() != ndim \
             or variant == "cpu":
@@ -537,7 +546,7 @@ def _through_torch_op(name: str, x, w, bias, stride, padding, dilation, groups, 
     """The call through the operator pyconv.torch registers with autograd (PyTorch's convolution gradients),
     so that gradients reach tensors that require them: returning a detached result would drop them silently.
     Arguments the operator has no place for are refused in words."""
-    given = [k for k, value in options.items() if value is not None and not (k == "sync" and value is False)]
+    given = _given(options)
     if given:
         raise ConvError(f"{', '.join(given)} cannot be used on tensors that require grad (autograd records this call "
                         f"through pyconv.torch.{name}); call under torch.no_grad(), or drop {given[0]}=")
@@ -567,11 +576,10 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
 
     padding: an int, "valid" or "same" (as torch.nn.functional.conv1d). The epilogue "relu" applies;
     ReluMaxPool pools along L with a (1, k) window. Returns (B, M, L_out) of the same kind as conv2d."""
-    if _autograd_records(x, w, bias) or (_plain_torch_call(x, w, bias, 3, variant) and out is None and out_dtype is None
-                                         and stream is None and config is None and sync is False and device is None):
+    options = dict(out=out, out_dtype=out_dtype, stream=stream, config=config, sync=sync, device=device)
+    if _by_torch_op(x, w, bias, 3, variant, options):
         return _through_torch_op("conv1d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
-                                 precision, dict(out=out, out_dtype=out_dtype, stream=stream, config=config,
-                                                 sync=sync, device=device))
+                                 precision, options)
     xo = as_operand(x, "x", 3, "(B, C, L)")
     wo = as_operand(w, "w", 3, "(M, C/groups, K)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None

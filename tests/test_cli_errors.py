@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 
 import pyconv
+from idx_files import make_data_dir, write_idx
 from pyconv.cli import SAMPLE_MAX_BATCH
 
 TIMEOUT_S = 60
@@ -45,14 +45,8 @@ def assert_refused(result, command: str, *words: str) -> None:
     assert result.stdout == "", result.stdout  # not even the run's header: nothing was run
 
 
-def write_idx(path: Path, array: np.ndarray, header: bytes | None = None) -> None:
-    head = header if header is not None else bytes([0, 0, 0x08, array.ndim])
-    path.write_bytes(head + struct.pack(f">{array.ndim}I", *array.shape) + array.astype(np.uint8).tobytes())
-
-
-def make_data_dir(directory: Path, n: int = 20) -> None:
-    write_idx(directory / "t10k-images-idx3-ubyte", np.random.default_rng(3).integers(0, 256, (n, 28, 28)))
-    write_idx(directory / "t10k-labels-idx1-ubyte", np.arange(n) % 10)
+# The test split as idx files of DATA_IMAGES images, uncompressed (the messages name the files).
+DATA_IMAGES = 20
 
 
 # ---- output paths: checked while parsing ----
@@ -78,7 +72,7 @@ def test_an_unwritable_output_is_refused_before_the_run(tmp_path, command, optio
 
 def test_a_refused_run_leaves_no_empty_output(tmp_path):
     out = tmp_path / "r.json"
-    make_data_dir(tmp_path)
+    make_data_dir(tmp_path, n=DATA_IMAGES, gz=False)
     result = pyconv_cli(tmp_path, "lenet", "--data", tmp_path, "--variant", "no_such_variant", "--json", out)
     assert_refused(result, "lenet", "unknown variant 'no_such_variant'")
     assert not out.exists()
@@ -87,7 +81,7 @@ def test_a_refused_run_leaves_no_empty_output(tmp_path):
 def test_an_output_in_a_new_directory_is_written(tmp_path):
     """The check lets through what the writer can do: it creates missing directories."""
     out = tmp_path / "new" / "dir" / "r.json"
-    make_data_dir(tmp_path)
+    make_data_dir(tmp_path, n=DATA_IMAGES, gz=False)
     result = pyconv_cli(tmp_path, "lenet", "--data", tmp_path, "--batch", "10", "--no-torch", "--repeats", "1",
                         "--quiet", "--json", out)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -142,10 +136,10 @@ def test_a_gpu_the_machine_lacks_is_refused_with_the_count(tmp_path, extra):
     ("no labels", "has 20 images but"),
 ])
 def test_a_bad_data_file_is_named(tmp_path, damage, message):
-    make_data_dir(tmp_path)
+    make_data_dir(tmp_path, n=DATA_IMAGES, gz=False)
     images, labels = tmp_path / "t10k-images-idx3-ubyte", tmp_path / "t10k-labels-idx1-ubyte"
     if damage == "no images":
-        make_data_dir(tmp_path, n=0)
+        make_data_dir(tmp_path, n=0, gz=False)
     elif damage == "truncated":
         images.write_bytes(images.read_bytes()[:1000])
     elif damage == "bad magic":

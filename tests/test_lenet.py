@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import struct
 import subprocess
 import sys
 
@@ -17,6 +16,7 @@ import pyconv
 from pyconv.cli import main
 from pyconv.lenet import data, host_net, model, network, pipeline
 from pyconv.lenet.progress import Progress
+from idx_files import make_data_dir, write_idx
 
 # The shipped weights get exactly this many of the first PINNED_IMAGES test images right with the
 # cpu variant (measured when weights.npz was trained). A change means the loader, the resize, the
@@ -48,23 +48,6 @@ def run_cpu(images, batch=None):
 
 
 # ---- the data ----
-
-def write_idx(path, array: np.ndarray, header: bytes | None = None) -> None:
-    """An idx file of uint8 `array`, gzipped when the name ends in .gz; `header` overrides the first 4 bytes."""
-    head = header if header is not None else bytes([0, 0, 0x08, array.ndim])
-    raw = head + struct.pack(f">{array.ndim}I", *array.shape) + array.astype(np.uint8).tobytes()
-    path.write_bytes(gzip.compress(raw) if path.suffix == ".gz" else raw)
-
-
-def make_data_dir(directory, n=6, gz=True, images=None, labels=None):
-    rng = np.random.default_rng(7)
-    images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8) if images is None else images
-    labels = (np.arange(n) % 10).astype(np.uint8) if labels is None else labels
-    suffix = ".gz" if gz else ""
-    write_idx(directory / f"t10k-images-idx3-ubyte{suffix}", images)
-    write_idx(directory / f"t10k-labels-idx1-ubyte{suffix}", labels)
-    return images, labels
-
 
 @pytest.mark.parametrize("gz", [True, False])
 def test_idx_files_read_back(tmp_path, gz):
