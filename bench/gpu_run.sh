@@ -17,7 +17,7 @@
 # lenet-process per-call torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark";
 # "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
-# "torch-models" bench/torch_models.py, "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), PYTEST_PATHS (what pytest runs, default tests/; "" to name files in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
 # cmake/cuda_architectures.cmake).
 set -uo pipefail
@@ -106,7 +106,7 @@ else
 fi
 
 # 3. The full test suite (GPU tests included).
-step tests python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$repo/tests"
+step tests python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} ${PYTEST_PATHS-"$repo/tests"}
 
 # 3a. The suite again with each file (and each variant's capability matrix) in its own process, and
 # memcheck on each variant's first failure: where a kernel fault poisoned a whole run, this names it.
@@ -148,6 +148,10 @@ want lenet-process && cp "$out/logs/lenet-process.log" "$res/lenet-process.txt"
 step torch-models python3 "$repo/bench/torch_models.py" --models "${TORCH_MODELS:-lenet5,resnet18,mobilenet_v2,convnext_tiny}" \
     --per-call --out "$res" ${TORCH_BENCH_ARGS:-}
 want torch-models && cp "$out/logs/torch-models.log" "$res/torch-models.txt"
+# 3g. A converted network's first forward on an empty tuning cache, and its speed against full tuning
+# (FIRST_FORWARD_ARGS, default resnet50 at batch 1).
+step torch-first-forward python3 "$repo/bench/torch_first_forward.py" --out "$res" ${FIRST_FORWARD_ARGS:-}
+want torch-first-forward && cp "$out/logs/torch-first-forward.log" "$res/torch-first-forward.txt"
 
 # 4. The LeNet bench.
 step bench-lenet python3 -m pyconv bench --suite lenet "${variants[@]}" \

@@ -42,15 +42,37 @@ def per_call_us(fn, calls: int, repeats: int, sync_each: bool) -> float:
 
 
 def breakdown(calls: int) -> None:
-    """Where one call's host time goes (LeNet C1 b1, no sync): each part alone, median of 5 loops."""
+    """Where one call's host time goes (LeNet C1 b1, no sync): each part alone, median of 5 loops. The
+    engine's parts are what pyconv.conv2d on CUDA tensors runs (through pyconv.torch's engine)."""
+    import pyconv.torch as pct
     from pyconv import _arrays, _streams
+    from pyconv.torch import _engine, _op
     x = torch.rand(1, 1, 86, 86, device="cuda")
     w = torch.rand(4, 1, 7, 7, device="cuda")
     plan = pyconv.Conv2dPlan(x.shape, w.shape, device=0)
     y = torch.empty(plan.out_shape, device="cuda")
     s = torch.cuda.current_stream().cuda_stream
+    spec, _ = _op.cached_spec(None, 1, 0, 1, 1, None, "auto", "exact", "pyconv", False)
+    pct.conv2d(x, w, precision="exact", fallback=False)
+    entry = _engine._entries[_engine._key(x, w, None, spec)[4]]
     parts = {
         "pyconv.conv2d": lambda: pyconv.conv2d(x, w),
+        "pyconv.torch.conv2d": lambda: pct.conv2d(x, w, precision="exact", fallback=False),
+        "engine: _op.conv2d_spec": lambda: _op.conv2d_spec(x, w, None, spec, None),
+        "engine: _engine.conv2d": lambda: _engine.conv2d(x, w, None, spec),
+        "engine: _key": lambda: _engine._key(x, w, None, spec),
+        "engine: torch.empty(out, memory_format)": lambda: torch.empty(entry.out_shape, dtype=entry.dtype,
+                                                                       device=entry.device,
+                                                                       memory_format=entry.memory_format),
+        "torch.empty(out, dtype, device=torch.device)": lambda: torch.empty(entry.out_shape, dtype=entry.dtype,
+                                                                            device=entry.device),
+        "torch.empty(out, dtype, device=int)": lambda: torch.empty(entry.out_shape, dtype=entry.dtype, device=0),
+        "torch.empty(out, dtype=, device=int, memory_format=)": lambda: torch.empty(
+            entry.out_shape, dtype=entry.dtype, device=0, memory_format=entry.memory_format),
+        "x.new_empty(out)": lambda: x.new_empty(entry.out_shape),
+        "engine: raw stream": lambda: _engine._raw_stream(0),
+        "engine: the C launch": lambda: _engine._launch(entry.handle, x.data_ptr(), w.data_ptr(), 0, y.data_ptr(),
+                                                        0, 0, _engine._raw_stream(0)),
         "plan.launch(raw pointers): the C call": lambda: plan.launch(x.data_ptr(), w.data_ptr(), y.data_ptr(), s),
         "plan.launch(tensors)": lambda: plan.launch(x, w, y, s),
         "as_operand(tensor)": lambda: _arrays.as_operand(x, "x", 4, ""),

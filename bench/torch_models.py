@@ -81,8 +81,9 @@ def measure(name: str, batch: int, dtype, mode: str, engine: str, reps: int) -> 
     t_orig, t_conv = statistics.median(runs["original"][2]), statistics.median(runs["converted"][2])
     layers = pct.report(converted)
     dtype_name = str(dtype).replace("torch.", "")
+    engine = "engine_captured" if mode == "graph" else "engine"  # (compiled: engine "fastest" steps aside anyway)
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
-                 if r["input"][0] == batch and r["dtype"] == dtype_name and r["engine"] == "torch"}
+                 if r["input"][0] == batch and r["dtype"] == dtype_name and r[engine] == "torch"}
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
             "original_max_rel_error": original_err,
@@ -115,8 +116,8 @@ def per_call_rows(calls: int = 300, repeats: int = 7) -> list:
 
 def _fell_back(row: dict) -> str:
     """Layers on PyTorch's conv: by timing (counted) and by refusal (named with the reason)."""
-    timed = sum("PyTorch faster" in why for why in row["fell_back"].values())
-    refused = [f"{layer}: {why[:60]}" for layer, why in row["fell_back"].items() if "PyTorch faster" not in why]
+    timed = sum(why.endswith(" faster") for why in row["fell_back"].values())
+    refused = [f"{layer}: {why[:60]}" for layer, why in row["fell_back"].items() if not why.endswith(" faster")]
     return "; ".join(([f"{timed} by timing"] if timed else []) + refused) or "none"
 
 

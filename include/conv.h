@@ -235,6 +235,10 @@ int conv_tune_clear(void);                       /* forget every result, in memo
 /* Rewrite the cache file with only the newest line per problem of this build (either count may be NULL). */
 int conv_tune_compact(int* lines_kept, int* lines_dropped);
 int conv_tune_set_budget_ms(double ms);          /* budget of one shape's tuning (default 3000 ms) */
+/* The calling thread's own budget, used instead of the process's by the tuning this thread does; ms < 0
+ * removes it. get: the thread's budget, -1 where it has none. */
+int conv_tune_set_thread_budget_ms(double ms);
+int conv_tune_get_thread_budget_ms(double* ms);
 /* What auto chose for a shape (tuning it if new): "variant[config] 0.512 ms" */
 int conv_tune_describe(int variant, const conv_params* params, char* text, size_t text_bytes);
 int conv_tune_describe_problem(int variant, const conv_problem* problem, char* text, size_t text_bytes);

@@ -493,10 +493,11 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     torch inputs, a CuPy array for CuPy inputs, else a pyconv.DeviceArray — on the inputs' device, with
     the work enqueued on the stream (sync=True waits for it).
     """
-    options = dict(out=out, out_dtype=out_dtype, stream=stream, config=config, sync=sync, device=device)
-    if _by_torch_op(x, w, bias, 4, variant, options):
+    plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
+    if _by_torch_op(x, w, bias, 4, variant, plain):
         return _through_torch_op("conv2d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
-                                 precision, options)
+                                 precision, None if plain else dict(out=out, out_dtype=out_dtype, stream=stream,
+                                                                    config=config, sync=sync, device=device))
     xo = as_operand(x, "x", 4, "(B, C, H, W)")
     wo = as_operand(w, "w", 4, "(M, C/groups, KH, KW)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
@@ -510,7 +511,9 @@ def _autograd_records(x, w, bias) -> bool:
     torch = sys.modules.get("torch")
     if torch is None or not torch.is_grad_enabled():
         return False
-    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (x, w, bias))
+    tensor = torch.Tensor  # (no generator: every torch call asks, and one costs ~0.5 us)
+    return ((isinstance(x, tensor) and x.requires_grad) or (isinstance(w, tensor) and w.requires_grad)
+            or (isinstance(bias, tensor) and bias.requires_grad))
 
 
 def _given(options: dict) -> list:
@@ -518,10 +521,10 @@ def _given(options: dict) -> list:
     return [k for k, value in options.items() if value is not None and not (k == "sync" and value is False)]
 
 
-def _by_torch_op(x, w, bias, ndim: int, variant, options: dict) -> bool:
+def _by_torch_op(x, w, bias, ndim: int, variant, plain: bool) -> bool:
     """Whether the call goes through pyconv.torch's operator: autograd must record it, or it is a plain call
-    (no option set) on CUDA tensors, which pyconv.torch's engine runs for less host time."""
-    return _autograd_records(x, w, bias) or (_plain_torch_call(x, w, bias, ndim, variant) and not _given(options))
+    (plain: no option set) on CUDA tensors, which pyconv.torch's engine runs for less host time."""
+    return _autograd_records(x, w, bias) or (plain and _plain_torch_call(x, w, bias, ndim, variant))
 
 
 def _plain_torch_call(x, w, bias, ndim: int, variant) -> bool:
@@ -539,24 +542,33 @@ def _plain_torch_call(x, w, bias, ndim: int, variant) -> bool:
 
 
 _op_precisions: dict = {}
+_torch_op = None  # pyconv.torch._op once a call went through it
 
 
 def _through_torch_op(name: str, x, w, bias, stride, padding, dilation, groups, epilogue, variant, precision,
                       options: dict):
     """The call through the operator pyconv.torch registers with autograd (PyTorch's convolution gradients),
     so that gradients reach tensors that require them: returning a detached result would drop them silently.
-    Arguments the operator has no place for are refused in words."""
-    given = _given(options)
+    Arguments the operator has no place for are refused in words (options: the call's, None where none is set)."""
+    given = _given(options) if options is not None else None
     if given:
         raise ConvError(f"{', '.join(given)} cannot be used on tensors that require grad (autograd records this call "
                         f"through pyconv.torch.{name}); call under torch.no_grad(), or drop {given[0]}=")
-    from .torch import _op  # imports torch's operator registrations on first use
+    global _torch_op
+    if _torch_op is None:
+        from .torch import _op  # torch's operator registrations, on first use (an import statement costs ~1 us)
+        _torch_op = _op
     key = (variant, precision)
-    if key not in _op_precisions:  # pyconv.conv2d's precision rule, not PyTorch's TF32 flags
-        _op_precisions[key] = _precision_for(variant, variant_id(variant), precision)
-    precision = _op_precisions[key]
-    return getattr(_op, name)(x, w, bias, stride, padding, dilation, groups, epilogue=epilogue, variant=variant,
-                              precision=precision, engine="pyconv", fallback=False)
+    op_precision = _op_precisions.get(key)
+    if op_precision is None:  # pyconv.conv2d's precision rule, not PyTorch's TF32 flags
+        op_precision = _op_precisions[key] = _precision_for(variant, variant_id(variant), precision)
+    if name == "conv1d":
+        return _torch_op.conv1d(x, w, bias, stride, padding, dilation, groups, epilogue=epilogue, variant=variant,
+                                precision=op_precision, engine="pyconv", fallback=False)
+    # pyconv.torch.conv2d's body, without its keyword plumbing (this path is the generic call's host time)
+    spec, extra = _torch_op.cached_spec(tuple(w.shape[2:]) if isinstance(padding, str) else None, stride, padding,
+                                        dilation, groups, epilogue, variant, op_precision, "pyconv", False)
+    return _torch_op.conv2d_spec(x, w, bias, spec, extra)
 
 
 def _int1d(value, name: str) -> int:
@@ -576,10 +588,11 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
 
     padding: an int, "valid" or "same" (as torch.nn.functional.conv1d). The epilogue "relu" applies;
     ReluMaxPool pools along L with a (1, k) window. Returns (B, M, L_out) of the same kind as conv2d."""
-    options = dict(out=out, out_dtype=out_dtype, stream=stream, config=config, sync=sync, device=device)
-    if _by_torch_op(x, w, bias, 3, variant, options):
+    plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
+    if _by_torch_op(x, w, bias, 3, variant, plain):
         return _through_torch_op("conv1d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
-                                 precision, options)
+                                 precision, None if plain else dict(out=out, out_dtype=out_dtype, stream=stream,
+                                                                    config=config, sync=sync, device=device))
     xo = as_operand(x, "x", 3, "(B, C, L)")
     wo = as_operand(w, "w", 3, "(M, C/groups, K)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None

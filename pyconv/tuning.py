@@ -8,6 +8,7 @@ results are keyed by GPU model, library build, CUDA driver and runtime, so that 
 tunes again."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -52,11 +53,32 @@ def compact() -> tuple[int, int]:
     return kept[0], dropped[0]
 
 
-def set_budget_ms(ms: float) -> None:
-    """Time budget for tuning one new shape (default 3000 ms)."""
+def _ms(ms) -> float:
     if isinstance(ms, bool) or not isinstance(ms, (int, float, np.integer, np.floating)):
         raise TypeError(f"ms must be a number, got {type(ms).__name__} {ms!r}")
-    check(lib().conv_tune_set_budget_ms(float(ms)))
+    return float(ms)
+
+
+def set_budget_ms(ms: float) -> None:
+    """Time budget for tuning one new shape (default 3000 ms), for every thread without its own."""
+    check(lib().conv_tune_set_budget_ms(_ms(ms)))
+
+
+@contextlib.contextmanager
+def thread_budget(ms: float | None):
+    """Within the block, this thread tunes each new shape within `ms` (None: the process's budget),
+    whatever other threads use; the thread's earlier budget returns after it. pyconv.torch's layers tune
+    inside one of these (pyconv.torch.set_tuning_budget_ms)."""
+    new = -1.0 if ms is None else _ms(ms)
+    if new < 0 and ms is not None:
+        raise ConvError(f"ms must be >= 0 or None, got {ms!r}")
+    old = ffi().new("double*")
+    check(lib().conv_tune_get_thread_budget_ms(old))
+    check(lib().conv_tune_set_thread_budget_ms(new))
+    try:
+        yield
+    finally:
+        check(lib().conv_tune_set_thread_budget_ms(old[0]))
 
 
 def describe(x_shape, w_shape, stride=1, padding=0, dilation=1, precision: str = "exact", groups: int = 1) -> str:

@@ -337,14 +337,15 @@ def test_report_prints_a_table_and_is_the_dict(gen):
     assert isinstance(report, dict) and set(report) == {"body.0", "body.3", "spare"}
     assert len(report["body.0"]) == len(report["body.3"]) == 2 and report["spare"] == []
     assert report["body.0"][0]["input"] == (1, 3, 8, 8) and report["body.3"][1]["epilogue"] == "relu"
-    assert all(r["engine"] in ("pyconv", "torch") and r["torch_ms"] > 0 for r in report["body.3"])
+    assert all(r["engine"] in ("pyconv", "torch") and r["engine_captured"] in ("pyconv", "torch")
+               and r["torch_host_ms"] > 0 and r["torch_gpu_ms"] is None for r in report["body.3"])  # host: no graphs
     assert report.not_fused == {"body.0": "ReLU not fused: a hook sees this conv's output"}
 
     text = str(report)
     lines = text.splitlines()
     assert repr(report) == text and len(lines) == 2 + 5  # header, rule, 2 + 2 + 1 rows
-    assert lines[0].split() == ["layer", "input", "device", "dtype", "layout", "epilogue", "engine",
-                                "variant[config]", "pyconv", "ms", "torch", "ms", "why"]
+    assert lines[0].split() == ["layer", "input", "device", "dtype", "layout", "epilogue", "engine", "in", "graphs",
+                                "variant[config]", "ours", "host", "torch", "host", "why"]  # host tensors: no GPU times
     assert set(lines[1]) == {"-", " "} and max(len(line) for line in lines) <= 160
     for name in report:
         assert any(line.startswith(name + " ") for line in lines[2:])

@@ -240,7 +240,8 @@ def test_conv2d_remembers_inputs_decided_for_pytorchs_conv(gen):
     x = rand(gen, 2, 3, 8, 8)
     with torch.no_grad():
         first, second = layer(x), layer(x)
-        assert layer.__dict__["_pyconv_pytorchs"][1][(x.shape, x.dtype, x.device)] is torch.contiguous_format
+        assert layer.__dict__["_pyconv_pytorchs"][1][(x.shape, x.dtype, x.get_device())] == (torch.contiguous_format,
+                                                                                         False)
         assert max_rel(second, F.conv2d(x, layer.weight, layer.bias, padding=1)) <= 1e-6
         assert torch.equal(first, second)
         layer.stride = 2
@@ -255,8 +256,79 @@ def test_engine_fastest_records_its_choice(gen):
     x, w = rand(gen, 2, 3, 12, 12), rand(gen, 4, 3, 3, 3)
     y = pct.conv2d(x, w, padding=1, engine="fastest")
     assert max_rel(y, F.conv2d(x, w, padding=1)) <= 1e-5
-    record = [d for d in pct.decisions() if d["input"] == (2, 3, 12, 12) and d["pyconv_ms"] is not None][-1]
-    assert record["engine"] in ("pyconv", "torch") and record["torch_ms"] > 0 and "faster" in record["why"]
+    record = [d for d in pct.decisions() if d["input"] == (2, 3, 12, 12) and d["pyconv_host_ms"] is not None][-1]
+    assert record["engine"] in ("pyconv", "torch") and record["torch_host_ms"] > 0 and "faster" in record["why"]
+
+
+def test_fastest_decides_eager_calls_and_graph_capture_apart(gen, monkeypatch):
+    """Engine "fastest" decides eager calls and CUDA-graph capture (GPU time) apart; where they disagree
+    (ours faster on the GPU, slower on the host of a GPU-light layer), capture runs ours, in the op and
+    through a Conv2d's memo of PyTorch's inputs, and eager calls PyTorch's conv."""
+    from pyconv.torch import _engine
+    times = (0.020, 0.010, 0.008, 0.009)  # (ours host, PyTorch host, ours GPU, PyTorch GPU) ms
+    monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: times)
+    launches = []
+    run = _engine._run
+    monkeypatch.setattr(_engine, "_run", lambda *a: launches.append(1) or run(*a))
+    monkeypatch.setattr(_engine, "capturing", lambda: False)  # (host tensors: no capture to ask CUDA about)
+    pct.clear()  # decided anew, with the times above
+    layer = pct.Conv2d(3, 5, 3, padding=1, engine="fastest")
+    x = rand(gen, 2, 3, 9, 7)
+    expected = F.conv2d(x, layer.weight, layer.bias, padding=1)
+    with torch.no_grad():
+        assert max_rel(layer(x), expected) <= 1e-5
+        record = layer.decisions()[-1]
+        assert (record["engine"], record["engine_captured"]) == ("torch", "pyconv")
+        assert record["why"] == "eager: PyTorch faster; graphs: pyconv faster"
+        assert record["pyconv_host_ms"] == 0.020 and record["torch_gpu_ms"] == 0.009
+        for capture in (False, True, False):
+            monkeypatch.setattr(_engine, "capturing", lambda: capture)
+            launches.clear()
+            for call in (lambda: layer(x), lambda: pct.conv2d(x, layer.weight, layer.bias, padding=1,
+                                                              engine="fastest")):
+                assert max_rel(call(), expected) <= 1e-5
+            assert len(launches) == (2 if capture else 0), (capture, launches)
+
+
+@pytest.mark.parametrize("times, ours", [
+    ((0.020, 0.015, 0.005, 0.004), False),  # host-bound: ours slower on the host loses whatever the GPU saves
+    ((0.020, 0.015, 0.004, 0.005), False),
+    ((0.014, 0.015, 0.004, 0.005), True),   # no slower in either
+    ((0.014, 0.015, 0.006, 0.005), False),  # slower on the GPU: a GPU-bound model would pay it
+    ((0.020, 0.015, 0.080, 0.100), True),   # GPU-bound on both paths: the GPU decides
+    ((0.015, 0.020, 0.100, 0.080), False),
+    ((0.010, 0.020, None, None), True),     # host tensors: their time
+    ((0.020, 0.010, None, None), False),
+])
+def test_eager_choice_is_never_slower_in_either_regime(times, ours):
+    from pyconv.torch import _engine
+    assert _engine._ours_in_eager(*times) is ours
+
+
+def test_layers_tune_within_the_engines_budget(gen, monkeypatch):
+    """New shapes plan (and tune) within pyconv.torch's budget on the calling thread: 300 ms a shape by
+    default, pyconv.tuning's where set to None; bad budgets are refused."""
+    import contextlib
+
+    from pyconv import tuning
+    budgets = []
+
+    @contextlib.contextmanager
+    def recorded(ms):
+        budgets.append(ms)
+        yield
+    monkeypatch.setattr(tuning, "thread_budget", recorded)
+    w = rand(gen, 2, 3, 3, 3)
+    try:
+        pct.conv2d(rand(gen, 1, 3, 7, 6), w)
+        pct.set_tuning_budget_ms(None)
+        pct.conv2d(rand(gen, 1, 3, 7, 7), w)
+    finally:
+        pct.set_tuning_budget_ms(pct.DEFAULT_TUNING_BUDGET_MS)
+    assert budgets == [pct.DEFAULT_TUNING_BUDGET_MS, None] and pct.DEFAULT_TUNING_BUDGET_MS == 300
+    for bad in (-1, float("inf"), float("nan"), "300", True):
+        with pytest.raises(pyconv.ConvError, match="finite number"):
+            pct.set_tuning_budget_ms(bad)
 
 
 def _small_net():

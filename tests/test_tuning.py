@@ -169,7 +169,15 @@ static void* resolve(void* context) {
     return NULL;
 }
 
-/* harness <cache> resolve <seconds> <id>... | get <id>... | compact | threads */
+double conv_tune_budget_ms(void);  /* (conv_internal.h) the budget the calling thread's tuning gets */
+
+static void* print_budget(void* name) {
+    conv_tune_set_thread_budget_ms(250.0);
+    printf("%s %g\n", (const char*)name, conv_tune_budget_ms());
+    return NULL;
+}
+
+/* harness <cache> resolve <seconds> <id>... | get <id>... | compact | threads | budget */
 int main(int argc, char** argv) {
     conv_tune_set_cache_path(argv[1]);
     const char* mode = argv[2];
@@ -197,6 +205,20 @@ int main(int argc, char** argv) {
         usleep(300000);
         resolve(&quick);
         pthread_join(thread, NULL);
+    } else if (strcmp(mode, "budget") == 0) {
+        /* A thread's own budget is its own: the process's stays for the others, and -1 removes it. */
+        conv_tune_set_budget_ms(1000.0);
+        pthread_t thread;
+        pthread_create(&thread, NULL, print_budget, "thread");
+        pthread_join(thread, NULL);
+        printf("main %g\n", conv_tune_budget_ms());
+        conv_tune_set_thread_budget_ms(40.0);
+        double own = 0.0;
+        conv_tune_get_thread_budget_ms(&own);
+        printf("own %g %g\n", own, conv_tune_budget_ms());
+        conv_tune_set_thread_budget_ms(-1.0);
+        conv_tune_get_thread_budget_ms(&own);
+        printf("removed %g %g\n", own, conv_tune_budget_ms());
     }
     return 0;
 }
@@ -240,6 +262,38 @@ def run_harness(exe: Path, cache: Path, *args) -> list[str]:
 
 def start_harness(exe: Path, cache: Path, *args) -> subprocess.Popen:
     return subprocess.Popen([str(exe), str(cache), *map(str, args)], stdout=subprocess.PIPE, text=True)
+
+
+def test_thread_budget_is_the_threads_own(harness, tmp_path):
+    out = run_harness(harness["build-a"], tmp_path / "cache.txt", "budget")
+    assert out == ["thread 250", "main 1000", "own 40 40", "removed -1 1000"]
+
+
+def test_thread_budget_in_python():
+    """pyconv.tuning.thread_budget sets this thread's budget for the block and restores the one before;
+    other threads keep theirs."""
+    import threading
+    from pyconv._lib import ffi, lib
+
+    def own():
+        ms = ffi().new("double*")
+        lib().conv_tune_get_thread_budget_ms(ms)
+        return ms[0]
+    seen = []
+    with tuning.thread_budget(120):
+        assert own() == 120
+        with tuning.thread_budget(None):
+            assert own() == -1
+        assert own() == 120
+        other = threading.Thread(target=lambda: seen.append(own()))
+        other.start()
+        other.join()
+    assert own() == -1 and seen == [-1]
+    for bad, error in ((-5, pyconv.ConvError), (float("nan"), pyconv.ConvError), ("1", TypeError), (True, TypeError)):
+        with pytest.raises(error):
+            with tuning.thread_budget(bad):
+                pass
+    assert own() == -1
 
 
 def test_cache_file_format(harness, tmp_path):

@@ -66,6 +66,8 @@ static table memory;
 static file_stamp memory_stamp;
 static char path[PATH_BYTES];
 static double budget_ms = 3000.0;
+/* A thread's own budget (pyconv.torch tunes its layers with a shorter one than a direct call's), < 0: none. */
+static _Thread_local double thread_budget_ms = -1.0;
 
 /* The key: GPU, build, CUDA versions and the whole problem (conv_problem_describe). */
 static void make_key(char* key, const char* gpu, const conv_problem* p) {
@@ -387,7 +389,20 @@ int conv_tune_compact(int* lines_kept, int* lines_dropped) {
     return status;
 }
 
-double conv_tune_budget_ms(void) { return budget_ms; }
+double conv_tune_budget_ms(void) { return thread_budget_ms >= 0.0 ? thread_budget_ms : budget_ms; }
+
+int conv_tune_set_thread_budget_ms(double ms) {
+    if (isnan(ms) || isinf(ms))
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "thread budget must be a finite number of ms, got %g", ms);
+    thread_budget_ms = ms < 0.0 ? -1.0 : ms;
+    return CONV_OK;
+}
+
+int conv_tune_get_thread_budget_ms(double* ms) {
+    if (!ms) return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "ms is NULL");
+    *ms = thread_budget_ms;
+    return CONV_OK;
+}
 
 int conv_tune_set_budget_ms(double ms) {
     if (!(ms >= 0.0) || isinf(ms))

@@ -9,14 +9,14 @@ The ops are torch.ops.pyconv.conv2d / conv1d. They run on the tensors' device an
 stream, with output and workspace from PyTorch's allocator; CPU tensors run the cpu variant. Where
 our kernels refuse a case, PyTorch's conv runs it with one FallbackWarning per reason and a count in
 fallback_counts(), or ConvUnsupportedError with fallback=False. decisions() says, per shape, which
-engine ran and why.
+engine ran and why. New shapes tune within set_tuning_budget_ms's budget (default 300 ms a shape).
 """
-from ._engine import clear, decisions
+from ._engine import DEFAULT_TUNING_BUDGET_MS, clear, decisions, set_tuning_budget_ms
 from ._fallback import FallbackWarning, fallback_counts
 from ._fallback import reset as reset_fallback_counts
 from ._op import conv1d, conv2d
 from .convert import convert, report
 from .module import Conv1d, Conv2d
 
-__all__ = ["Conv1d", "Conv2d", "FallbackWarning", "clear", "conv1d", "conv2d", "convert", "decisions",
-           "fallback_counts", "report", "reset_fallback_counts"]
+__all__ = ["DEFAULT_TUNING_BUDGET_MS", "Conv1d", "Conv2d", "FallbackWarning", "clear", "conv1d", "conv2d", "convert",
+           "decisions", "fallback_counts", "report", "reset_fallback_counts", "set_tuning_budget_ms"]

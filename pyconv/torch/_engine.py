@@ -8,8 +8,12 @@ capture and stream order are PyTorch's) -> one cffi call of conv2d_plan_launch o
 stream. No pointer queries, no host synchronisation, no Python objects beyond the output on a hit.
 
 A miss builds the entry: what our kernels cannot take is refused in words (_fallback); engine
-"fastest" times our plan against PyTorch's conv on the call's own operands once and keeps the faster;
-every decision is kept for decisions().
+"fastest" times our plan against PyTorch's conv on the call's own operands once, host time and GPU
+time apart, and decides for both modes a layer runs in: eager calls (ours only where no slower in host
+time, which is all that counts in a model bound by the host, as at batch 1, nor in GPU time) and CUDA-
+graph capture (GPU time only); every decision is kept for decisions().
+New shapes tune within the engine's own budget (set_tuning_budget_ms), so that a converted network's
+first forward takes seconds, not minutes.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from typing import NamedTuple, Optional
 import cffi
 import torch
 
-from .. import _problem, api
+from .. import _problem, api, tuning
 from .._lib import ConvError, ConvRuntimeError, cdef_source, error_for, ffi, header_path, library_path
 from . import _fallback
 
@@ -57,19 +61,24 @@ def _launcher():
 
 class _Entry:
     """What a key runs: a C plan (handle not None) or PyTorch's conv (reason: why, None if timed/asked)."""
-    __slots__ = ("plan", "handle", "out_shape", "dtype", "device", "memory_format", "workspace_bytes",
-                 "reason", "record")
+    __slots__ = ("plan", "handle", "out_shape", "out_strides", "dtype", "device", "memory_format",
+                 "workspace_bytes", "reason", "record", "captured")
 
     def __init__(self, x, memory_format, record: dict, plan=None, out_shape=None, reason=None):
         self.plan = plan              # keeps the C plan (and so the handle) alive while cached here
         self.handle = None if plan is None else int(ffi().cast("uintptr_t", plan.handle))
         self.out_shape = out_shape
+        self.out_strides = None       # channels-last strides of y where x is NHWC (else y is contiguous)
+        if out_shape is not None and memory_format is _CL:
+            _, m, oh, ow = out_shape
+            self.out_strides = (oh * ow * m, 1, ow * m, m)
         self.dtype = x.dtype
         self.device = x.device
         self.memory_format = memory_format
         self.workspace_bytes = 0 if plan is None else plan.workspace_bytes
         self.reason = reason
         self.record = record
+        self.captured = None          # the entry that runs during CUDA-graph capture where it is another one
 
 
 _entries: dict = {}
@@ -80,6 +89,9 @@ _empty = torch.empty
 _U8 = torch.uint8
 _CL = torch.channels_last
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False)  # (CPU-only builds lack it)
+DEFAULT_TUNING_BUDGET_MS = 300.0
+_tuning_budget_ms: Optional[float] = DEFAULT_TUNING_BUDGET_MS
 # What torch.backends.cudnn.allow_tf32 reads, without the module property (1.4 us of every fp32 call).
 _cudnn_allow_tf32 = getattr(torch._C, "_get_cudnn_allow_tf32", lambda: torch.backends.cudnn.allow_tf32)
 
@@ -113,23 +125,44 @@ def _precision(spec: Spec, dtype, device: int) -> str:
 
 
 def _key(x, w, b, spec: Spec):
-    """(x, w, b as the kernels take them, x's device, the entries' key, x NHWC?, w NHWC?)."""
-    x, x_nhwc = _dense(x)
-    w, w_nhwc = _dense(w)
+    """(x, w, b as the kernels take them, x's device, the entries' key, x NHWC?, w NHWC?). Every call
+    makes one: written for host time (the contiguous case first, _precision inlined)."""
+    x_nhwc = w_nhwc = False
+    if not x.is_contiguous():
+        x, x_nhwc = _dense(x)
+    if not w.is_contiguous():
+        w, w_nhwc = _dense(w)
     if b is not None:
         b = b.contiguous()
     dev = x.get_device()
-    key = (x.shape, x.dtype, x_nhwc, dev, w.shape, w.dtype, w_nhwc, w.get_device(),
-           None if b is None else (b.shape, b.dtype, b.get_device()), spec, _precision(spec, x.dtype, dev))
+    dtype = x.dtype
+    precision = spec.precision
+    if precision == "default":
+        precision = _precision(spec, dtype, dev)
+    key = (x.shape, dtype, x_nhwc, dev, w.shape, w.dtype, w_nhwc, w.get_device(),
+           None if b is None else (b.shape, b.dtype, b.get_device()), spec, precision)
     return x, w, b, dev, key, x_nhwc, w_nhwc
 
 
 def pytorchs_format(x, w, b, spec: Spec):
-    """The memory format PyTorch's conv answers these operands in, where that is this engine's decision
-    for them (engine "torch", or "fastest" timed it faster; not a refusal, counted at every call); else
-    None. A module remembers it per input, so that its later calls skip this engine's lookup."""
+    """(memory format PyTorch's conv answers these operands in, whether CUDA-graph capture runs another
+    engine), where PyTorch's conv is this engine's decision for them in eager calls (engine "torch", or
+    "fastest" timed it faster; not a refusal, counted at every call); else None. A module remembers it
+    per input, so that its later eager calls skip this engine's lookup."""
     entry = _entries.get(_key(x, w, b, spec)[4])
-    return entry.memory_format if entry is not None and entry.handle is None and entry.reason is None else None
+    if entry is None or entry.handle is not None or entry.reason is not None:
+        return None
+    return entry.memory_format, entry.captured is not None
+
+
+def set_tuning_budget_ms(ms: Optional[float]) -> None:
+    """Time to tune each new layer shape in, for auto's plans made by pyconv.torch (default 300 ms: a
+    converted resnet50's first forward on a new machine takes seconds); None: pyconv.tuning's budget, as
+    direct calls (3000 ms unless set). Results go to the same cache as any other tuning."""
+    global _tuning_budget_ms
+    if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms < float("inf")):
+        raise ConvError(f"ms must be a finite number >= 0 or None, got {ms!r}")
+    _tuning_budget_ms = None if ms is None else float(ms)
 
 
 def conv2d(x, w, b, spec: Spec):
@@ -138,6 +171,8 @@ def conv2d(x, w, b, spec: Spec):
     entry = _entries.get(key)
     if entry is None:
         entry = _new_entry(key, x, w, b, spec, x_nhwc, w_nhwc)
+    if entry.captured is not None and capturing():
+        entry = entry.captured
     if entry.handle is None:
         if entry.reason is not None:
             _fallback.count(entry.reason)
@@ -146,7 +181,10 @@ def conv2d(x, w, b, spec: Spec):
 
 
 def _run(entry: _Entry, x, w, b, dev: int):
-    y = _empty(entry.out_shape, dtype=entry.dtype, device=entry.device, memory_format=entry.memory_format)
+    # x.new_empty: y takes x's dtype and device without parsing them (measured 6.8 vs 8.6 us for torch.empty
+    # with them on the H200 host)
+    y = x.new_empty(entry.out_shape) if entry.out_strides is None else x.new_empty_strided(entry.out_shape,
+                                                                                              entry.out_strides)
     ws_bytes = entry.workspace_bytes
     ws = _empty(ws_bytes, dtype=_U8, device=entry.device) if ws_bytes else None  # freed in stream order
     status = _launch(entry.handle, x.data_ptr(), w.data_ptr(), 0 if b is None else b.data_ptr(), y.data_ptr(),
@@ -195,7 +233,9 @@ def _plan(x, w, b, spec: Spec, precision: str, x_nhwc: bool, w_nhwc: bool):
         dilation=spec.dilation, groups=spec.groups, epilogue=_epilogue_argument(spec.epilogue),
         precision=precision, x_dtype=_DTYPES[x.dtype], x_layout="NHWC" if x_nhwc else "NCHW",
         w_layout="MKKC" if w_nhwc else "MCKK")
-    return api._cached_plan(dev, key, problem, api.variant_id(variant), None), torch.Size(out_shape)
+    with tuning.thread_budget(_tuning_budget_ms):
+        plan = api._cached_plan(dev, key, problem, api.variant_id(variant), None)
+    return plan, torch.Size(out_shape)
 
 
 def _describe(x, w, b, spec: Spec, precision: str, x_nhwc: bool) -> dict:
@@ -203,7 +243,8 @@ def _describe(x, w, b, spec: Spec, precision: str, x_nhwc: bool) -> dict:
             "dtype": _DTYPES.get(x.dtype, str(x.dtype)), "layout": "NHWC" if x_nhwc else "NCHW",
             "stride": spec.stride, "padding": spec.padding, "dilation": spec.dilation, "groups": spec.groups,
             "epilogue": ("none", "relu", "relu+maxpool")[spec.epilogue[0]], "precision": precision,
-            "engine": None, "variant": None, "config": None, "why": None, "pyconv_ms": None, "torch_ms": None}
+            "engine": None, "engine_captured": None, "variant": None, "config": None, "why": None,
+            "pyconv_host_ms": None, "torch_host_ms": None, "pyconv_gpu_ms": None, "torch_gpu_ms": None}
 
 
 def _new_entry(key, x, w, b, spec: Spec, x_nhwc: bool, w_nhwc: bool) -> _Entry:
@@ -239,57 +280,103 @@ def _new_entry(key, x, w, b, spec: Spec, x_nhwc: bool, w_nhwc: bool) -> _Entry:
         record.update(engine="torch", why=reason or "engine='torch' asked for")
         entry = _Entry(x, memory_format, record, reason=reason)
     elif spec.engine == "fastest":
-        entry = _fastest(entry, x, w, b, spec, record)
+        entry = _fastest(entry, key, x, w, b, spec, record)
     if capturing:
         return entry  # not kept: the next eager call plans it properly
     return _keep(key, spec, record, entry)
 
 
 def _keep(key, spec: Spec, record: dict, entry: _Entry) -> _Entry:
+    if record["engine_captured"] is None:  # one engine for both modes
+        record["engine_captured"] = record["engine"]
     with _lock:
         _entries[key] = entry
         _records.append((spec, record))
     return entry
 
 
-# ---- engine "fastest": ours against PyTorch's conv, on this call's operands ----
+# ---- engine "fastest": ours against PyTorch's conv, on this call's operands, in each mode ----
 
 _TIMING_CALLS, _TIMING_ROUNDS = 10, 3
+# GPU cycles the stream sleeps before the timed calls (about 3 ms on the H100 / H200): the host enqueues them
+# meanwhile without waiting (its time is its own) and the events see the kernels back to back, as a graph
+# replays them.
+_SLEEP_CYCLES = 5_000_000
+_sleep = getattr(torch.cuda, "_sleep", None)
+# A layer whose GPU time is this many times the host time of both paths keeps the GPU busy in eager models too.
+_GPU_BOUND = 2.0
 
 
-def _time_ms(fn, device) -> float:
-    """Time per call of `fn` over back-to-back calls (host overhead counts where it is the bottleneck)."""
+def _time_ms(fn, device) -> tuple:
+    """(host ms, GPU ms or None on the host) per call of `fn` over back-to-back calls."""
     fn()
     if device.type != "cuda":
         start = time.perf_counter()
         for _ in range(_TIMING_CALLS):
             fn()
-        return (time.perf_counter() - start) * 1e3 / _TIMING_CALLS
+        return (time.perf_counter() - start) * 1e3 / _TIMING_CALLS, None
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if _sleep is not None:
+        _sleep(_SLEEP_CYCLES)
     start.record()
+    began = time.perf_counter()
     for _ in range(_TIMING_CALLS):
         fn()
+    host = time.perf_counter() - began
     stop.record()
     stop.synchronize()
-    return start.elapsed_time(stop) / _TIMING_CALLS
+    return host * 1e3 / _TIMING_CALLS, start.elapsed_time(stop) / _TIMING_CALLS
 
 
-def _fastest(entry: _Entry, x, w, b, spec: Spec, record: dict) -> _Entry:
-    """Our plan, or PyTorch's conv where that was faster (best of a few rounds each, interleaved)."""
-    dev = x.get_device()
-    ours = lambda: _run(entry, x, w, b, dev)  # noqa: E731
-    theirs = lambda: _fallback.torch_conv(x, w, b, spec)  # noqa: E731
-    with torch.no_grad():
-        ours_ms, torch_ms = float("inf"), float("inf")
-        for _ in range(_TIMING_ROUNDS):
-            ours_ms = min(ours_ms, _time_ms(ours, x.device))
-            torch_ms = min(torch_ms, _time_ms(theirs, x.device))
-    record.update(pyconv_ms=ours_ms, torch_ms=torch_ms)
-    if ours_ms <= torch_ms:
-        record.update(why=f"pyconv faster ({ours_ms:.4f} ms vs PyTorch {torch_ms:.4f} ms per call)")
-        return entry
-    record.update(engine="torch", why=f"PyTorch faster ({torch_ms:.4f} ms vs pyconv {ours_ms:.4f} ms per call)")
-    return _Entry(x, entry.memory_format, record)
+def _measure(ours, theirs, device) -> tuple:
+    """(ours host, PyTorch host, ours GPU, PyTorch GPU) ms per call, each the best of a few rounds,
+    interleaved (clocks and neighbours affect both); the GPU times None on the host."""
+    best = [float("inf")] * 4
+    for _ in range(_TIMING_ROUNDS):
+        (oh, og), (th, tg) = _time_ms(ours, device), _time_ms(theirs, device)
+        best = [min(b, t) for b, t in zip(best, (oh, th, og if og is not None else oh, tg if tg is not None else th))]
+    return tuple(best[:2]) + ((None, None) if device.type != "cuda" else tuple(best[2:]))
+
+
+def _ours_in_eager(ours_host: float, torch_host: float, ours_gpu, torch_gpu) -> bool:
+    """Whether our plan runs a layer's eager calls: no slower where the host bounds the model (at batch 1 the
+    host's time is all that counts, whatever the GPU saves) nor where the GPU does; a layer GPU-bound by
+    _GPU_BOUND on both paths is judged by GPU time alone."""
+    if ours_gpu is None:
+        return ours_host <= torch_host
+    if min(ours_gpu, torch_gpu) >= _GPU_BOUND * max(ours_host, torch_host):
+        return ours_gpu <= torch_gpu
+    return ours_host <= torch_host and ours_gpu <= torch_gpu
+
+
+def _fastest(entry: _Entry, key, x, w, b, spec: Spec, record: dict) -> _Entry:
+    """Our plan, or PyTorch's conv where that is faster, for eager calls and for CUDA-graph capture (GPU
+    time only): the entry for eager calls, with .captured set where capture runs the other engine. Each
+    side is timed through the whole call it takes in a model (pyconv.torch's op path and this lookup, or
+    PyTorch's conv as a Conv2d's memo sends it there)."""
+    from ._op import conv2d_spec  # the path a layer's eager call takes (imported here: _op imports this)
+    fmt = entry.memory_format
+    theirs_entry = _Entry(x, fmt, record)
+    with _lock:
+        _entries[key] = entry  # the timed path finds our plan (another thread may run it meanwhile)
+    try:
+        with torch.no_grad():
+            times = _measure(lambda: conv2d_spec(x, w, b, spec, None), lambda: _fallback.torch_conv(x, w, b, spec),
+                             x.device)
+    finally:
+        with _lock:
+            _entries.pop(key, None)
+    ours_host, torch_host, ours_gpu, torch_gpu = times
+    record.update(pyconv_host_ms=ours_host, torch_host_ms=torch_host, pyconv_gpu_ms=ours_gpu, torch_gpu_ms=torch_gpu)
+    eager = entry if _ours_in_eager(*times) else theirs_entry
+    captured = eager if ours_gpu is None else entry if ours_gpu <= torch_gpu else theirs_entry
+    if eager is not captured:
+        eager.captured = captured
+    record.update(engine="pyconv" if eager is entry else "torch",
+                  engine_captured="pyconv" if captured is entry else "torch")
+    verdict = {entry: "pyconv faster", theirs_entry: "PyTorch faster"}
+    record["why"] = verdict[eager] if eager is captured else f"eager: {verdict[eager]}; graphs: {verdict[captured]}"
+    return eager
 
 
 def decisions() -> list:

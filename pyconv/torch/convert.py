@@ -110,10 +110,14 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
 class Report(dict):
     """report()'s answer: {layer name: its decisions()} as a dict, printed as a table with one row per
     layer and input shape (a layer not run yet: one row). not_fused: {layer name: why convert left a
-    ReLU / pool after it out of its epilogue}. The table cuts long "why" texts; the data keeps them."""
+    ReLU / pool after it out of its epilogue}. The table cuts long "why" texts; the data keeps them.
+    Columns: "engine" runs the layer's eager calls, "in graphs" its CUDA-graph captures; the times are ms per
+    call of each engine as engine "fastest" measured them (host: the host's time, gpu: the GPU's)."""
 
-    COLUMNS = ("layer", "input", "device", "dtype layout", "epilogue", "engine", "variant[config]", "pyconv ms",
-               "torch ms", "why")
+    COLUMNS = ("layer", "input", "device", "dtype layout", "epilogue", "engine", "in graphs", "variant[config]",
+               "ours host", "torch host", "ours gpu", "torch gpu", "why")
+    _TIMES = ("pyconv_host_ms", "torch_host_ms", "pyconv_gpu_ms", "torch_gpu_ms")  # the 4 columns before why
+    _TIME_COLUMNS = frozenset(range(len(COLUMNS) - 5, len(COLUMNS) - 1))
 
     def __init__(self, layers: dict, not_fused: dict):
         super().__init__(layers)
@@ -126,26 +130,29 @@ class Report(dict):
             note = self.not_fused.get(layer)
             for r in records or [None]:
                 if r is None:
-                    row = [layer] + ["-"] * 8 + ["not run yet"]
+                    row = [layer] + ["-"] * (len(self.COLUMNS) - 2) + ["not run yet"]
                 else:
                     variant = f"{r['variant']}[{r['config']}]" if r["variant"] else "-"
                     row = [layer, "x".join(map(str, r["input"])), r["device"], f"{r['dtype']} {r['layout']}",
-                           r["epilogue"], r["engine"], variant]
-                    row += ["-" if r[k] is None else f"{r[k]:.4f}" for k in ("pyconv_ms", "torch_ms")]
+                           r["epilogue"], r["engine"], r["engine_captured"], variant]
+                    row += ["-" if r[k] is None else f"{r[k]:.4f}" for k in self._TIMES]
                     row.append(r["why"] or "-")
                 if note:  # first: the table cuts the end of long texts
                     row[-1] = f"{note}; {row[-1]}"
                 rows.append(tuple(row))
         return rows
 
-    def table(self, why_width: int = 56) -> str:
-        """The rows as aligned text, "why" cut to why_width characters with "..."."""
-        rows = [self.COLUMNS] + [r[:-1] + ((r[-1] if len(r[-1]) <= why_width else r[-1][:why_width - 3] + "..."),)
-                                 for r in self.rows()]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(self.COLUMNS))]
-        numeric = {self.COLUMNS.index("pyconv ms"), self.COLUMNS.index("torch ms")}
-        lines = ["  ".join(text.rjust(w) if i in numeric else text.ljust(w)
-                           for i, (text, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
+    def table(self, why_width: int = 48) -> str:
+        """The rows as aligned text, "why" cut to why_width characters with "...", without the time columns
+        no row has (the GPU-only times of a model run on the host)."""
+        body = [r[:-1] + ((r[-1] if len(r[-1]) <= why_width else r[-1][:why_width - 3] + "..."),) for r in self.rows()]
+        shown = [i for i, name in enumerate(self.COLUMNS)
+                 if i not in self._TIME_COLUMNS or any(r[i] != "-" for r in body) or not body]
+        rows = [tuple(row[i] for i in shown) for row in [self.COLUMNS] + body]
+        widths = [max(len(row[k]) for row in rows) for k in range(len(shown))]
+        numeric = {k for k, i in enumerate(shown) if i in self._TIME_COLUMNS}
+        lines = ["  ".join(text.rjust(w) if k in numeric else text.ljust(w)
+                           for k, (text, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
 

@@ -128,23 +128,27 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
     ("pyconv", "fastest", "torch") and fallback."""
 
     def _conv_forward(self, input, weight, bias):
-        # An input the engine decided for PyTorch's conv (engine "fastest" timed it faster, or "torch") goes
-        # straight there: in an eager model at batch 1 the engine's per-call lookup, not the decision, made
-        # the converted network slower. Remembered per (shape, dtype, device) and engine generation; PyTorch's
+        # An input the engine decided for PyTorch's conv in eager calls (engine "fastest" timed it faster, or
+        # "torch") goes straight there: in an eager model at batch 1 the engine's per-call lookup, not the
+        # decision, made the converted network slower. Remembered per (shape, dtype, device) and engine
+        # generation, with whether CUDA-graph capture runs ours instead (then asked at each call); PyTorch's
         # conv is right for any input, so a remembered answer can cost only speed, never correctness.
+        # Every PyTorch-decided layer of an eager model pays this path at every call: written for host time
+        # (measured against nn.Conv2d's own forward at batch 1). The result is PyTorch's conv's as it comes,
+        # as the original module's was (its memory format may differ from x's where only w is channels-last).
         if self.padding_mode != "zeros" or type(input) is not _op._Tensor or _op._is_compiling() or input.dim() != 4:
             return super()._conv_forward(input, weight, bias)
-        spec, extra = self.spec()
-        memo = self.__dict__.get("_pyconv_pytorchs")
+        dictionary = self.__dict__
+        spec, extra = dictionary.get("_pyconv_spec") or self.spec()
+        memo = dictionary.get("_pyconv_pytorchs")
         if memo is None or memo[0] != _engine.generation:
-            memo = self.__dict__["_pyconv_pytorchs"] = (_engine.generation, {})
-        signature = (input.shape, input.dtype, input.device)
-        form = memo[1].get(signature, _UNSEEN)
-        if form is not None and form is not _UNSEEN:
-            return torch_conv(input if extra is None else F.pad(input, extra), weight, bias,
-                              spec).contiguous(memory_format=form)
+            memo = dictionary["_pyconv_pytorchs"] = (_engine.generation, {})
+        signature = (input.shape, input.dtype, input.get_device())
+        pytorchs = memo[1].get(signature, _UNSEEN)  # (memory format, capture runs ours) or None: ours
+        if pytorchs is not None and pytorchs is not _UNSEEN and not (pytorchs[1] and _engine.capturing()):
+            return torch_conv(input if extra is None else F.pad(input, extra), weight, bias, spec)
         y = self._run(input, weight, bias, spec, extra)
-        if form is _UNSEEN and extra is None and not _op._any_autocast():  # the engine saw this input as it is
+        if pytorchs is _UNSEEN and extra is None and not _op._any_autocast():  # the engine saw this input as is
             memo[1][signature] = _engine.pytorchs_format(input, weight, bias, spec)
         return y
 
