@@ -57,13 +57,13 @@ def latency_ms(fn, reps: int) -> list:
     return times
 
 
-def measure(name: str, batch: int, dtype, mode: str, engine: str, reps: int) -> dict:
+def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int) -> dict:
     x = torch.rand(batch, *NETWORKS[name][1], device="cuda").to(dtype)
     original = build(name, "cuda", dtype)
     pct.reset_fallback_counts()
     with torch.no_grad():
         reference = original(x).double()  # eager: a compiled original is not a reference (see below)
-        converted = pct.convert(original, engine=engine, example_inputs=x)
+        converted = pct.convert(original, engine=engine_name, example_inputs=x)
         runs = {}
         for label, model in (("original", original), ("converted", converted)):
             fn, out = forward_fn(model, x, mode)
@@ -81,10 +81,12 @@ def measure(name: str, batch: int, dtype, mode: str, engine: str, reps: int) -> 
     t_orig, t_conv = statistics.median(runs["original"][2]), statistics.median(runs["converted"][2])
     layers = pct.report(converted)
     dtype_name = str(dtype).replace("torch.", "")
-    engine = "engine_captured" if mode == "graph" else "engine"  # (compiled: engine "fastest" steps aside anyway)
+    engine = "engine_captured" if mode == "graph" else "engine"
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
                  if r["input"][0] == batch and r["dtype"] == dtype_name and r[engine] == "torch"}
-    return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine,
+    if mode == "compile" and engine_name != "pyconv":  # engines fastest / torch compile to PyTorch's conv
+        fell_back = {layer: "compiled: PyTorch's conv" for layer in layers}
+    return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
             "original_max_rel_error": original_err,
             "layers": len(layers), "pyconv_layers": len(layers) - len(fell_back), "fell_back": fell_back,
@@ -116,6 +118,8 @@ def per_call_rows(calls: int = 300, repeats: int = 7) -> list:
 
 def _fell_back(row: dict) -> str:
     """Layers on PyTorch's conv: by timing (counted) and by refusal (named with the reason)."""
+    if row["fell_back"] and all(why.startswith("compiled") for why in row["fell_back"].values()):
+        return "all: compiled"
     timed = sum(why.endswith(" faster") for why in row["fell_back"].values())
     refused = [f"{layer}: {why[:60]}" for layer, why in row["fell_back"].items() if not why.endswith(" faster")]
     return "; ".join(([f"{timed} by timing"] if timed else []) + refused) or "none"
