@@ -221,8 +221,8 @@ def test_summary_tables_in_markdown_json_and_csv(tmp_path):
     table = summary.markdown(summary.compute("toy", FAKE_ROWS)).splitlines()
     assert table[0].startswith("| suite | B | comparison | ours | cuDNN | shapes timed | cuDNN / ours")
     assert table[1].count("|") == table[0].count("|")
-    assert table[2] == "| toy | 1 | exact | auto | fp32 | 3 of 3 | 1.59x | 2 (67%) | 30.0% | 7.0% |"
-    assert table[5] == "| toy | 32 | fast | auto | - | 0 of 1 | - | - | 45.0% | - |"
+    assert table[2] == "| toy | 1 | exact | auto | fp32 | 3 of 3 | 1.59x | 2 (67%) | 30.0% | 7.0% | - | 0 |"
+    assert table[5] == "| toy | 32 | fast | auto | - | 0 of 1 | - | - | 45.0% | - | - | 0 |"
     results = tmp_path / "toy.json"
     results.write_text(json.dumps({"suite": "toy", "device": "fake", "rows": FAKE_ROWS}))
     out = {ext: tmp_path / f"summary.{ext}" for ext in ("md", "json", "csv")}
@@ -237,7 +237,7 @@ def test_summary_tables_in_markdown_json_and_csv(tmp_path):
 def test_markdown_rows_put_cudnn_beside_ours():
     lines = report.markdown_rows(FAKE_ROWS).splitlines()
     assert len(lines) == 2 + len(FAKE_ROWS)
-    assert lines[2] == "| a | 1 | exact | auto>implicit_gemm[128x64] | 1 | 10.0% | fp32 | 2 | 5.0% | 2 |"
+    assert lines[2] == "| a | 1 | exact | auto>implicit_gemm[128x64] | 1 | 10.0% | fp32 | 2 | 5.0% | 2 | - | - | - |"
     assert "| c | 1 | fast | auto>implicit_gemm[128x64] | unsupported: why |" in lines[7]
 
 
@@ -245,7 +245,8 @@ def test_a_row_reports_both_floors_and_the_speedup():
     s = shapes.Shape("s", 1, 4, 8, 8, 4, 3, 3)
     c = ceilings.Ceilings("gpu", "test", 1000.0, {"fp32": 50_000.0, "fp16_tensor": 500_000.0}, 1 << 20)
     row = runner.Row(s, "auto", "fp16", "float16", "NHWC", resolved="wmma", unit="fp16_tensor", median_ms=0.004,
-                     cudnn_precision="fp16", cudnn_ms=0.006)
+                     cudnn_precision="fp16", cudnn_ms=0.006, cudnn_runs=(0.006, 0.0065), hot_ms=0.002,
+                     cudnn_hot_ms=0.005)
     row.stats = roofline.summary(s, row.unit, c, row.median_ms, row.dtype)
     row.cudnn_stats = roofline.summary(s, "fp16_tensor", c, row.cudnn_ms, row.dtype)
     d = row.as_dict()
@@ -254,7 +255,44 @@ def test_a_row_reports_both_floors_and_the_speedup():
     assert d["floor_ms"] == d["cudnn_floor_ms"] == roofline.floor(s, "fp16_tensor", c, "float16").ms
     assert set(report.CSV_COLUMNS) <= set(d)
     line = report.Table([s], [(comparisons.COMPARISONS["fp16"], "auto_fast")], ["implicit_gemm"]).line(row)
-    assert " fp16 " in line and "auto>wmma" in line and line.split()[-1] == "1.5"
+    assert " fp16 " in line and "auto>wmma" in line and line.split()[-4:] == ["1.5", "0.002", "0.005", "2.5"]
+    assert d["speedup_hot_vs_cudnn"] == pytest.approx(2.5) and d["cudnn_unstable"] is False  # 8% apart: stable
+
+
+def test_rows_with_both_temperatures_and_an_unstable_cudnn():
+    """Hot times give their own geometric mean; cuDNN runs more than 10% apart are counted and shown."""
+    rows = [dict(r, hot_ms=r["median_ms"] / 2, cudnn_hot_ms=r["cudnn_ms"], speedup_hot_vs_cudnn=2 * r["cudnn_ms"] /
+                 r["median_ms"], cudnn_runs=[r["cudnn_ms"], 1.2 * r["cudnn_ms"]], cudnn_unstable=r["shape"] == "a")
+            for r in FAKE_ROWS if r["status"] == "ok" and r["cudnn_ms"]]
+    s1_exact = summary.compute("toy", rows)[0]
+    assert s1_exact.geomean_speedup_hot == pytest.approx(2 * s1_exact.geomean_speedup)
+    assert s1_exact.cudnn_unstable == 1  # shape a
+    line = report.markdown_rows(rows).splitlines()[2]
+    assert "| 2 (cuDNN unstable: 2 then 2.4 ms) |" in line and line.endswith("| 0.5 | 2 | 4 |")
+    s = shapes.Shape("s", 1, 4, 8, 8, 4, 3, 3)
+    row = runner.Row(s, "auto", cudnn_ms=0.006, cudnn_runs=(0.0075, 0.006))
+    assert row.cudnn_unstable and runner.Row(s, "auto", cudnn_runs=(0.006,)).cudnn_unstable is False
+
+
+def test_hot_operands_are_the_first_set_alone(rng):
+    s = shapes.Shape("s", 2, 3, 8, 8, 4, 3, 3)
+    sets = operands.OperandSets(s, 3, False, 1 << 20, rng)
+    hot = sets.first()
+    assert (hot.n, sets.n, hot.cache_resident) == (1, 3, True)
+    assert hot.pointers(0) == sets.pointers(0) and hot.xs[0] is sets.xs[0]
+
+
+def test_bench_times_the_host_side_hot_and_cold(tmp_path):
+    path = tmp_path / "small.csv"
+    path.write_text("name,C,H,W,M,K,pad\nsmall,3,12,12,4,3,1\n")
+    for hot in (True, False):
+        result = bench_cli(tmp_path, "--suite", str(path), "--batch", "2", "--variants", "cpu", "--no-cudnn",
+                           "--json", str(tmp_path / "r.json"), *(() if hot else ("--no-hot",)))
+        assert result.returncode == 0, result.stdout + result.stderr
+        data = json.loads((tmp_path / "r.json").read_text())
+        (row,) = data["rows"]
+        assert data["hot"] is hot and row["median_ms"] > 0
+        assert (row["hot_ms"] > 0) if hot else row["hot_ms"] is None
 
 
 def test_operand_sets_cover_twice_the_cache_within_memory():
@@ -474,3 +512,6 @@ def test_bench_cli_compares_with_cudnn_beside_every_row(tmp_path):
     assert all(r["status"] == "ok" and r["timer"] == "torch graph" and r["resolved"] for r in rows), rows
     assert [r["cudnn_precision"] for r in rows[:4]] == ["fp32", "tf32", "fp16", "bf16"]
     assert all(r["cudnn_ms"] > 0 and r["cudnn_pct_of_floor"] > 0 and r["speedup_vs_cudnn"] > 0 for r in rows)
+    # both temperatures, cuDNN's two cold runs with the faster one as its time
+    assert all(r["hot_ms"] > 0 and r["cudnn_hot_ms"] > 0 and r["speedup_hot_vs_cudnn"] > 0 for r in rows)
+    assert all(len(r["cudnn_runs"]) == 2 and r["cudnn_ms"] == min(r["cudnn_runs"]) for r in rows)

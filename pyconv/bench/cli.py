@@ -24,8 +24,9 @@ from .cudnn import Cudnn, load_torch
 
 METHOD = ("op time = median per-call time of timed rounds of several calls, after warm-up, auto tuned "
           "first (GPU: each round one CUDA-graph replay between two events, for ours and cuDNN alike, "
-          "cuDNN with cudnn.benchmark; host: perf_counter around synchronous calls); operand sets cycled "
-          "so that together they are at least twice the last-level cache; floor = max(min bytes (x, w, y "
+          "cuDNN with cudnn.benchmark, every engine tried (benchmark_limit 0), timed twice, the faster run "
+          "the anchor; host: perf_counter around synchronous calls); cold: operand sets cycled so that "
+          "together they are at least twice the last-level cache; hot: one set; floor = max(min bytes (x, w, y "
           "in their dtypes, once) / copy bandwidth, flops / rate of the unit: the variant's for ours, the "
           "precision's for cuDNN), ceilings measured at the start of the run")
 
@@ -60,6 +61,9 @@ def add_arguments(parser) -> None:
                         help="start no new shape after this many seconds; the rest are listed as not run (with "
                              "a limit, each layer runs at all its batches before the next)")
     parser.add_argument("--no-cudnn", action="store_true", help="do not time cuDNN even if PyTorch is there")
+    parser.add_argument("--no-hot", action="store_true",
+                        help="time each side only cold (cycling through operand sets larger than the cache), not "
+                             "also hot (one set, as a harness timing one set back to back sees it)")
     parser.add_argument("--unit", action="append", metavar="VARIANT=UNIT", default=[],
                         help="the unit a variant's floor is taken on (fp32, fp16, fp16_tensor, tf32_tensor), "
                              "instead of the unit it declares in the library's variant table")
@@ -112,7 +116,8 @@ def run(args) -> int:
     gpu_ceilings = measure_gpu(gpu_name) if have_gpu else None
     torch, why = load_torch() if have_gpu else (None, "no GPU")
     cudnn = Cudnn(None if args.no_cudnn else torch, "--no-cudnn" if args.no_cudnn else why)
-    bench = runner.Runner(variants, compared, args.budget_ms, cudnn, torch, overrides, gpu_ceilings, measure_cpu)
+    bench = runner.Runner(variants, compared, args.budget_ms, cudnn, torch, overrides, gpu_ceilings, measure_cpu,
+                          hot=not args.no_hot)
     if not have_gpu or "cpu" in variants:
         bench.cpu_ceilings()
 
@@ -123,7 +128,7 @@ def run(args) -> int:
             "host": platform.node(), "device": gpu_name or "cpu only (no usable GPU)",
             "libconv": f.string(l.conv_version()).decode(), "library": str(_lib.library_path()),
             "cudnn": cudnn.describe(), "gpu_timer": "torch graph" if torch else "conv2d_time",
-            "method": METHOD, "budget_ms": args.budget_ms, "tune_budget_ms": args.tune_budget_ms,
+            "method": METHOD, "budget_ms": args.budget_ms, "tune_budget_ms": args.tune_budget_ms, "hot": not args.no_hot,
             "compare": [c.name for c in compared], "variants": variants}
     cases = bench.cases()
 

@@ -1,7 +1,8 @@
 """cuDNN beside our numbers: torch.nn.functional.conv2d on the same operands (the very same device
 memory), in the same process, timed by the same protocol as ours (timing.graph_run: CUDA-graph
-replays of several calls, median per call), with cudnn.benchmark on so that cuDNN picks its fastest
-algorithm for each shape before the capture. F.conv2d may pick PyTorch's own depthwise kernel over
+replays of several calls, median per call), with cudnn.benchmark on and benchmark_limit 0 so that cuDNN
+tries every engine and picks its fastest for each shape before the capture (its strongest choice is the
+anchor). F.conv2d may pick PyTorch's own depthwise kernel over
 cuDNN for grouped layers: what is timed is what a PyTorch user gets.
 
 Precisions: "fp32" (TF32 off), "tf32" (TF32 on), "fp16" and "bf16" (channels_last, as
@@ -44,6 +45,8 @@ class Cudnn:
         self.reason = "" if torch is not None else reason
         if torch is not None:
             torch.backends.cudnn.benchmark = True
+            if hasattr(torch.backends.cudnn, "benchmark_limit"):
+                torch.backends.cudnn.benchmark_limit = 0  # try every engine, not the first 10 heuristics name
 
     @property
     def available(self) -> bool:
@@ -53,7 +56,9 @@ class Cudnn:
         if not self.available:
             return self.reason
         t = self.torch
-        return (f"torch {t.__version__}, cuDNN {t.backends.cudnn.version()}, cudnn.benchmark=True; "
+        limit = getattr(t.backends.cudnn, "benchmark_limit", None)
+        return (f"torch {t.__version__}, cuDNN {t.backends.cudnn.version()}, cudnn.benchmark=True"
+                f"{'' if limit is None else f', benchmark_limit={limit}'}; "
                 f"fp32 with TF32 off, tf32, fp16 and bf16 channels_last")
 
     @contextmanager

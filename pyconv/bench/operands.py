@@ -1,6 +1,6 @@
 """Operand sets for timing: enough (x, w, y) sets that cycling through them defeats the last-level
 cache, so that a small shape is timed reading memory as it would in a network rather than re-reading
-the cache; filled with random numbers in [-1, 1), never zeros (zeros hide unwritten outputs and can
+the cache ("cold"; first() gives one set, timed "hot" beside it); filled with random numbers in [-1, 1), never zeros (zeros hide unwritten outputs and can
 run faster than real data).
 
 Sets are in one dtype and layout (a comparison's: comparisons.py): NHWC activations with MKKC filters,
@@ -11,6 +11,7 @@ DeviceArrays (fp32 NCHW: what conv2d_time takes).
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 
@@ -97,6 +98,15 @@ class OperandSets:
         else:
             self.xs, self.ws = ([_host_random(s, layout, dtype, rng) for _ in range(n)] for s in shapes[:2])
             self.ys = [_host_empty(shape.y_shape, layout, dtype) for _ in range(n)]
+
+    def first(self) -> "OperandSets":
+        """Set 0 alone, sharing its arrays: timed over and over, its operands stay in the cache ("hot", as a
+        harness that times one set back to back sees them)."""
+        hot = copy.copy(self)
+        hot.n = 1
+        hot.xs, hot.ws, hot.ys = self.xs[:1], self.ws[:1], self.ys[:1]
+        hot.cache_resident = True
+        return hot
 
     def pointers(self, i: int) -> tuple:
         """(x, w, y) of set i as integer addresses."""

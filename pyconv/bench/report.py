@@ -15,7 +15,7 @@ CSV_COLUMNS = ("shape", "B", "C", "H", "W", "M", "KH", "KW", "stride_h", "stride
                "config", "status", "message", "unit", "timer", "median_ms", "min_ms", "max_ms", "calls", "reps",
                "n_sets", "cache_resident", "gflops", "gbytes_per_s", "floor_ms", "floor_bound", "pct_of_floor",
                "cudnn_precision", "cudnn_ms", "cudnn_floor_ms", "cudnn_pct_of_floor", "speedup_vs_cudnn",
-               "cudnn_note")
+               "cudnn_note", "hot_ms", "cudnn_hot_ms", "speedup_hot_vs_cudnn", "cudnn_runs", "cudnn_unstable")
 SHORT_NOTE = 12  # a cuDNN reason this short ("no torch") stands in the cuDNN column itself
 
 
@@ -50,7 +50,7 @@ class Table:
         return (f"{'shape':{self.name_width}s} {'B':>6s} {'cmp':{self.compare_width}s} "
                 f"{'variant':{self.variant_width}s} {'unit':11s} {'median ms':>10s} {'GFLOP/s':>9s} {'GB/s':>8s} "
                 f"{'floor ms':>9s} {'bound':7s} {'%floor':>7s} {'cuDNN ms':>10s} {'prec':4s} {'%floor':>7s} "
-                f"{'cuDNN/ours':>10s}  note")
+                f"{'cuDNN/ours':>10s} {'hot ms':>9s} {'cuDNN hot':>9s} {'hot c/o':>7s}  note")
 
     def line(self, row) -> str:
         s = row.shape
@@ -61,7 +61,8 @@ class Table:
         st = row.stats
         notes = [n for n in ("cache-resident: all sets fit in cache" if row.cache_resident else "",
                              f"slow: median of {row.reps} rounds" if row.reps and row.reps < MIN_REPS else "",
-                             row.cudnn_note if row.cudnn_ms is None and len(row.cudnn_note) > SHORT_NOTE else "")
+                             row.cudnn_note if row.cudnn_ms is None and len(row.cudnn_note) > SHORT_NOTE else "",
+                             _unstable(row.cudnn_runs) if row.cudnn_unstable else "")
                  if n]
         cudnn = _g(row.cudnn_ms) if row.cudnn_ms is not None else (
             row.cudnn_note if len(row.cudnn_note) <= SHORT_NOTE else "n/a")
@@ -69,7 +70,12 @@ class Table:
         return (lead + f"{row.unit:11s} {_g(row.median_ms):>10s} {st['gflops']:9.1f} {st['gbytes_per_s']:8.1f} "
                 f"{_g(st['floor_ms'], 3):>9s} {st['floor_bound']:7s} {st['pct_of_floor']:6.1f}% "
                 f"{cudnn:>10s} {row.cudnn_precision:4s} {_pct(row.cudnn_stats.get('pct_of_floor')):>7s} "
-                f"{speedup:>10s}  {'; '.join(notes)}")
+                f"{speedup:>10s} {_g(row.hot_ms):>9s} {_g(row.cudnn_hot_ms):>9s} "
+                f"{_g(row.speedup_hot_vs_cudnn, 3):>7s}  {'; '.join(notes)}")
+
+
+def _unstable(runs) -> str:
+    return f"cuDNN unstable: {_g(runs[0])} then {_g(runs[1])} ms"
 
 
 def write_json(path, meta: dict, rows) -> None:
@@ -85,16 +91,19 @@ def write_csv(path, rows) -> None:
 def markdown_rows(dicts) -> str:
     """Every row as a markdown table: ours and cuDNN side by side, each with its % of its floor."""
     out = ["| shape | B | comparison | ours (variant > what ran) | ours ms | % floor | cuDNN | cuDNN ms | "
-           "% floor | cuDNN / ours |", "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
+           "% floor | cuDNN / ours | ours hot ms | cuDNN hot ms | hot: cuDNN / ours |",
+           "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for d in dicts:
         ours = _variant(d["variant"], d.get("resolved", ""), d.get("config", ""))
         if d["status"] != "ok":
             why = (d.get("message") or "").replace("|", "/")
-            out.append(f"| {d['shape']} | {d['B']} | {d['compare']} | {ours} | {d['status']}: {why} | | | | | |")
+            out.append(f"| {d['shape']} | {d['B']} | {d['compare']} | {ours} | {d['status']}: {why} | | | | | | | | |")
             continue
+        cudnn = _g(d.get("cudnn_ms")) + (f" ({_unstable(d['cudnn_runs'])})" if d.get("cudnn_unstable") else "")
         out.append(f"| {d['shape']} | {d['B']} | {d['compare']} | {ours} | {_g(d['median_ms'])} | "
-                   f"{_pct(d['pct_of_floor'])} | {d['cudnn_precision']} | {_g(d.get('cudnn_ms'))} | "
-                   f"{_pct(d.get('cudnn_pct_of_floor'))} | {_g(d.get('speedup_vs_cudnn'), 3)} |")
+                   f"{_pct(d['pct_of_floor'])} | {d['cudnn_precision']} | {cudnn} | "
+                   f"{_pct(d.get('cudnn_pct_of_floor'))} | {_g(d.get('speedup_vs_cudnn'), 3)} | "
+                   f"{_g(d.get('hot_ms'))} | {_g(d.get('cudnn_hot_ms'))} | {_g(d.get('speedup_hot_vs_cudnn'), 3)} |")
     return "\n".join(out) + "\n"
 
 

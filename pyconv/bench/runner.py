@@ -1,6 +1,7 @@
 """One shape at a time: for each comparison and variant a plan (auto resolved and tuned first, or the
 library's reason why not), operand sets in the comparison's dtype and layout, our op times, cuDNN's at
-the matching precision on the same sets, and one Row per (comparison, variant)."""
+the matching precision on the same sets, and one Row per (comparison, variant). Each side is timed cold
+(cycling through sets larger than the cache) and hot (one set); cuDNN cold twice, its faster run the anchor."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -38,8 +39,11 @@ class Row:
     n_sets: int | None = None
     cache_resident: bool = False
     stats: dict = field(default_factory=dict)        # roofline.summary of median_ms
+    hot_ms: float | None = None  # ours on one operand set, hot in the cache (median_ms: cycled sets, cold)
     cudnn_precision: str = ""
-    cudnn_ms: float | None = None
+    cudnn_ms: float | None = None  # cold, the faster of cudnn_runs (its strongest: the anchor)
+    cudnn_runs: tuple = ()         # cuDNN's cold medians of two runs (before and after its hot one)
+    cudnn_hot_ms: float | None = None
     cudnn_note: str = ""      # why there is no cuDNN time
     cudnn_stats: dict = field(default_factory=dict)  # roofline.summary of cudnn_ms on cuDNN's unit
 
@@ -50,6 +54,19 @@ class Row:
             return None
         return self.cudnn_ms / self.median_ms
 
+    @property
+    def speedup_hot_vs_cudnn(self) -> float | None:
+        """The same with both sides' operands hot."""
+        if not self.hot_ms or not self.cudnn_hot_ms:
+            return None
+        return self.cudnn_hot_ms / self.hot_ms
+
+    @property
+    def cudnn_unstable(self) -> bool:
+        """cuDNN's two runs of this shape differ by more than UNSTABLE: its anchor is not one number."""
+        runs = [t for t in self.cudnn_runs if t]
+        return len(runs) == 2 and max(runs) > UNSTABLE * min(runs)
+
     def as_dict(self) -> dict:
         d = self.shape.as_dict()
         d.update({k: v for k, v in asdict(self).items() if k not in ("shape", "stats", "cudnn_stats")})
@@ -58,7 +75,13 @@ class Row:
         d["cudnn_floor_ms"] = self.cudnn_stats.get("floor_ms")
         d["cudnn_pct_of_floor"] = self.cudnn_stats.get("pct_of_floor")
         d["speedup_vs_cudnn"] = self.speedup_vs_cudnn
+        d["speedup_hot_vs_cudnn"] = self.speedup_hot_vs_cudnn
+        d["cudnn_runs"] = list(self.cudnn_runs)
+        d["cudnn_unstable"] = self.cudnn_unstable
         return d
+
+
+UNSTABLE = 1.10  # cuDNN's two runs of a shape further apart than this are reported with both times
 
 
 _ROW_STATUS = {"CONV_ERR_UNSUPPORTED": "unsupported", "CONV_ERR_TOO_LARGE": "unsupported",
@@ -100,11 +123,12 @@ def our_side(shape: Shape, plan: api.Conv2dPlan, sets: operands.OperandSets) -> 
 
 class Runner:
     def __init__(self, variants, comparisons, budget_ms: float, cudnn: cudnn_side.Cudnn, torch, overrides: dict,
-                 gpu_ceilings: Ceilings | None, cpu_ceilings):
+                 gpu_ceilings: Ceilings | None, cpu_ceilings, hot: bool = True):
         """variants: names (empty: the library's choice in each comparison); comparisons: Comparison
         list; torch: the module (our GPU rows are then timed through its CUDA graphs) or None;
         gpu_ceilings: None without a GPU; cpu_ceilings: a callable measuring them on first need (only a
-        run with a host row pays for it)."""
+        run with a host row pays for it); hot: also time both sides on one operand set."""
+        self.hot = hot
         self.variants = list(variants)
         self.comparisons = list(comparisons)
         self.budget_ms = budget_ms
@@ -194,6 +218,9 @@ class Runner:
             try:
                 row.timer, side = our_side(shape, plan, sets)
                 t = timing.measure(side, self.budget_ms)
+                if self.hot:
+                    row.hot_ms = t.median_ms if sets.n == 1 else \
+                        timing.measure(our_side(shape, plan, sets.first())[1], self.budget_ms).median_ms
             except ConvError as exc:
                 row.status, row.message = _limit(exc)
                 continue
@@ -212,15 +239,21 @@ class Runner:
         return by_compare.get(row.compare) or cudnn_side.PRECISION_OF_UNIT[row.unit]
 
     def _cudnn_time(self, shape: Shape, sets, precision: str) -> tuple:
-        """(median ms or None, why not)."""
+        """(cold medians of two runs, hot median or None, why not): cold, hot (with self.hot), cold again,
+        so that a change between the runs shows (UNSTABLE)."""
         if not self.cudnn.available:
-            return None, self.cudnn.reason
+            return (), None, self.cudnn.reason
         if sets is None:
-            return None, "no GPU operands for this shape"
+            return (), None, "no GPU operands for this shape"
+
+        def median(on) -> float:
+            return timing.measure(self.cudnn.run_for(shape, on, precision), self.budget_ms).median_ms
         try:
-            return timing.measure(self.cudnn.run_for(shape, sets, precision), self.budget_ms).median_ms, ""
+            first = median(sets)
+            hot = None if not self.hot else first if sets.n == 1 else median(sets.first())
+            return (first, median(sets)), hot, ""
         except Exception as exc:  # noqa: BLE001 - any torch failure becomes the rows' note
-            return None, f"cuDNN failed: {type(exc).__name__}: {exc}".splitlines()[0]
+            return (), None, f"cuDNN failed: {type(exc).__name__}: {exc}".splitlines()[0]
 
     def _add_cudnn(self, shape: Shape, rows, device_sets: dict) -> None:
         """cuDNN at each (operands, precision) some row needs, once per shape, beside every row with a
@@ -237,7 +270,8 @@ class Runner:
                 if sets is None and self.gpu_ceilings is not None and self.cudnn.available:
                     sets = device_sets[key[:2]] = self._operands(shape, True, row.dtype, row.layout, [])
                 results[key] = self._cudnn_time(shape, sets, row.cudnn_precision)
-            row.cudnn_ms, row.cudnn_note = results[key]
+            row.cudnn_runs, row.cudnn_hot_ms, row.cudnn_note = results[key]
+            row.cudnn_ms = min(row.cudnn_runs) if row.cudnn_runs else None
             if row.cudnn_ms is not None:
                 row.cudnn_stats = roofline.summary(shape, cudnn_side.UNIT_OF_PRECISION[row.cudnn_precision],
                                                    self.gpu_ceilings, row.cudnn_ms, row.dtype)

@@ -1,6 +1,7 @@
 """Who wins where. Per suite x batch x comparison x variant (compute): on how many shapes both sides
-ran, the geometric mean of cuDNN's time / ours (above 1: ours is faster), on how many shapes ours is
-faster, and the median % of the floor each side reaches (each on its own unit: ours on the unit its
+ran, the geometric mean of cuDNN's time / ours (above 1: ours is faster; operands cold, and hot), on how
+many shapes ours is faster, on how many cuDNN's two runs differ by more than 10%, and the median % of the
+floor each side reaches (each on its own unit: ours on the unit its
 variant computes on, cuDNN on the unit of its precision). As markdown (the README's tables), JSON and
 CSV. For the per-variant table, also which variant is fastest how often, and how close auto and
 auto_fast come to the fastest single variant on each shape (lines).
@@ -24,7 +25,7 @@ from .files import atomic_write, csv_text
 PER_SHAPE_LIMIT = 40  # more shapes than this: only the totals
 AUTO_SLACK = 1.05     # auto's bar: within 5% of the fastest single variant on every shape
 CSV_COLUMNS = ("suite", "B", "compare", "variant", "cudnn", "shapes", "timed", "geomean_speedup", "wins",
-               "median_pct_of_floor", "cudnn_median_pct_of_floor")
+               "median_pct_of_floor", "cudnn_median_pct_of_floor", "geomean_speedup_hot", "cudnn_unstable")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Stat:
     wins: int                   # timed shapes where ours is faster
     median_pct_of_floor: Optional[float]
     cudnn_median_pct_of_floor: Optional[float]
+    geomean_speedup_hot: Optional[float] = None  # the same with both sides' operands hot (one set)
+    cudnn_unstable: int = 0     # timed shapes whose two cuDNN runs differ by more than 10%
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -59,13 +62,18 @@ def compute(suite: str, rows) -> list:
     for (b, compare, variant), group in groups.items():
         timed = [r for r in group if r["status"] == "ok" and r.get("cudnn_ms") and r.get("median_ms")]
         speedups = [r["cudnn_ms"] / r["median_ms"] for r in timed]
+        hot = [r["speedup_hot_vs_cudnn"] for r in timed if r.get("speedup_hot_vs_cudnn")]
         ok = [r for r in group if r["status"] == "ok"]
         stats.append(Stat(
             suite, b, compare, variant, "/".join(sorted({r["cudnn_precision"] for r in timed})), len(group),
-            len(timed), math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None,
-            sum(s > 1 for s in speedups), _median(r.get("pct_of_floor") for r in ok),
-            _median(r.get("cudnn_pct_of_floor") for r in timed)))
+            len(timed), _geomean(speedups), sum(s > 1 for s in speedups), _median(r.get("pct_of_floor") for r in ok),
+            _median(r.get("cudnn_pct_of_floor") for r in timed), _geomean(hot),
+            sum(bool(r.get("cudnn_unstable")) for r in timed)))
     return stats
+
+
+def _geomean(values) -> Optional[float]:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
@@ -74,13 +82,14 @@ def _fmt(value, spec: str, suffix: str = "") -> str:
 
 def markdown(stats) -> str:
     out = ["| suite | B | comparison | ours | cuDNN | shapes timed | cuDNN / ours (geo. mean) | ours faster | "
-           "median % of floor, ours | median % of floor, cuDNN |",
-           "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+           "median % of floor, ours | median % of floor, cuDNN | operands hot: cuDNN / ours | cuDNN unstable |",
+           "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in stats:
         share = f"{s.wins} ({100 * s.wins / s.timed:.0f}%)" if s.timed else "-"
         out.append(f"| {s.suite} | {s.B} | {s.compare} | {s.variant} | {s.cudnn or '-'} | {s.timed} of {s.shapes} | "
                    f"{_fmt(s.geomean_speedup, '.2f', 'x')} | {share} | {_fmt(s.median_pct_of_floor, '.1f', '%')} | "
-                   f"{_fmt(s.cudnn_median_pct_of_floor, '.1f', '%')} |")
+                   f"{_fmt(s.cudnn_median_pct_of_floor, '.1f', '%')} | {_fmt(s.geomean_speedup_hot, '.2f', 'x')} | "
+                   f"{s.cudnn_unstable} |")
     return "\n".join(out) + "\n"
 
 
