@@ -23,6 +23,18 @@ def integer(value, name: str, wrong_type: type = TypeError) -> int:
     return value
 
 
+def int1d(value, name: str) -> int:
+    """conv1d's one int per geometry argument: an int, or a tuple / list of one (as PyTorch's conv1d takes);
+    a ConvError otherwise (geometry, as _problem.integer)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise ConvError(f"{name} must be an int or a 1-tuple for conv1d, got {value!r}")
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConvError(f"{name} must be an int for conv1d, got {value!r}")
+    return int(value)
+
+
 def flag(value, name: str) -> bool:
     """A bool (True / False, or a NumPy bool): 'no' or 2 are not read as True."""
     if not isinstance(value, (bool, np.bool_)):

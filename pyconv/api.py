@@ -571,16 +571,6 @@ def _through_torch_op(name: str, x, w, bias, stride, padding, dilation, groups, 
     return _torch_op.conv2d_spec(x, w, bias, spec, extra)
 
 
-def _int1d(value, name: str) -> int:
-    if isinstance(value, (tuple, list)):
-        if len(value) != 1:
-            raise ConvError(f"{name} must be an int or a 1-tuple for conv1d, got {value!r}")
-        value = value[0]
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConvError(f"{name} must be an int for conv1d, got {value!r}")
-    return int(value)
-
-
 def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue: Epilogue = None,
            variant: str = "auto", precision: Optional[str] = None, out=None, out_dtype=None, stream=None,
            config: Optional[str] = None, sync: bool = False, device: Optional[int] = None) -> Any:
@@ -596,11 +586,11 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     xo = as_operand(x, "x", 3, "(B, C, L)")
     wo = as_operand(w, "w", 3, "(M, C/groups, K)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
-    s, d = _int1d(stride, "stride"), _int1d(dilation, "dilation")
-    pad = padding if isinstance(padding, str) else (0, _int1d(padding, "padding"))
+    s, d = _args.int1d(stride, "stride"), _args.int1d(dilation, "dilation")
+    pad = padding if isinstance(padding, str) else (0, _args.int1d(padding, "padding"))
     if isinstance(epilogue, ReluMaxPool):
-        k = _int1d(epilogue.kernel, "epilogue kernel")
-        ks = _int1d(epilogue.stride if epilogue.stride is not None else k, "epilogue stride")
+        k = _args.int1d(epilogue.kernel, "epilogue kernel")
+        ks = _args.int1d(epilogue.stride if epilogue.stride is not None else k, "epilogue stride")
         epilogue = ReluMaxPool((1, k), (1, ks), epilogue.ceil_mode)
     (B, C, L), (M, Cg, K) = xo.shape, wo.shape
     if L < 1 or K < 1:

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import _problem, api
+from .. import _args, _problem, api
 from .._lib import ConvError
 from . import _engine
 from ._engine import Spec
@@ -383,11 +383,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
 
 def conv1d_arguments(stride, padding, dilation, epilogue):
     """conv1d's int arguments and 1-D pool as conv2d's on (B, C, 1, L): (stride, padding, dilation, epilogue)."""
-    def one(value, name):
-        value = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConvError(f"{name} must be an int for conv1d, got {value!r}")
-        return value
+    one = _args.int1d
     if isinstance(epilogue, _problem.ReluMaxPool):
         k = one(epilogue.kernel, "epilogue kernel")
         epilogue = _problem.ReluMaxPool((1, k), (1, one(epilogue.stride if epilogue.stride is not None else k,

@@ -19,6 +19,8 @@ from . import _engine, _op
 from ._fallback import torch_conv
 
 _UNSEEN = object()  # an input signature Conv2d has not asked the engine about
+_Tensor = _op._Tensor
+_is_compiling = _op._is_compiling
 
 
 # Attributes the parsed Spec depends on: setting one drops the memoised Spec.
@@ -133,22 +135,30 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
         # decision, made the converted network slower. Remembered per (shape, dtype, device) and engine
         # generation, with whether CUDA-graph capture runs ours instead (then asked at each call); PyTorch's
         # conv is right for any input, so a remembered answer can cost only speed, never correctness.
-        # Every PyTorch-decided layer of an eager model pays this path at every call: written for host time
-        # (measured against nn.Conv2d's own forward at batch 1). The result is PyTorch's conv's as it comes,
-        # as the original module's was (its memory format may differ from x's where only w is channels-last).
-        if self.padding_mode != "zeros" or type(input) is not _op._Tensor or _op._is_compiling() or input.dim() != 4:
+        # Every PyTorch-decided layer of an eager model pays this path at every call, so it checks only what
+        # can change between calls (the memo holds inputs of zero padding, 4 dimensions and no F.pad only;
+        # changed attributes drop it). The result is PyTorch's conv's as it comes, as the original module's
+        # was (its memory format may differ from x's where only w is channels-last).
+        dictionary = self.__dict__
+        memo = dictionary.get("_pyconv_pytorchs")
+        if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _is_compiling():
+            pytorchs = memo[1].get((input.shape, input.dtype, input.get_device()))
+            if pytorchs is not None and not (pytorchs[1] and _engine.capturing()):
+                return torch_conv(input, weight, bias, dictionary["_pyconv_spec"][0])
+        return self._decided_forward(input, weight, bias)
+
+    def _decided_forward(self, input, weight, bias):
+        """_conv_forward past the memo: the engine's call, and what to remember of its decision."""
+        if self.padding_mode != "zeros" or type(input) is not _Tensor or _is_compiling() or input.dim() != 4:
             return super()._conv_forward(input, weight, bias)
         dictionary = self.__dict__
-        spec, extra = dictionary.get("_pyconv_spec") or self.spec()
+        spec, extra = self.spec()
         memo = dictionary.get("_pyconv_pytorchs")
         if memo is None or memo[0] != _engine.generation:
             memo = dictionary["_pyconv_pytorchs"] = (_engine.generation, {})
-        signature = (input.shape, input.dtype, input.get_device())
-        pytorchs = memo[1].get(signature, _UNSEEN)  # (memory format, capture runs ours) or None: ours
-        if pytorchs is not None and pytorchs is not _UNSEEN and not (pytorchs[1] and _engine.capturing()):
-            return torch_conv(input if extra is None else F.pad(input, extra), weight, bias, spec)
-        y = self._run(input, weight, bias, spec, extra)
-        if pytorchs is _UNSEEN and extra is None and not _op._any_autocast():  # the engine saw this input as is
+        signature = (input.shape, input.dtype, input.get_device())  # memo: (memory format, capture runs ours)
+        y = self._run(input, weight, bias, spec, extra)  # (a remembered input gets here while captured)
+        if signature not in memo[1] and extra is None and not _op._any_autocast():  # the engine saw it as it is
             memo[1][signature] = _engine.pytorchs_format(input, weight, bias, spec)
         return y
 
