@@ -23,6 +23,7 @@ import zipfile
 import numpy as np
 
 from .. import _lib, api, device
+from .._memory import host_available
 from ..cli import UsageError, int_range, output_path
 from . import data, model, network
 from .progress import Progress
@@ -37,14 +38,18 @@ IMAGE_HOST_BYTES = 2 * data.IMAGE_SIZE ** 2 + 4 + 4 * network.CLASSES
 
 
 def _image_count(text: str) -> int:
-    """--images: at least 1, and no more than this machine's memory holds (more is repeated data, so
-    the bound is memory, not the data set)."""
+    """--images: at least 1, and no more than this process can still allocate (more is repeated data, so
+    the bound is memory, not the data set): the machine's available memory or its cgroup's limit, as every
+    other host allocation is checked (pyconv._memory), where Linux says; else the machine's total."""
     images = int_range(1)(text)
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    memory = host_available()
+    where = "this process can allocate"
+    if memory is None:
+        memory, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine has"
     if images * IMAGE_HOST_BYTES > memory:
         raise argparse.ArgumentTypeError(
-            f"{images:,} images need {images * IMAGE_HOST_BYTES / 1e9:,.0f} GB of host memory ({IMAGE_HOST_BYTES} "
-            f"bytes each: the image, a page-locked copy, the results); this machine has {memory / 1e9:.1f} GB, "
+            f"{images:,} images need {images * IMAGE_HOST_BYTES / 1e9:,.1f} GB of host memory ({IMAGE_HOST_BYTES} "
+            f"bytes each: the image, a page-locked copy, the results); {where} {memory / 1e9:.1f} GB, "
             f"enough for {memory // IMAGE_HOST_BYTES:,}")
     return images
 
