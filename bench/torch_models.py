@@ -8,7 +8,8 @@ For each network, batch, dtype and mode: the original model and the converted on
 each layer runs pyconv's plan or PyTorch's conv, whichever measured faster for its shape) run in the
 same process and mode, interleaved; latency = median over --reps forward passes, each timed with
 CUDA events (eager and compile: one forward each; graph: one replay each), after warm-up. Max rel
-error = max |converted - original| / max |original| of the logits (TF32 off on both sides for fp32).
+error = max |converted - original| / max |original| of the logits (TF32 off on both sides for fp32), and
+each side's against the same network in float64 (bf16 rows: ours beside PyTorch's own bf16 error).
 "fell back" lists the layers that ran PyTorch's conv and why (timing or refusal). Prints a markdown
 table and writes torch_models.json and torch_models.md under --out (--per-call: also
 torch_per_call.json, one call's host cost through each path on bench/per_call.py's layers).
@@ -63,6 +64,9 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
     pct.reset_fallback_counts()
     with torch.no_grad():
         reference = original(x).double()  # eager: a compiled original is not a reference (see below)
+        # The same network in float64 (its weights the others' before their cast), on the same input: both
+        # sides' own error, so that bf16 rows compare ours with PyTorch's bf16 error rather than with itself.
+        exact = build(name, "cuda", torch.float64)(x.double())
         converted = pct.convert(original, engine=engine_name, example_inputs=x)
         runs = {}
         for label, model in (("original", original), ("converted", converted)):
@@ -75,9 +79,10 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
                 run[2] += latency_ms(run[0], max(1, reps // 3))
     # Both against the original in eager mode: PyTorch 2.11's inductor compiled LeNet-5 (ceil-mode
     # max-pool) 0.28 away from its own eager output on the H100, which a same-mode comparison blamed on us.
-    def rel_error(label):
-        return float((runs[label][1].double() - reference).abs().max() / reference.abs().max())
+    def rel_error(label, against=reference):
+        return float((runs[label][1].double() - against).abs().max() / against.abs().max())
     err, original_err = rel_error("converted"), rel_error("original")
+    err64, original_err64 = rel_error("converted", exact), rel_error("original", exact)
     t_orig, t_conv = statistics.median(runs["original"][2]), statistics.median(runs["converted"][2])
     layers = pct.report(converted)
     dtype_name = str(dtype).replace("torch.", "")
@@ -88,7 +93,8 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
         fell_back = {layer: "compiled: PyTorch's conv" for layer in layers}
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
-            "original_max_rel_error": original_err,
+            "original_max_rel_error": original_err, "max_rel_error_f64": err64,
+            "original_max_rel_error_f64": original_err64,
             "layers": len(layers), "pyconv_layers": len(layers) - len(fell_back), "fell_back": fell_back,
             "refusals": pct.fallback_counts()}
 
@@ -127,14 +133,15 @@ def _fell_back(row: dict) -> str:
 
 def markdown(rows: list) -> str:
     lines = ["| model | batch | dtype | mode | original ms | converted ms | ratio | max rel err, converted "
-             "(original) vs eager original | pyconv layers | fell back to PyTorch |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(original) vs eager original | vs float64: converted / original | pyconv layers | fell back to PyTorch |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | failed: {r['error']} ||||||")
+            lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | failed: {r['error']} |||||||")
             continue
         lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | {r['original_ms']:.3f} | "
                      f"{r['converted_ms']:.3f} | {r['ratio']:.2f} | {r['max_rel_error']:.1e} ({r['original_max_rel_error']:.1e}) | "
+                     f"{r['max_rel_error_f64']:.1e} / {r['original_max_rel_error_f64']:.1e} | "
                      f"{r['pyconv_layers']}/{r['layers']} | {_fell_back(r)} |")
     return "\n".join(lines)
 
