@@ -90,6 +90,29 @@ def resources_csv(suite: str):
 
 
 @pytest.mark.skipif(not (ANCHORS / "h100_cudnn_groups.csv").is_file(), reason="the shared anchors are not here")
+def test_large_kernel_suite_is_depthwise_same_padded_and_sourced():
+    suite = shapes.load_suite("large_kernel")
+    assert len(suite) == 2 * 26 and {s.B for s in suite} == {1, 32}
+    assert {s.name.split("/")[0] for s in suite} == {"replknet31b", "slak_t", "unireplknet_t", "unireplknet_s",
+                                                     "inceptionnext_t"}
+    for s in suite:
+        assert s.groups == s.C == s.M and s.stride == (1, 1) and max(s.KH, s.KW) >= 11
+        assert s.pad == (s.KH // 2, s.KW // 2) and s.out_hw == (s.H, s.W)
+    assert max(s.KH * s.KW for s in suite) == 31 * 31 and {(51, 5), (5, 51), (1, 11), (11, 1)} <= {
+        (s.KH, s.KW) for s in suite}
+    with resources_csv("large_kernel") as rows:
+        assert all(r["source"].count(":") >= 1 and int(r["n_layers"]) >= 1 for r in rows)
+
+
+def test_a_large_band_runs_right_on_the_host(rng):
+    """SLaK's 5x51 band (the widest kernel of the suite), on fewer channels: the cpu variant against float64."""
+    x = rng.standard_normal((1, 4, 9, 60)).astype(np.float32)
+    w = rng.standard_normal((4, 1, 5, 51)).astype(np.float32)
+    y = pyconv.conv2d(x, w, padding=(2, 25), groups=4, variant="cpu")
+    assert y.shape == (1, 4, 9, 60)
+    assert rel_l2(y, conv2d_reference(x, w, padding=(2, 25), groups=4)) <= 1e-5
+
+
 def test_every_anchor_layer_with_cudnn_times_is_in_the_groups_suite():
     suite = {(s.geometry, s.B) for s in shapes.load_suite("groups")}
     anchors = shapes.read_csv(ANCHORS / "h100_cudnn_groups.csv")

@@ -8,6 +8,11 @@ Suites:
   groups the distinct depthwise and grouped conv layers of MobileNetV2, EfficientNet-B0, ConvNeXt-T and
          ResNeXt-50 32x4d at a 224x224 input (suites/groups.csv, from torchvision's definitions) at
          B = 1 and 32.
+  large_kernel
+         the distinct large-kernel depthwise layers of RepLKNet-31B (31x31 to 13x13), SLaK-T (51x5 / 5x51
+         bands), UniRepLKNet-T / -S (13x13) and InceptionNeXt-T (1x11 / 11x1 bands) at a 224x224 input, in
+         their inference form (suites/large_kernel.csv, from each model's public code, named in its source
+         column) at B = 1 and 32.
 
 A CSV file of shapes: one row per shape, a header naming the columns (case does not matter; other
 columns are ignored):
@@ -31,7 +36,7 @@ from pathlib import Path
 
 from .._lib import ConvError
 
-PACKAGED = ("cnn5", "groups")  # suites/<name>.csv, shipped with the package
+PACKAGED = ("cnn5", "groups", "large_kernel")  # suites/<name>.csv, shipped with the package
 SUITES = ("lenet",) + PACKAGED
 LENET_BATCHES = (100, 1000, 5000, 10000)
 DEFAULT_BATCHES = (1, 32)  # the packaged suites, and CSV files without a B column
