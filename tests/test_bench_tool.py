@@ -89,7 +89,6 @@ def resources_csv(suite: str):
     return rows()
 
 
-@pytest.mark.skipif(not (ANCHORS / "h100_cudnn_groups.csv").is_file(), reason="the shared anchors are not here")
 def test_large_kernel_suite_is_depthwise_same_padded_and_sourced():
     suite = shapes.load_suite("large_kernel")
     assert len(suite) == 2 * 26 and {s.B for s in suite} == {1, 32}
@@ -113,6 +112,7 @@ def test_a_large_band_runs_right_on_the_host(rng):
     assert rel_l2(y, conv2d_reference(x, w, padding=(2, 25), groups=4)) <= 1e-5
 
 
+@pytest.mark.skipif(not (ANCHORS / "h100_cudnn_groups.csv").is_file(), reason="the shared anchors are not here")
 def test_every_anchor_layer_with_cudnn_times_is_in_the_groups_suite():
     suite = {(s.geometry, s.B) for s in shapes.load_suite("groups")}
     anchors = shapes.read_csv(ANCHORS / "h100_cudnn_groups.csv")
@@ -131,7 +131,7 @@ def test_csv_shapes_in_the_anchor_format_and_errors(tmp_path):
     path.write_text("C,H,W,M\n1,8,8,2\n")
     with pytest.raises(pyconv.ConvError, match="'kh' or 'k'"):
         shapes.load_suite(str(path))
-    with pytest.raises(pyconv.ConvError, match="lenet, cnn5, groups or a CSV"):
+    with pytest.raises(pyconv.ConvError, match="lenet, cnn5, groups, large_kernel or a CSV"):
         shapes.load_suite("no-such-suite")
     path.write_text("name,C,H,W,M,K,group\ng,8,9,9,4,3,4\n")
     (g,) = shapes.load_suite(str(path), [2])
