@@ -50,31 +50,13 @@ def _child(args) -> dict:
     result = {"convert_s": time.perf_counter() - start}
     if not args.latency:
         return result
+    from torch_models import forward_fn, latency_ms  # bench/, the script's directory: the same protocol
     with torch.no_grad():
         for mode in ("eager", "graph"):
-            fn = lambda: model(x)  # noqa: E731
-            if mode == "graph":
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    for _ in range(3):
-                        model(x)
-                torch.cuda.current_stream().wait_stream(side)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    model(x)
-                fn = graph.replay
+            fn, _ = forward_fn(model, x, mode)
             for _ in range(5):
                 fn()
-            times = []
-            for _ in range(args.reps):
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                stop.record()
-                stop.synchronize()
-                times.append(start.elapsed_time(stop))
-            result[f"{mode} ms"] = statistics.median(times)
+            result[f"{mode} ms"] = statistics.median(latency_ms(fn, args.reps))
     return result
 
 

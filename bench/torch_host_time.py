@@ -23,13 +23,14 @@ import torch
 import pyconv.torch as pct
 import pyconv.tuning
 from pyconv.torch.models import NETWORKS, build
+from torch_models import latency_ms  # bench/, the script's directory
 
 SLEEP_CYCLES = 100_000_000  # ~50 ms on the H100 / H200: longer than any one forward's enqueueing
 
 
 def forward_times(model, x, reps: int) -> tuple:
     """(host ms, GPU ms, eager ms) medians of one forward."""
-    host, gpu, eager = [], [], []
+    host, gpu = [], []
     for _ in range(reps):
         torch.cuda._sleep(SLEEP_CYCLES)
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -40,13 +41,7 @@ def forward_times(model, x, reps: int) -> tuple:
         stop.record()
         stop.synchronize()
         gpu.append(start.elapsed_time(stop))
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        model(x)
-        stop.record()
-        stop.synchronize()
-        eager.append(start.elapsed_time(stop))
+    eager = latency_ms(lambda: model(x), reps)
     return statistics.median(host), statistics.median(gpu), statistics.median(eager)
 
 
