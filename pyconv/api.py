@@ -565,10 +565,8 @@ def _through_torch_op(name: str, x, w, bias, stride, padding, dilation, groups, 
     if name == "conv1d":
         return _torch_op.conv1d(x, w, bias, stride, padding, dilation, groups, epilogue=epilogue, variant=variant,
                                 precision=op_precision, engine="pyconv", fallback=False)
-    # pyconv.torch.conv2d's body, without its keyword plumbing (this path is the generic call's host time)
-    spec, extra = _torch_op.cached_spec(tuple(w.shape[2:]) if isinstance(padding, str) else None, stride, padding,
-                                        dilation, groups, epilogue, variant, op_precision, "pyconv", False)
-    return _torch_op.conv2d_spec(x, w, bias, spec, extra)
+    return _torch_op.conv2d_positional(x, w, bias, stride, padding, dilation, groups, epilogue, variant,
+                                       op_precision, "pyconv", False)
 
 
 def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue: Epilogue = None,

@@ -331,11 +331,12 @@ def _time_ms(fn, device) -> tuple:
 def _measure(ours, theirs, device) -> tuple:
     """(ours host, PyTorch host, ours GPU, PyTorch GPU) ms per call, each the best of a few rounds,
     interleaved (clocks and neighbours affect both); the GPU times None on the host."""
-    best = [float("inf")] * 4
-    for _ in range(_TIMING_ROUNDS):
-        (oh, og), (th, tg) = _time_ms(ours, device), _time_ms(theirs, device)
-        best = [min(b, t) for b, t in zip(best, (oh, th, og if og is not None else oh, tg if tg is not None else th))]
-    return tuple(best[:2]) + ((None, None) if device.type != "cuda" else tuple(best[2:]))
+    rounds = [(_time_ms(ours, device), _time_ms(theirs, device)) for _ in range(_TIMING_ROUNDS)]
+
+    def best(side: int, clock: int):  # clock 0: host, 1: GPU (None on the host)
+        times = [r[side][clock] for r in rounds]
+        return None if times[0] is None else min(times)
+    return best(0, 0), best(1, 0), best(0, 1), best(1, 1)
 
 
 def _ours_in_eager(ours_host: float, torch_host: float, ours_gpu, torch_gpu) -> bool:

@@ -376,6 +376,14 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     running PyTorch's conv (with a FallbackWarning). Differentiable (PyTorch's conv gradients; torch.func's
     grad, vjp, jacrev and vmap too), traceable by torch.compile, capturable in CUDA graphs once each shape
     has run eagerly."""
+    return conv2d_positional(input, weight, bias, stride, padding, dilation, groups, epilogue, variant, precision,
+                             engine, fallback)
+
+
+def conv2d_positional(input, weight, bias, stride, padding, dilation, groups, epilogue, variant, precision, engine,
+                      fallback):
+    """conv2d's body, every argument positional: pyconv.conv2d's route for torch tensors calls it without the
+    keyword plumbing (its host time per call is a target)."""
     spec, extra = cached_spec(tuple(weight.shape[2:]) if isinstance(padding, str) else None, stride, padding,
                               dilation, groups, epilogue, variant, precision, engine, fallback)
     return conv2d_spec(input, weight, bias, spec, extra)
