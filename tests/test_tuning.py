@@ -472,4 +472,5 @@ def test_close_candidates_are_timed_again_as_graphs(tmp_path):
         assert first[name] <= 1.25 * best_first * 1.0001, (name, first[name], best_first)
         assert ms > 0 and calls >= sets >= 1
     chosen = proc.stdout.split()[0]
-    assert chosen == min(finals, key=lambda name: finals[name][0]), (chosen, finals)
+    # the log rounds to 0.1 us: candidates that tie there are all the fastest
+    assert finals[chosen][0] == min(ms for ms, _, _ in finals.values()), (chosen, finals)
