@@ -17,7 +17,7 @@
 # lenet-process per-call torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark";
 # "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
-# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), PYTEST_PATHS (what pytest runs, default tests/; "" to name files in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default), "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), PYTEST_PATHS (what pytest runs, default tests/; "" to name files in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
 # cmake/cuda_architectures.cmake).
 set -uo pipefail
@@ -152,6 +152,9 @@ want torch-models && cp "$out/logs/torch-models.log" "$res/torch-models.txt"
 # (FIRST_FORWARD_ARGS, default resnet50 at batch 1).
 step torch-first-forward python3 "$repo/bench/torch_first_forward.py" --out "$res" ${FIRST_FORWARD_ARGS:-}
 want torch-first-forward && cp "$out/logs/torch-first-forward.log" "$res/torch-first-forward.txt"
+# 3h. Causal depthwise conv1d and its decoding step against cuDNN and the HBM floor (CAUSAL_ARGS: more
+# arguments of bench/causal_conv1d.py, e.g. "--dtypes bfloat16 --lengths 2048").
+step causal-conv1d python3 "$repo/bench/causal_conv1d.py" --out "$res" ${CAUSAL_ARGS:-}
 
 # 4. The LeNet bench.
 step bench-lenet python3 -m pyconv bench --suite lenet "${variants[@]}" \

@@ -72,7 +72,8 @@ typedef enum conv_compute {
 typedef enum conv_epilogue {
     CONV_EPILOGUE_NONE = 0,
     CONV_EPILOGUE_RELU = 1,          /* max(v, 0); NaN stays NaN */
-    CONV_EPILOGUE_RELU_MAXPOOL = 2   /* ReLU, then max over pool_h x pool_w windows (no padding) */
+    CONV_EPILOGUE_RELU_MAXPOOL = 2,  /* ReLU, then max over pool_h x pool_w windows (no padding) */
+    CONV_EPILOGUE_SILU = 3           /* v * sigmoid(v) = v / (1 + exp(-v)) (sequence models' conv + SiLU) */
 } conv_epilogue;
 
 typedef struct conv_problem {
@@ -81,7 +82,10 @@ typedef struct conv_problem {
     int64_t M, KH, KW;         /* output maps and filter size */
     int64_t stride_h, stride_w;
     int64_t pad_h, pad_w;      /* zeros before the first row / column, and after the last ... */
-    int64_t pad_h_extra, pad_w_extra; /* ... plus these many more after the last (padding='same' with an even total) */
+    int64_t pad_h_extra, pad_w_extra; /* ... plus these many more after the last (padding='same' with an even total);
+                                  * negative down to -pad: fewer after. Causal padding (zeros before only) is
+                                  * pad_w = dilation_w*(KW-1), pad_w_extra = -pad_w; only cpu, direct and
+                                  * depthwise_conv1d take a negative extra */
     int64_t dilation_h, dilation_w;
     int64_t groups;            /* C and M divisible by it; w holds C/groups channels per map */
     int32_t x_dtype, w_dtype, y_dtype;  /* conv_dtype; w has x's dtype */
@@ -277,6 +281,20 @@ int conv2d_grouped_direct(const conv_params* params, const float* x, const float
                           void* workspace, size_t workspace_bytes, void* stream);
 int conv2d_winograd(const conv_params* params, const float* x, const float* w, float* y,
                     void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_depthwise_conv1d(const conv_params* params, const float* x, const float* w, float* y,
+                            void* workspace, size_t workspace_bytes, void* stream);
+
+/* ---- causal depthwise conv1d, one step of decoding ----
+ * The state update of a causal depthwise conv1d (sequence models' short conv) for T new tokens: for
+ * each (b, d) the window is state[b, d, 0..S) (the last S inputs, oldest first) followed by x's T new
+ * values; y[b, d, t] = epilogue(bias[d] + sum_k w[d, k] * window[S - (K-1) + t + k]), and state then
+ * holds the window's last S values (in place). problem: the causal conv of the new tokens: H = KH = 1,
+ * W = T, C = M = groups = D, KW = K, stride 1, dilation 1, pad_w = K-1, pad_w_extra = -(K-1); x and y
+ * (B, D, T) in NCHW or (B, T, D) in NHWC, w (D, 1, 1, K) (MCKK and MKKC are the same here); epilogue
+ * none, ReLU or SiLU; compute any. state: (B, D, S) contiguous, x's dtype, S = state_len >= K-1.
+ * Device pointers on one device (the call runs there); y may not overlap x or state. Capture-safe. */
+int conv1d_causal_update(const conv_problem* problem, int64_t state_len, const void* x, void* state, const void* w,
+                         const void* bias, void* y, void* stream);
 
 /* ---- device helpers, so that callers need no other CUDA binding ---- */
 int conv_device_count(int* count);

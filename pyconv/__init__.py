@@ -9,6 +9,7 @@ from ._lib import (ConvError, ConvNoDeviceError, ConvOutOfMemoryError, ConvRunti
                    ConvUnsupportedError, LibraryNotFoundError)
 from .api import (Conv2dPlan, ReluMaxPool, VariantInfo, clear_plan_cache, conv1d, conv2d, variant_configs,
                   variant_info, variants)
+from .causal import conv1d_causal_update
 from .device import (DeviceArray, Event, Stream, device_count, device_name, empty_cache, mem_info, pinned_empty,
                      synchronize)
 
@@ -18,7 +19,8 @@ __version__ = _lib.package_version()   # pyproject.toml's, through the package m
 
 __all__ = [
     "ConvError", "ConvNoDeviceError", "ConvOutOfMemoryError", "ConvRuntimeError", "ConvUnsupportedError",
-    "LibraryNotFoundError", "Conv2dPlan", "ReluMaxPool", "VariantInfo", "clear_plan_cache", "conv1d", "conv2d",
+    "LibraryNotFoundError", "Conv2dPlan", "ReluMaxPool", "VariantInfo", "clear_plan_cache", "conv1d",
+    "conv1d_causal_update", "conv2d",
     "variant_configs", "variant_info", "variants",
     "DeviceArray", "Event", "Stream", "device_count", "device_name", "empty_cache", "mem_info", "pinned_empty",
     "synchronize",

@@ -17,7 +17,7 @@ from ._lib import ConvError, check, ffi, lib
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}         # conv_dtype
 LAYOUTS = {"NCHW": 0, "NHWC": 1}                              # conv_layout; w: MCKK = 0, MKKC = 1
 PRECISIONS = {"exact": 0, "tf32": 1, "fast": 2}               # conv_compute
-EPILOGUE_NONE, EPILOGUE_RELU, EPILOGUE_RELU_MAXPOOL = 0, 1, 2
+EPILOGUE_NONE, EPILOGUE_RELU, EPILOGUE_RELU_MAXPOOL, EPILOGUE_SILU = 0, 1, 2, 3
 
 IntPair = Union[int, Tuple[int, int]]
 
@@ -58,12 +58,16 @@ def pair(value, name: str) -> Tuple[int, int]:
 def padding_of(padding, kernel: Tuple[int, int], stride: Tuple[int, int], dilation: Tuple[int, int]):
     """((pad_h, pad_w), (extra_h, extra_w)): zeros before, and the extra zeros after, as PyTorch.
 
-    "same" splits an odd total d*(K-1) as PyTorch does: the larger half after."""
+    "same" splits an odd total d*(K-1) as PyTorch does: the larger half after. "causal" pads along W
+    only, d*(K-1) zeros before and none after (a negative extra), so that output o sees inputs <= o."""
     if isinstance(padding, str):
         if padding == "valid":
             return (0, 0), (0, 0)
+        if padding == "causal":
+            before = dilation[1] * (kernel[1] - 1)
+            return (0, before), (0, -before)
         if padding != "same":
-            raise ConvError(f"padding must be an int, an (h, w) pair, 'valid' or 'same', got {padding!r}")
+            raise ConvError(f"padding must be an int, an (h, w) pair, 'valid', 'same' or 'causal', got {padding!r}")
         if stride != (1, 1):
             raise ConvError(f"padding='same' needs stride 1 (as in PyTorch), got stride={stride}")
         totals = [d * (k - 1) for d, k in zip(dilation, kernel)]
@@ -76,12 +80,14 @@ def epilogue_fields(epilogue: Epilogue) -> dict:
         return {"epilogue": EPILOGUE_NONE}
     if epilogue == "relu":
         return {"epilogue": EPILOGUE_RELU}
+    if epilogue == "silu":
+        return {"epilogue": EPILOGUE_SILU}
     if isinstance(epilogue, ReluMaxPool):
         kh, kw = pair(epilogue.kernel, "epilogue kernel")
         sh, sw = pair(epilogue.stride if epilogue.stride is not None else epilogue.kernel, "epilogue stride")
         return {"epilogue": EPILOGUE_RELU_MAXPOOL, "pool_h": kh, "pool_w": kw, "pool_stride_h": sh,
                 "pool_stride_w": sw, "pool_ceil": int(flag(epilogue.ceil_mode, "epilogue ceil_mode"))}
-    raise ConvError(f"epilogue must be None, 'relu' or pyconv.ReluMaxPool(...), got {epilogue!r}")
+    raise ConvError(f"epilogue must be None, 'relu', 'silu' or pyconv.ReluMaxPool(...), got {epilogue!r}")
 
 
 def compute_of(precision: str) -> int:

@@ -477,10 +477,11 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     or CUDA, parameters too), CuPy arrays, or any __cuda_array_interface__ / DLPack device array, used
     in place. float32, float16 or bfloat16 (bfloat16 through PyTorch); x and w of one dtype; 4-D tensors
     NCHW (contiguous) or NHWC (channels_last), used as they are.
-    stride, dilation: int or (h, w); padding: int, (h, w), "valid" or "same" (stride 1; an odd total is
-    split as PyTorch does, the larger half after); groups: C and M divisible by it.
-    epilogue: None, "relu", or pyconv.ReluMaxPool(kernel, stride=None, ceil_mode=False), applied to
-    (conv + bias) before the store.
+    stride, dilation: int or (h, w); padding: int, (h, w), "valid", "same" (stride 1; an odd total is
+    split as PyTorch does, the larger half after) or "causal" (along W only: dilation_w*(KW-1) zeros
+    before, none after; see conv1d); groups: C and M divisible by it.
+    epilogue: None, "relu", "silu" (v * sigmoid(v)) or pyconv.ReluMaxPool(kernel, stride=None,
+    ceil_mode=False), applied to (conv + bias) before the store.
     variant: a name from pyconv.variants(), or "auto" (the fastest variant for the problem here);
     precision: "exact" (fp32 arithmetic), "tf32" or "fast" (TF32 / fp16 / bf16 operands allowed);
     default: "exact" for auto, and the precision a named variant's arithmetic needs.
@@ -494,6 +495,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     the work enqueued on the stream (sync=True waits for it).
     """
     plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
+    plain = plain and epilogue != "silu" and padding != "causal"  # the torch op takes neither
     if _by_torch_op(x, w, bias, 4, variant, plain):
         return _through_torch_op("conv2d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
                                  precision, None if plain else dict(out=out, out_dtype=out_dtype, stream=stream,
@@ -574,9 +576,13 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
            config: Optional[str] = None, sync: bool = False, device: Optional[int] = None) -> Any:
     """1-D convolution of (B, C, L) signals with (M, C/groups, K) filters, on conv2d's kernels.
 
-    padding: an int, "valid" or "same" (as torch.nn.functional.conv1d). The epilogue "relu" applies;
-    ReluMaxPool pools along L with a (1, k) window. Returns (B, M, L_out) of the same kind as conv2d."""
+    padding: an int, "valid", "same" (as torch.nn.functional.conv1d) or "causal" (dilation*(K-1) zeros
+    before, none after: L_out = L, output l sees inputs <= l; sequence models' short conv, with groups = C
+    and epilogue "silu"). The epilogues "relu" and "silu" apply; ReluMaxPool pools along L with a (1, k)
+    window. Returns (B, M, L_out) of the same kind as conv2d. One decoding step of the causal case:
+    pyconv.conv1d_causal_update."""
     plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
+    plain = plain and epilogue != "silu" and padding != "causal"  # the torch op takes neither
     if _by_torch_op(x, w, bias, 3, variant, plain):
         return _through_torch_op("conv1d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
                                  precision, None if plain else dict(out=out, out_dtype=out_dtype, stream=stream,

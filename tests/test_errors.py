@@ -158,7 +158,7 @@ def test_zero_maps_and_kernel():
     (dict(stride=-2**63), r"stride"),
     (dict(padding=2**64), r"padding"),
     (dict(dilation=2**31), r"dilation"),
-    (dict(padding="full"), r"padding must be an int, an \(h, w\) pair, 'valid' or 'same'"),
+    (dict(padding="full"), r"padding must be an int, an \(h, w\) pair, 'valid', 'same' or 'causal'"),
     (dict(padding="same", stride=2), r"padding='same' needs stride 1"),
     (dict(groups=0), r"groups must be >= 1"),
     (dict(groups=1.0), r"groups must be an int"),
@@ -288,8 +288,8 @@ def test_bad_launch_configuration():
 
 
 @pytest.mark.parametrize("epilogue, match", [
-    ("sigmoid", r"epilogue must be None, 'relu' or pyconv.ReluMaxPool"),
-    ("relu_maxpool", r"epilogue must be None, 'relu' or pyconv.ReluMaxPool"),
+    ("sigmoid", r"epilogue must be None, 'relu', 'silu' or pyconv.ReluMaxPool"),
+    ("relu_maxpool", r"epilogue must be None, 'relu', 'silu' or pyconv.ReluMaxPool"),
     (pyconv.ReluMaxPool(0), r"pool_h must be >= 1"),
     (pyconv.ReluMaxPool(2, stride=(1, 0)), r"pool_stride_w must be >= 1"),
     (pyconv.ReluMaxPool(9), r"pool window 9x9 is larger than the convolution output 8x8"),

@@ -63,6 +63,7 @@ typedef struct conv_impl {
 #define CONV_EP_NONE (1u << CONV_EPILOGUE_NONE)
 #define CONV_EP_RELU (CONV_EP_NONE | (1u << CONV_EPILOGUE_RELU))
 #define CONV_EP_ALL (CONV_EP_RELU | (1u << CONV_EPILOGUE_RELU_MAXPOOL))
+#define CONV_EP_SILU (1u << CONV_EPILOGUE_SILU)
 
 /* Variant ids, generated from variants.def: CONV_ID_cpu, CONV_ID_direct, ... CONV_ID_COUNT. */
 enum conv_variant_id {

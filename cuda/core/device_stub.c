@@ -87,3 +87,9 @@ int conv2d_time(int variant, const conv_params* params, const float* const* xs, 
                           "conv2d_time times GPU variants, but libconv was built without a CUDA compiler "
                           "(install the CUDA toolkit and rebuild); time the cpu variant with a host clock");
 }
+
+int conv1d_causal_update(const conv_problem* problem, int64_t state_len, const void* x, void* state, const void* w,
+                         const void* bias, void* y, void* stream) {
+    (void)problem; (void)state_len; (void)x; (void)state; (void)w; (void)bias; (void)y; (void)stream;
+    return NO_CUDA();
+}

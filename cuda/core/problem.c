@@ -130,7 +130,7 @@ static int validate(const conv_problem* p) {
         {"M", p->M, 1}, {"KH", p->KH, 1}, {"KW", p->KW, 1},
         {"stride_h", p->stride_h, 1}, {"stride_w", p->stride_w, 1},
         {"pad_h", p->pad_h, 0}, {"pad_w", p->pad_w, 0},
-        {"pad_h_extra", p->pad_h_extra, 0}, {"pad_w_extra", p->pad_w_extra, 0},
+        {"pad_h_extra", p->pad_h_extra, -p->pad_h}, {"pad_w_extra", p->pad_w_extra, -p->pad_w},  /* -pad: none after */
         {"dilation_h", p->dilation_h, 1}, {"dilation_w", p->dilation_w, 1},
         {"groups", p->groups, 1},
     };
@@ -141,7 +141,7 @@ static int validate(const conv_problem* p) {
     const struct { const char* name; int32_t value; int32_t count; } enums[] = {
         {"x_dtype", p->x_dtype, 3}, {"w_dtype", p->w_dtype, 3}, {"y_dtype", p->y_dtype, 3},
         {"x_layout", p->x_layout, 2}, {"y_layout", p->y_layout, 2}, {"w_layout", p->w_layout, 2},
-        {"compute", p->compute, 3}, {"bias", p->bias, 2}, {"epilogue", p->epilogue, 3},
+        {"compute", p->compute, 3}, {"bias", p->bias, 2}, {"epilogue", p->epilogue, 4},
         {"pool_ceil", p->pool_ceil, 2},
     };
     for (size_t i = 0; i < sizeof enums / sizeof enums[0]; ++i) {

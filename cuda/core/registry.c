@@ -91,7 +91,8 @@ static const char* compute_name(int compute) {
     return compute == CONV_COMPUTE_EXACT ? "exact fp32" : compute == CONV_COMPUTE_TF32 ? "TF32" : "fp16/bf16";
 }
 static const char* epilogue_name(int epilogue) {
-    return epilogue == CONV_EPILOGUE_NONE ? "none" : epilogue == CONV_EPILOGUE_RELU ? "ReLU" : "ReLU + max-pool";
+    return epilogue == CONV_EPILOGUE_NONE ? "none" : epilogue == CONV_EPILOGUE_RELU ? "ReLU"
+           : epilogue == CONV_EPILOGUE_SILU ? "SiLU" : "ReLU + max-pool";
 }
 
 /* The declared capabilities against the problem: the first parameter the variant does not take. */
@@ -135,9 +136,21 @@ static int check_caps(const conv_variant_entry* e, const conv_problem* p) {
     return CONV_OK;
 }
 
+/* The variants that take pad_*_extra < 0 (fewer zeros after than before: causal padding). The others'
+ * tile arithmetic assumes at least as many zeros after as before. */
+static int takes_fewer_zeros_after(const conv_variant_entry* e) {
+    return e == &variant_table[CONV_ID_cpu] || e == &variant_table[CONV_ID_direct] ||
+           e == &variant_table[CONV_ID_depthwise_conv1d];
+}
+
 int conv_entry_supports(const conv_variant_entry* e, const conv_problem* p) {
     int status = check_caps(e, p);
     if (status == CONV_OK) status = check_available(e);
+    if (status == CONV_OK && (p->pad_h_extra < 0 || p->pad_w_extra < 0) && !takes_fewer_zeros_after(e))
+        status = conv_set_error(CONV_ERR_UNSUPPORTED,
+                                "variant '%s' takes no fewer zeros after than before (pad_h_extra = %lld, "
+                                "pad_w_extra = %lld: causal padding); cpu, direct and depthwise_conv1d do",
+                                e->info.name, (long long)p->pad_h_extra, (long long)p->pad_w_extra);
     if (status == CONV_OK && e->impl->supports) status = e->impl->supports(p);
     return status;
 }

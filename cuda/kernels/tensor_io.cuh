@@ -84,6 +84,14 @@ __device__ __forceinline__ float conv_epilogue_value(float acc, float bias, bool
     return relu && v < 0.0f ? 0.0f : v;
 }
 
+// bias, then the activation of a conv_epilogue: ReLU (as above; RELU_MAXPOOL's too) or SiLU
+// v / (1 + exp(-v)) (expf, not __expf: its error grows with |v|).
+__device__ __forceinline__ float conv_activation_value(float acc, float bias, int act) {
+    const float v = acc + bias;
+    if (act == CONV_EPILOGUE_SILU) return v / (1.0f + expf(-v));
+    return act != CONV_EPILOGUE_NONE && v < 0.0f ? 0.0f : v;
+}
+
 // max with NaN propagation: once a NaN is seen the result stays NaN.
 __device__ __forceinline__ float conv_max_nan(float m, float v) {
     return (m != m || v > m || v != v) ? (m != m ? m : v) : m;

@@ -225,10 +225,12 @@ static CPU_NOINLINE void conv_map(const conv_problem* p, const float* x_group, c
 
 /* ---- the epilogue ---- */
 
-/* bias, then ReLU: max(v, 0) keeping NaN (v < 0 is false for NaN). The same as the GPU's epilogue. */
-static float epilogue_value(float acc, float bias, int relu) {
+/* bias, then the activation: ReLU max(v, 0) keeping NaN (v < 0 is false for NaN), or SiLU
+ * v / (1 + exp(-v)). The same as the GPU's epilogue. act: a conv_epilogue (RELU_MAXPOOL: ReLU). */
+static float epilogue_value(float acc, float bias, int act) {
     const float v = acc + bias;
-    return relu && v < 0.0f ? 0.0f : v;
+    if (act == CONV_EPILOGUE_SILU) return v / (1.0f + expf(-v));
+    return act != CONV_EPILOGUE_NONE && v < 0.0f ? 0.0f : v;
 }
 
 /* max that stays NaN once it has seen one (PyTorch's max_pool2d propagates NaN). */
@@ -239,7 +241,7 @@ static float max_nan(float m, float v) { return (m != m || v > m || v != v) ? (m
  * y's dtype and layout. */
 static void store_map(const conv_problem* p, const float* plane, float bias, void* y, int64_t b, int64_t m) {
     const int64_t OH = conv_out_h(p), OW = conv_out_w(p), YH = conv_y_h(p), YW = conv_y_w(p), M = p->M;
-    const int pool = p->epilogue == CONV_EPILOGUE_RELU_MAXPOOL, relu = p->epilogue != CONV_EPILOGUE_NONE;
+    const int pool = p->epilogue == CONV_EPILOGUE_RELU_MAXPOOL, act = p->epilogue;
     const int64_t wh = pool ? p->pool_h : 1, ww = pool ? p->pool_w : 1;
     const int64_t psh = pool ? p->pool_stride_h : 1, psw = pool ? p->pool_stride_w : 1;
     const int nhwc = p->y_layout == CONV_NHWC;
@@ -247,9 +249,9 @@ static void store_map(const conv_problem* p, const float* plane, float bias, voi
         const int64_t r0 = yh * psh, r1 = r0 + wh < OH ? r0 + wh : OH;
         for (int64_t yw = 0; yw < YW; ++yw) {
             const int64_t c0 = yw * psw, c1 = c0 + ww < OW ? c0 + ww : OW;
-            float v = epilogue_value(plane[r0 * OW + c0], bias, relu);
+            float v = epilogue_value(plane[r0 * OW + c0], bias, act);
             for (int64_t r = r0; r < r1; ++r)
-                for (int64_t c = c0; c < c1; ++c) v = max_nan(v, epilogue_value(plane[r * OW + c], bias, relu));
+                for (int64_t c = c0; c < c1; ++c) v = max_nan(v, epilogue_value(plane[r * OW + c], bias, act));
             const int64_t at = nhwc ? ((b * YH + yh) * YW + yw) * M + m : ((b * M + m) * YH + yh) * YW + yw;
             store_from_float(y, p->y_dtype, at, v);
         }

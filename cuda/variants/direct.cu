@@ -1,7 +1,8 @@
 // direct.cu — the baseline GPU convolution, and the simplest implementation of every capability.
 //   conv_direct_kernel: one thread per output element y[b, m, oh, ow]; every input and weight read
 //   goes to global memory (through L1/L2). Any dtype (f32/f16/bf16 in and out), NCHW or NHWC x and
-//   y, MCKK or MKKC w, groups, dilation, bias and ReLU. The kernel every other variant is compared with.
+//   y, MCKK or MKKC w, groups, dilation, causal padding, bias, ReLU or SiLU. The kernel every other
+//   variant is compared with.
 //   conv_direct_pool_kernel: the ReLU + max-pool epilogue: one thread per stored (pooled) element,
 //   which recomputes the conv values of its window with the same function and takes their max.
 //   Overlapping windows compute some values twice: the baseline stays simple.
@@ -18,7 +19,7 @@ struct DirectArgs {
     ConvLayout l;    // offsets; y at its stored size YH x YW
     int Cg, Mg;      // input channels and output maps per group
     int YH, YW;      // the stored output: pooled under the max-pool epilogue, else s.OH x s.OW
-    bool relu;
+    int act;         // the conv_epilogue applied to each value (the pooled kernel: ReLU)
     int pool_h, pool_w, pool_stride_h, pool_stride_w;
 };
 
@@ -90,7 +91,7 @@ __global__ void conv_direct_kernel(DirectArgs a, int total, const TX* x, const T
     for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
         const OutputCoord o = output_coord(idx, a.s.M, a.s.OH, a.s.OW, a.l.y_nhwc);
         const float v = direct_conv_value(a, x, w, o.b, o.m, o.h, o.w);
-        y[a.l.y_at(o.b, o.m, o.h, o.w)] = conv_store_as<TY>(conv_epilogue_value(v, bias_of(bias, o.m), a.relu));
+        y[a.l.y_at(o.b, o.m, o.h, o.w)] = conv_store_as<TY>(conv_activation_value(v, bias_of(bias, o.m), a.act));
     }
 }
 
@@ -124,7 +125,7 @@ DirectArgs direct_args(const conv_problem* p) {
     a.l = ConvLayout::of(p, a.YH, a.YW);
     a.Cg = (int)(p->C / p->groups);
     a.Mg = (int)(p->M / p->groups);
-    a.relu = p->epilogue >= CONV_EPILOGUE_RELU;
+    a.act = p->epilogue;
     a.pool_h = (int)p->pool_h;
     a.pool_w = (int)p->pool_w;
     a.pool_stride_h = (int)p->pool_stride_h;

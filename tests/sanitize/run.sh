@@ -2,7 +2,8 @@
 # compute-sanitizer memcheck and racecheck over every GPU variant on small shapes.
 # Needs an installed pyconv and a GPU. Usage: tests/sanitize/run.sh [LOGDIR]
 # JOBS=N runs N processes at once under each tool: one per variant, and one for auto and the network
-# ops (default 1: one process for everything). Exits non-zero when either tool reports an error.
+# ops (default 1: one process for everything; ONLY="depthwise_conv1d ops": run_variants.py's arguments,
+# those alone). Exits non-zero when either tool reports an error.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 logdir="${1:-.}"
@@ -25,7 +26,7 @@ export -f sanitize
 status=0
 for tool in memcheck racecheck; do
   if [ "${JOBS:-1}" -le 1 ]; then
-    sanitize "$tool" || status=1
+    sanitize "$tool" ${ONLY:-} || status=1
   else
     { python3 -c 'import pyconv; print("\n".join(v.name for v in pyconv.variant_info() if v.available and v.on_device))'
       echo "auto ops"; } \

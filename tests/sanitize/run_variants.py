@@ -116,6 +116,46 @@ def run_grouped(rng, name: str, config=None) -> None:
         print(f"{label:32s} groups {groups} {x_shape} -> {y.shape}")
 
 
+# Causal depthwise conv1d as (B, D, 1, L) layers (x shape, K, dilation, NHWC, dtype, epilogue): 8-element
+# vectors that fit and do not, short rows, K beyond the register kernels, dilation.
+CAUSAL_SHAPES = [
+    ((2, 16, 1, 37), 4, 1, False, np.float32, "silu"),
+    ((1, 24, 1, 64), 3, 1, True, np.float16, "silu"),
+    ((2, 13, 1, 9), 2, 1, False, np.float16, None),
+    ((1, 8, 1, 20), 5, 2, False, np.float32, "relu"),
+    ((3, 8, 1, 5), 4, 1, True, np.float32, None),
+]
+
+
+def run_causal(rng, name: str, config=None) -> None:
+    label = f"{name}[{config}]" if config else name
+    for x_shape, K, dilation, nhwc, dtype, epilogue in CAUSAL_SHAPES:
+        D = x_shape[1]
+        x = rng.uniform(-1, 1, x_shape).astype(dtype)
+        w = rng.uniform(-1, 1, (D, 1, 1, K)).astype(dtype)
+        b = rng.uniform(-1, 1, D).astype(dtype)
+        if nhwc:
+            x = channels_last(x)
+        try:
+            y = pyconv.conv2d(x, w, b, padding="causal", dilation=(1, dilation), groups=D, epilogue=epilogue,
+                              variant=name, precision="fast", config=config)
+        except pyconv.ConvUnsupportedError as exc:
+            print(f"{label:32s} causal {x_shape} K={K} unsupported: {exc}")
+            continue
+        print(f"{label:32s} causal {x_shape} K={K} -> {y.shape}")
+
+
+def run_causal_update(rng) -> None:
+    """conv1d_causal_update: one token and three, state longer than K-1, odd channel counts."""
+    for B, D, T, K, S in ((2, 13, 1, 4, 3), (1, 16, 3, 4, 5), (3, 8, 2, 2, 1)):
+        x = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, T)).astype(np.float32))
+        state = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, S)).astype(np.float32))
+        w = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (D, K)).astype(np.float32))
+        b = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, D).astype(np.float32))
+        y = pyconv.conv1d_causal_update(x, state, w, b, activation="silu")
+        print(f"conv1d_causal_update ({B}, {D}, {T}) K={K} S={S} -> {y.shape}")
+
+
 def run_network_ops(rng) -> None:
     """The whole-network helpers (resize of uint8 images, softmax + argmax) on odd sizes."""
     from pyconv.lenet import device_ops
@@ -179,10 +219,12 @@ def main(argv) -> int:
                 continue
             print(f"{label:32s} {x_shape} + bias, ReLU, pool {pool} -> {y.shape}")
         run_grouped(rng, name, config)
+        run_causal(rng, name, config)
     for name in names:
         run_capabilities(rng, name)
     if "ops" in wanted:
         run_network_ops(rng)
+        run_causal_update(rng)
     pyconv.synchronize()
     return 0
 

@@ -1,0 +1,115 @@
+// causal_update.cu — conv1d_causal_update: one decoding step of a causal depthwise conv1d. A sequence
+// model generating token by token keeps, per (batch, channel), the last S >= K-1 inputs (the state);
+// each step convolves them with the T new inputs, writes T outputs and shifts the state by T. Pure
+// latency at small batch (one small kernel), pure bandwidth at large batch (state, x, y: each once).
+#include "cuda_util.cuh"
+#include "tensor_io.cuh"
+
+namespace {
+
+struct UpdateArgs {
+    int B, D, T, S, K;
+    int act;      // conv_epilogue: none, ReLU or SiLU
+    bool nhwc;    // x and y (B, T, D) instead of (B, D, T)
+};
+
+// One thread per (b, d): the window is state[0..S) then x[0..T); outputs first (they read the old
+// state), then the state shifts in place, ascending, so each value is read before it is overwritten.
+template <class TX, class TY>
+__global__ void causal_update_kernel(UpdateArgs a, const TX* __restrict__ x, TX* state, const TX* __restrict__ w,
+                                     const TY* __restrict__ bias, TY* __restrict__ y) {
+    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= a.B * a.D) return;
+    const int d = idx % a.D, b = idx / a.D;
+    TX* st = state + (long long)idx * a.S;
+    // x[b, d, t] and y[b, d, t] at base + t * step
+    const long long step = a.nhwc ? a.D : 1;
+    const long long base = a.nhwc ? (long long)b * a.T * a.D + d : (long long)idx * a.T;
+    auto window = [&](int j) { return j < a.S ? conv_load(st, j) : conv_load(x, base + (j - a.S) * step); };
+    const float bias_d = bias ? conv_load(bias, d) : 0.0f;
+    for (int t = 0; t < a.T; ++t) {
+        float acc = 0.0f;
+        for (int k = 0; k < a.K; ++k) acc = fmaf(window(a.S - (a.K - 1) + t + k), conv_load(w, (long long)d * a.K + k), acc);
+        y[base + t * step] = conv_store_as<TY>(conv_activation_value(acc, bias_d, a.act));
+    }
+    for (int j = 0; j < a.S; ++j) {
+        const int from = j + a.T;
+        st[j] = from < a.S ? st[from] : x[base + (from - a.S) * step];
+    }
+}
+
+struct UpdateLaunch {
+    template <class TX, class TY>
+    static int run(const conv_problem* p, const UpdateArgs& a, const void* x, void* state, const void* w,
+                   const void* bias, void* y, cudaStream_t stream) {
+        (void)p;
+        const int threads = 128, blocks = (a.B * a.D + threads - 1) / threads;
+        causal_update_kernel<TX, TY><<<blocks, threads, 0, stream>>>(
+            a, static_cast<const TX*>(x), static_cast<TX*>(state), static_cast<const TX*>(w),
+            static_cast<const TY*>(bias), static_cast<TY*>(y));
+        CONV_LAUNCH_CHECK(causal_update_kernel);
+        return CONV_OK;
+    }
+};
+
+int refuse(const char* what) {
+    return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "conv1d_causal_update: %s", what);
+}
+
+// The problem a step describes: the causal depthwise conv of the T new tokens.
+int check_problem(const conv_problem* p, int64_t state_len) {
+    if (p->H != 1 || p->KH != 1 || p->pad_h != 0 || p->pad_h_extra != 0)
+        return refuse("the problem must be 1-D (H = KH = 1, no padding along H)");
+    if (p->groups != p->C || p->M != p->C) return refuse("the problem must be depthwise (groups = C = M)");
+    if (p->stride_w != 1 || p->dilation_w != 1) return refuse("the problem must have stride 1 and dilation 1");
+    if (p->pad_w != p->KW - 1 || p->pad_w_extra != -(p->KW - 1))
+        return refuse("the problem must be causal (pad_w = KW-1, pad_w_extra = -(KW-1))");
+    if (p->epilogue == CONV_EPILOGUE_RELU_MAXPOOL) return refuse("the epilogue must be none, ReLU or SiLU");
+    if (p->x_layout != p->y_layout) return refuse("y must have x's layout");
+    if (state_len < p->KW - 1 || state_len > (1 << 20))
+        return conv_set_error(CONV_ERR_INVALID_ARGUMENT,
+                              "conv1d_causal_update: state_len must be in [K-1, 2^20] = [%lld, 1048576], got %lld",
+                              (long long)(p->KW - 1), (long long)state_len);
+    if (p->B * p->C > (1LL << 30) || p->B * p->C * (state_len + p->W) > (1LL << 40))
+        return conv_set_error(CONV_ERR_TOO_LARGE, "conv1d_causal_update: B*D = %lld is too large",
+                              (long long)(p->B * p->C));
+    return CONV_OK;
+}
+
+}  // namespace
+
+extern "C" int conv1d_causal_update(const conv_problem* problem, int64_t state_len, const void* x, void* state,
+                                    const void* w, const void* bias, void* y, void* stream) {
+    conv_clear_error();
+    conv_problem p;
+    int status = conv_problem_load(problem, &p);
+    if (status != CONV_OK) return status;
+    if ((status = check_problem(&p, state_len)) != CONV_OK) return status;
+    const struct { const char* name; const void* ptr; } operands[] = {
+        {"x", x}, {"state", state}, {"w", w}, {"y", y}, {"bias", p.bias ? bias : nullptr}};
+    int device = -1;
+    for (const auto& o : operands) {
+        if (!o.ptr) {
+            if (o.name[0] == 'b' && !p.bias) continue;
+            return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "conv1d_causal_update: %s is NULL", o.name);
+        }
+        int where = -1;
+        if ((status = conv_pointer_device(o.ptr, &where)) != CONV_OK) return status;
+        if (where < 0)
+            return conv_set_error(CONV_ERR_INVALID_ARGUMENT,
+                                  "conv1d_causal_update: %s is host memory: pass device memory", o.name);
+        if (device >= 0 && where != device)
+            return conv_set_error(CONV_ERR_INVALID_ARGUMENT,
+                                  "conv1d_causal_update: %s is on device %d, x on device %d (operands must share "
+                                  "one device)", o.name, where, device);
+        device = where;
+    }
+    if (!p.bias && bias) return refuse("bias is given, but the problem says bias = 0");
+    const UpdateArgs a = {(int)p.B, (int)p.C, (int)p.W, (int)state_len, (int)p.KW, p.epilogue,
+                          p.x_layout == CONV_NHWC};
+    int previous = -1;
+    if ((status = conv_device_enter(device, &previous)) != CONV_OK) return status;
+    status = conv_dispatch_dtypes<UpdateLaunch>(&p, &p, a, x, state, w, bias, y, conv_stream(stream));
+    conv_device_leave(previous);
+    return status;
+}

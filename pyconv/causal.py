@@ -1,0 +1,68 @@
+"""One decoding step of a causal depthwise conv1d: pyconv.conv1d_causal_update.
+
+A sequence model (Mamba, H3, Hyena) runs a short causal depthwise conv1d over its tokens; generating
+token by token it keeps, per (batch, channel), the last S >= K-1 inputs (the conv state). One step
+convolves that state with the new token(s), returns their outputs and shifts the state, in place.
+The whole sequence is pyconv.conv1d(x, w, bias, padding="causal", groups=D, epilogue="silu").
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import _problem
+from ._arrays import as_operand, new_output
+from ._lib import ConvError, check, ffi, lib
+from ._streams import default_stream, handle_of, wait_for_producers
+
+
+def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = None, stream=None) -> Any:
+    """y for the new tokens x, and state shifted by them (in place).
+
+    x: (B, D) one token or (B, D, T) T tokens; state: (B, D, S), S >= K-1, x's dtype, dense;
+    w: (D, K) or (D, 1, K); bias: (D,) or None; activation: None, "relu" or "silu".
+    Device arrays of one GPU (torch, CuPy or other CUDA array interface / DLPack arrays); the call
+    enqueues on `stream` (default: the framework's current stream) and returns y of x's shape."""
+    one_token = len(getattr(x, "shape", ())) == 2
+    xo = as_operand(x, "x", 2, "(B, D)") if one_token else as_operand(x, "x", 3, "(B, D, T)")
+    if one_token:
+        xo = xo.reshaped(xo.shape + (1,))
+    so = as_operand(state, "state", 3, "(B, D, S)")
+    if len(getattr(w, "shape", ())) == 2:
+        wo = as_operand(w, "w", 2, "(D, K)")
+        wo = wo.reshaped((wo.shape[0], 1, wo.shape[1]))
+    else:
+        wo = as_operand(w, "w", 3, "(D, 1, K)")
+    bo = as_operand(bias, "bias", 1, "(D,)") if bias is not None else None
+    (B, D, T), (_, _, S), (Dw, one, K) = xo.shape, so.shape, wo.shape
+    if so.shape[:2] != (B, D) or Dw != D or one != 1 or (bo is not None and bo.shape != (D,)):
+        raise ConvError(f"conv1d_causal_update: x (B, D, T) = {xo.shape}, state (B, D, S) = {so.shape}, "
+                        f"w (D, 1, K) = {wo.shape}" + (f", bias (D,) = {bo.shape}" if bo is not None else "")
+                        + ": B and D must agree")
+    for op, name in ((xo, "x"), (so, "state"), (wo, "w"), (bo, "bias")):
+        if op is None:
+            continue
+        if op.device < 0:
+            raise ConvError(f"conv1d_causal_update: {name} is host memory; the update runs on the GPU: pass "
+                            "device arrays (torch, CuPy)")
+        if op.strided or op.layout != "NCHW":
+            raise ConvError(f"conv1d_causal_update: {name} must be dense (C-contiguous)")
+        if op.device != xo.device:
+            raise ConvError(f"conv1d_causal_update: {name} is on device {op.device}, x on device {xo.device}")
+    if so.dtype != xo.dtype or wo.dtype != xo.dtype or (bo is not None and bo.dtype != xo.dtype):
+        raise ConvError(f"conv1d_causal_update: x, state, w and bias must share one dtype, got x {xo.dtype}, "
+                        f"state {so.dtype}, w {wo.dtype}" + (f", bias {bo.dtype}" if bo is not None else ""))
+    if so.readonly:
+        raise ConvError("conv1d_causal_update: state is read-only; it is updated in place")
+    if activation not in (None, "relu", "silu"):
+        raise ConvError(f"conv1d_causal_update: activation must be None, 'relu' or 'silu', got {activation!r}")
+    problem, _, _ = _problem.make_problem((B, D, 1, T), (D, 1, 1, K), bias=bo is not None, padding="causal",
+                                          groups=D, epilogue=activation, x_dtype=xo.dtype)
+    s = handle_of(stream) if stream is not None else default_stream((xo, so, wo, bo), xo.device)
+    wait_for_producers((xo, so, wo, bo), s)
+    y = new_output(xo, (B, D) if one_token else (B, D, T), xo.dtype, "NCHW", xo.device, s)
+    yo = as_operand(y, "y", 2 if one_token else 3, "y")
+    f = ffi()
+    check(lib().conv1d_causal_update(problem, S, f.cast("void*", xo.ptr), f.cast("void*", so.ptr),
+                                     f.cast("void*", wo.ptr), f.cast("void*", bo.ptr if bo is not None else 0),
+                                     f.cast("void*", yo.ptr), f.cast("void*", s)))
+    return y

@@ -1,0 +1,206 @@
+"""Causal depthwise conv1d (sequence models' short conv): padding="causal", the SiLU epilogue, the
+depthwise_conv1d variant's three kernels and the one-step state update, against the float64 oracle on
+fresh random data with poisoned outputs; odd lengths and channel counts that do not divide the kernels'
+8-element vectors; NaN / Inf placement. The torch ops are in test_torch_causal.py."""
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from oracle import conv2d_reference, rel_l2
+
+import pyconv
+
+HALF_BOUND = {"float32": 1e-5, "float16": 2e-3}
+
+
+def silu(v):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return v / (1.0 + np.exp(-v))
+
+
+def causal_reference(x, w, bias=None, dilation=1, epilogue=None):
+    """(B, D, L) x, (D, 1, K) w: y[b, d, l] = act(bias[d] + sum_k w[d, k] x[b, d, l - d*(K-1) + d*k])."""
+    D, _, K = w.shape
+    pad = dilation * (K - 1)
+    y = conv2d_reference(x[:, :, None, :], w[:, :, None, :], (1, 1), (0, pad), (1, dilation), groups=D, bias=bias,
+                         padding_extra=(0, -pad), epilogue="relu" if epilogue == "relu" else "none")[:, :, 0, :]
+    return silu(y) if epilogue == "silu" else y
+
+
+def exact_half(a):
+    """fp16 data and the float64 of its exact values (the oracle's input)."""
+    h = a.astype(np.float16)
+    return h, h.astype(np.float64)
+
+
+@pytest.mark.parametrize("epilogue", [None, "relu", "silu"])
+@pytest.mark.parametrize("B, D, L, K, dilation, bias", [
+    (2, 6, 37, 4, 1, True), (1, 3, 9, 2, 1, False), (3, 5, 64, 3, 2, True), (1, 4, 5, 7, 1, True),
+])
+def test_cpu_variant_computes_the_causal_conv(B, D, L, K, dilation, bias, epilogue, rng):
+    """The cpu variant (every machine, CI included) takes causal padding and SiLU: output l sees inputs <= l."""
+    x = rng.uniform(-2, 2, (B, D, L)).astype(np.float32)
+    w = rng.uniform(-1, 1, (D, 1, K)).astype(np.float32)
+    b = rng.uniform(-1, 1, D).astype(np.float32) if bias else None
+    out = np.full((B, D, L), np.nan, np.float32)
+    y = pyconv.conv1d(x, w, b, padding="causal", dilation=dilation, groups=D, epilogue=epilogue, variant="cpu",
+                      out=out)
+    assert y is out and y.shape == (B, D, L)
+    assert rel_l2(y, causal_reference(x, w, b, dilation, epilogue)) <= 1e-6
+    # causality: changing the last input changes only the last output
+    x2 = x.copy()
+    x2[:, :, -1] += 1.0
+    y2 = pyconv.conv1d(x2, w, b, padding="causal", dilation=dilation, groups=D, epilogue=epilogue, variant="cpu")
+    assert np.array_equal(y2[:, :, :-1], y[:, :, :-1]) and not np.array_equal(y2[:, :, -1], y[:, :, -1])
+
+
+def test_silu_epilogue_on_an_ordinary_conv(rng):
+    x = rng.uniform(-3, 3, (2, 3, 11, 9)).astype(np.float32)
+    w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
+    b = rng.uniform(-1, 1, 4).astype(np.float32)
+    y = pyconv.conv2d(x, w, b, padding=1, epilogue="silu", variant="cpu")
+    assert rel_l2(y, silu(conv2d_reference(x, w, padding=(1, 1), bias=b))) <= 1e-6
+
+
+def test_causal_padding_rules():
+    x = np.ones((1, 2, 8), np.float32)
+    w = np.ones((2, 1, 3), np.float32)
+    assert pyconv.conv1d(x, w, padding="causal", groups=2, variant="cpu").shape == (1, 2, 8)
+    assert pyconv.conv1d(x, w, padding="causal", dilation=3, groups=2, variant="cpu").shape == (1, 2, 8)
+    with pytest.raises(pyconv.ConvError, match="'valid', 'same' or 'causal'"):
+        pyconv.conv1d(x, w, padding="left", groups=2, variant="cpu")
+    with pytest.raises(pyconv.ConvError, match="epilogue must be None, 'relu', 'silu'"):
+        pyconv.conv1d(x, w, groups=2, epilogue="gelu", variant="cpu")
+
+
+def test_update_refuses_host_arrays_in_words():
+    x, state, w = np.ones((1, 4), np.float32), np.zeros((1, 4, 3), np.float32), np.ones((4, 4), np.float32)
+    with pytest.raises(pyconv.ConvError, match="host memory; the update runs on the GPU"):
+        pyconv.conv1d_causal_update(x, state, w)
+
+
+# ---- the GPU kernels ----
+
+CONFIGS = ["rows", "cols", "simple"]
+SHAPES = [  # B, D, L, K, dilation: vectors of 8 that fit, that do not, K = 1..7, short and odd lengths
+    (2, 16, 64, 4, 1), (1, 24, 37, 3, 1), (3, 8, 5, 2, 1), (1, 13, 100, 4, 1), (2, 32, 129, 4, 2),
+    (1, 40, 16, 7, 1), (2, 8, 9, 1, 1), (1, 64, 1, 4, 1),
+]
+
+
+def _cuda_torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA device")
+    return torch
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_depthwise_conv1d_kernels_match_oracle(config, layout, dtype, shape, rng):
+    torch = _cuda_torch()
+    B, D, L, K, dilation = shape
+    tdtype = getattr(torch, dtype)
+    x64 = rng.uniform(-2, 2, (B, D, 1, L))
+    w64 = rng.uniform(-1, 1, (D, 1, 1, K))
+    b64 = rng.uniform(-1, 1, D)
+    x, w, b = (torch.tensor(a).to(tdtype) for a in (x64, w64, b64))
+    x64, w64, b64 = (t.double().numpy() for t in (x, w, b))  # the exact values the kernel reads
+    fmt = torch.channels_last if layout == "NHWC" else torch.contiguous_format
+    x = x.cuda().contiguous(memory_format=fmt)
+    w, b = w.cuda(), b.cuda()
+    for epilogue in (None, "silu", "relu"):
+        out = torch.full((B, D, 1, L), float("nan"), dtype=tdtype, device="cuda").contiguous(memory_format=fmt)
+        try:
+            pyconv.conv2d(x, w, b, padding="causal", dilation=(1, dilation), groups=D, epilogue=epilogue,
+                          variant="depthwise_conv1d", config=config, out=out, sync=True)
+        except pyconv.ConvUnsupportedError as exc:
+            assert config != "simple", exc  # the simple kernel takes every depthwise conv1d
+            assert "depthwise_conv1d[" in str(exc)
+            pytest.skip(f"{config}: {exc}")
+        ref = causal_reference(x64[:, :, 0, :], w64[:, :, 0, :], b64, dilation, epilogue)
+        got = out.float().cpu().numpy()[:, :, 0, :]
+        assert np.isfinite(got).all()
+        bound = 1e-5 if dtype == "float32" else 4e-3 if dtype == "float16" else 2e-2
+        assert rel_l2(got, ref) <= bound, (epilogue, rel_l2(got, ref))
+
+
+@requires_gpu
+@pytest.mark.parametrize("config", CONFIGS)
+def test_depthwise_conv1d_places_nan_and_inf_as_the_oracle(config, rng):
+    torch = _cuda_torch()
+    B, D, L, K = 2, 16, 40, 4
+    x = rng.uniform(-1, 1, (B, D, 1, L))
+    x[0, 3, 0, 10] = np.nan
+    x[1, 5, 0, 0] = np.inf
+    x[1, 7, 0, 39] = -np.inf
+    w = rng.uniform(0.1, 1, (D, 1, 1, K))
+    layout = torch.channels_last if config == "cols" else torch.contiguous_format
+    xt = torch.tensor(x, dtype=torch.float32, device="cuda").contiguous(memory_format=layout)
+    out = torch.full((B, D, 1, L), 7.0, device="cuda").contiguous(memory_format=layout)
+    pyconv.conv2d(xt, torch.tensor(w, dtype=torch.float32, device="cuda"), padding="causal", groups=D,
+                  variant="depthwise_conv1d", config=config, out=out, sync=True)
+    ref = causal_reference(x[:, :, 0, :], w[:, :, 0, :])
+    got = out.cpu().numpy()[:, :, 0, :]
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
+    assert np.isnan(got).sum() == K and np.isinf(got).sum() == K + 1  # each bad input reaches K outputs (or 1)
+    finite = np.isfinite(ref)
+    assert rel_l2(got[finite], ref[finite]) <= 1e-6
+
+
+@requires_gpu
+def test_auto_and_other_variants_on_causal_problems(rng):
+    """auto picks among the variants that take causal padding; the rest refuse it in words."""
+    torch = _cuda_torch()
+    x = torch.tensor(rng.uniform(-1, 1, (2, 32, 1, 50)), dtype=torch.float32, device="cuda")
+    w = torch.tensor(rng.uniform(-1, 1, (32, 1, 1, 4)), dtype=torch.float32, device="cuda")
+    y = pyconv.conv2d(x, w, padding="causal", groups=32, epilogue="silu", sync=True)
+    ref = causal_reference(x.double().cpu().numpy()[:, :, 0], w.double().cpu().numpy()[:, :, 0], epilogue="silu")
+    assert rel_l2(y.cpu().numpy()[:, :, 0], ref) <= 1e-5
+    with pytest.raises(pyconv.ConvUnsupportedError, match="no fewer zeros after than before"):
+        pyconv.conv2d(x, w, padding="causal", groups=32, variant="grouped_direct")
+    with pytest.raises(pyconv.ConvUnsupportedError, match="does not fuse the epilogue SiLU"):
+        pyconv.conv2d(x, w, padding=3, groups=32, epilogue="silu", variant="grouped_direct")
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("B, D, T, K, S", [(1, 64, 1, 4, 3), (3, 37, 1, 4, 5), (2, 16, 3, 2, 1), (4, 8, 6, 3, 2)])
+@pytest.mark.parametrize("activation", [None, "silu"])
+def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation, rng):
+    """Steps of the update over a sequence give the causal conv of the whole sequence, and the state
+    holds its last S inputs."""
+    torch = _cuda_torch()
+    tdtype = getattr(torch, dtype)
+    steps = 3
+    seq = torch.tensor(rng.uniform(-2, 2, (B, D, steps * T)), dtype=tdtype, device="cuda")
+    w = torch.tensor(rng.uniform(-1, 1, (D, K)), dtype=tdtype, device="cuda")
+    b = torch.tensor(rng.uniform(-1, 1, D), dtype=tdtype, device="cuda")
+    state = torch.zeros((B, D, S), dtype=tdtype, device="cuda")
+    outs = []
+    for i in range(steps):
+        x = seq[:, :, i * T:(i + 1) * T].contiguous()
+        y = pyconv.conv1d_causal_update(x[:, :, 0] if T == 1 else x, state, w, b, activation=activation)
+        outs.append(y[:, :, None] if T == 1 else y)
+    got = torch.cat(outs, dim=2).double().cpu().numpy()
+    s64 = seq.double().cpu().numpy()
+    ref = causal_reference(s64, w.double().cpu().numpy()[:, None, :], b.double().cpu().numpy(), epilogue=activation)
+    assert rel_l2(got, ref) <= HALF_BOUND[dtype]
+    last = np.concatenate([np.zeros((B, D, S)), s64], axis=2)[:, :, -S:]
+    assert np.array_equal(state.double().cpu().numpy(), last)
+
+
+@requires_gpu
+def test_state_update_refuses_bad_arguments_in_words():
+    torch = _cuda_torch()
+    x, w = torch.ones((2, 8), device="cuda"), torch.ones((8, 4), device="cuda")
+    with pytest.raises(pyconv.ConvError, match=r"state_len must be in \[K-1"):
+        pyconv.conv1d_causal_update(x, torch.zeros((2, 8, 2), device="cuda"), w)
+    with pytest.raises(pyconv.ConvError, match="B and D must agree"):
+        pyconv.conv1d_causal_update(x, torch.zeros((3, 8, 3), device="cuda"), w)
+    with pytest.raises(pyconv.ConvError, match="share one dtype"):
+        pyconv.conv1d_causal_update(x, torch.zeros((2, 8, 3), device="cuda", dtype=torch.float16), w)
+    y = pyconv.conv1d_causal_update(x, torch.zeros((2, 8, 3), device="cuda"), w)  # still usable
+    assert torch.equal(y, torch.ones((2, 8), device="cuda"))
