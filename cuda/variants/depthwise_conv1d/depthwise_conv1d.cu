@@ -3,12 +3,12 @@
 //
 // It is memory-bound: each input is read once and each output written once, K multiply-adds between
 // them, so the kernels are about moving bytes. Three kernels:
-//   dw1d_rows_kernel   x and y (B, D, L) rows (NCHW): a thread computes 8 consecutive outputs of one row
-//                      from one 16-byte vector of x (two in fp32) and the K-1 values before it, K = 2-4,
+//   dw1d_rows_kernel   x and y (B, D, L) rows (NCHW): a thread computes 32 bytes of consecutive outputs of
+//                      one row (8 fp32, 16 fp16 / bf16) from as many bytes of x and the K-1 values before, K = 2-4,
 //                      dilation 1, K-1 zeros before (causal, or PyTorch's padding = K-1 before slicing).
 //                      Threads run over (row, 8-output chunk) pairs, so short rows fill the GPU too.
-//   dw1d_cols_kernel   x and y (B, L, D) (NHWC): a thread owns 8 channels (a 16-byte vector) and slides
-//                      down a run of L, keeping the last K-1 inputs in registers; K = 2-4, dilation 1,
+//   dw1d_cols_kernel   x and y (B, L, D) (NHWC): a thread owns 16 bytes of channels and computes 8 time
+//                      steps of them from the 8 + K-1 input steps, loaded all at once; K = 2-4, dilation 1,
 //                      any padding.
 //   dw1d_simple_kernel one thread per output, any K, stride, dilation, padding and layout: the simple
 //                      kernel beside the tuned ones, and the path for shapes they do not take.
@@ -21,33 +21,44 @@
 
 namespace {
 
-constexpr int kVec = 8;  // outputs (NCHW) or channels (NHWC) a fast-kernel thread handles: 16 bytes of fp16
-
-// ---- 8-element vectors in any dtype, as floats ----
+// A fast-kernel thread moves 32 bytes of x per step: 8 fp32 or 16 fp16 / bf16 outputs of a row (NCHW),
+// and 16 bytes of channels (4 fp32, 8 fp16 / bf16) at each of kRun time steps (NHWC).
 template <class T>
-__device__ __forceinline__ void load8(const T* p, float* v) {
-    if constexpr (sizeof(T) == 4) {
-        const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
-        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-    } else {
-        const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
-        const T* e = reinterpret_cast<const T*>(&u);
+constexpr int row_elems() { return 32 / (int)sizeof(T); }
+template <class T>
+constexpr int col_elems() { return 16 / (int)sizeof(T); }
+constexpr int kRun = 8;
+
+// ---- N-element vectors in any dtype, as floats (16-byte loads; stores as wide as N elements allow) ----
+template <class T, int N>
+__device__ __forceinline__ void load_vec(const T* p, float* v) {
+    static_assert(N * sizeof(T) % 16 == 0, "whole 16-byte words");
+    constexpr int kWords = N * sizeof(T) / 16;
+    uint4 u[kWords];
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) v[i] = conv_load(e, i);
-    }
+    for (int i = 0; i < kWords; ++i) u[i] = __ldg(reinterpret_cast<const uint4*>(p) + i);
+    const T* e = reinterpret_cast<const T*>(u);
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = conv_load(e, i);
 }
 
-template <class T>
-__device__ __forceinline__ void store8(T* p, const float* v) {
-    if constexpr (sizeof(T) == 4) {
-        reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-        reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-    } else {
-        uint4 u;
+template <class T, int N>
+__device__ __forceinline__ void store_vec(T* p, const float* v) {
+    constexpr int kBytes = N * sizeof(T);
+    if constexpr (kBytes % 16 == 0) {
+        uint4 u[kBytes / 16];
+        T* e = reinterpret_cast<T*>(u);
+#pragma unroll
+        for (int i = 0; i < N; ++i) e[i] = conv_store_as<T>(v[i]);
+#pragma unroll
+        for (int i = 0; i < kBytes / 16; ++i) reinterpret_cast<uint4*>(p)[i] = u[i];
+    } else {  // 8 bytes: 4 fp16 / bf16 outputs of fp32 inputs
+        static_assert(kBytes == 8, "8 or a multiple of 16 bytes");
+        uint2 u;
         T* e = reinterpret_cast<T*>(&u);
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) e[i] = conv_store_as<T>(v[i]);
-        *reinterpret_cast<uint4*>(p) = u;
+        for (int i = 0; i < N; ++i) e[i] = conv_store_as<T>(v[i]);
+        *reinterpret_cast<uint2*>(p) = u;
     }
 }
 
@@ -58,7 +69,6 @@ struct Dw1dArgs {
     int K, stride, dilation, pad;  // pad: zeros before the first input
     int act;           // conv_epilogue: none, ReLU or SiLU
     bool vec_x, vec_y; // x / y rows (NCHW) or channel runs (NHWC) start on 16-byte boundaries
-    int run;           // NHWC fast kernel: outputs a thread slides over
 };
 
 template <class TY>
@@ -71,109 +81,108 @@ template <class TX, class TY, int K>
 __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, const TX* __restrict__ x,
                                                         const TX* __restrict__ w, const TY* __restrict__ bias,
                                                         TY* __restrict__ y) {
-    const int chunks = (a.OL + kVec - 1) / kVec;
+    constexpr int N = row_elems<TX>();
+    const int chunks = (a.OL + N - 1) / N;
     const long long total = (long long)a.rows * chunks;
     for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
-        const int r = (int)(idx / chunks), o0 = (int)(idx % chunks) * kVec, d = r % a.D;
+        const int r = (int)(idx / chunks), o0 = (int)(idx % chunks) * N, d = r % a.D;
         const TX* xr = x + (long long)r * a.L;
-        // win[j] = x[o0 - (K-1) + j]: the K-1 values before the chunk, then its 8 (zeros outside x)
-        float win[kVec + K - 1];
-#pragma unroll
-        for (int j = 0; j < K - 1; ++j) {
-            const int i = o0 - (K - 1) + j;
-            win[j] = i >= 0 && i < a.L ? conv_load(xr, i) : 0.0f;
-        }
-        if (a.vec_x && o0 + kVec <= a.L) {
-            load8(xr + o0, win + K - 1);
+        // win[j] = x[o0 - (K-1) + j]: the K-1 values before the chunk, then its N (zeros outside x)
+        float win[N + K - 1];
+        if (a.vec_x && o0 + N <= a.L) {
+            load_vec<TX, N>(xr + o0, win + K - 1);
         } else {
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) win[K - 1 + j] = o0 + j < a.L ? conv_load(xr, o0 + j) : 0.0f;
+            for (int j = 0; j < N; ++j) win[K - 1 + j] = o0 + j < a.L ? conv_load(xr, o0 + j) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < K - 1; ++j) {  // the neighbour's values: L1 hits once its vector is in
+            const int i = o0 - (K - 1) + j;
+            win[j] = i >= 0 && i < a.L ? conv_load(xr, i) : 0.0f;
         }
         float taps[K];
 #pragma unroll
         for (int k = 0; k < K; ++k) taps[k] = conv_load(w, (long long)d * K + k);
         const float b = bias_at(bias, d);
-        float out[kVec];
+        float out[N];
 #pragma unroll
-        for (int t = 0; t < kVec; ++t) {
+        for (int t = 0; t < N; ++t) {
             float acc = 0.0f;
 #pragma unroll
             for (int k = 0; k < K; ++k) acc = fmaf(win[t + k], taps[k], acc);
             out[t] = conv_activation_value(acc, b, a.act);
         }
         TY* yr = y + (long long)r * a.OL;
-        if (a.vec_y && o0 + kVec <= a.OL) {
-            store8(yr + o0, out);
+        if (a.vec_y && o0 + N <= a.OL) {
+            store_vec<TY, N>(yr + o0, out);
         } else {
 #pragma unroll
-            for (int t = 0; t < kVec; ++t)
+            for (int t = 0; t < N; ++t)
                 if (o0 + t < a.OL) yr[o0 + t] = conv_store_as<TY>(out[t]);
         }
     }
 }
 
-// ---- NHWC (B, L, D), D % 8 == 0, K = 2-4, dilation 1, stride 1, any padding ----
+// ---- NHWC (B, L, D), D a multiple of a thread's channels, K = 2-4, dilation 1, stride 1, any padding ----
+// A thread computes kRun consecutive outputs of its channels from kRun + K-1 input steps, all loaded
+// before any arithmetic so that they are in flight together.
 template <class TX, class TY, int K>
 __global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, const TX* __restrict__ x,
                                                         const TX* __restrict__ w, const TY* __restrict__ bias,
                                                         TY* __restrict__ y) {
-    const int groups = a.D / kVec, runs = (a.OL + a.run - 1) / a.run;
+    constexpr int N = col_elems<TX>();
+    const int groups = a.D / N, runs = (a.OL + kRun - 1) / kRun;
     const long long total = (long long)(a.rows / a.D) * runs * groups;
     for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         // channel group fastest: a warp's 16-byte vectors are 512 consecutive bytes of one time step
         const int g = (int)(idx % groups);
         const long long rest = idx / groups;
-        const int o0 = (int)(rest % runs) * a.run, batch = (int)(rest / runs), c0 = g * kVec;
+        const int o0 = (int)(rest % runs) * kRun, batch = (int)(rest / runs), c0 = g * N;
         const TX* xb = x + (long long)batch * a.L * a.D + c0;
         TY* yb = y + (long long)batch * a.OL * a.D + c0;
-        float taps[K][kVec], b[kVec];
+        float win[kRun + K - 1][N];  // win[j] = x[o0 - pad + j] (zeros outside x)
 #pragma unroll
-        for (int c = 0; c < kVec; ++c) {
+        for (int j = 0; j < kRun + K - 1; ++j) {
+            const int i = o0 - a.pad + j;
+            if (i >= 0 && i < a.L) {
+                if (a.vec_x) {
+                    load_vec<TX, N>(xb + (long long)i * a.D, win[j]);
+                } else {
+#pragma unroll
+                    for (int c = 0; c < N; ++c) win[j][c] = conv_load(xb, (long long)i * a.D + c);
+                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < N; ++c) win[j][c] = 0.0f;
+            }
+        }
+        float taps[K][N], b[N];
+#pragma unroll
+        for (int c = 0; c < N; ++c) {
 #pragma unroll
             for (int k = 0; k < K; ++k) taps[k][c] = conv_load(w, (long long)(c0 + c) * K + k);
             b[c] = bias_at(bias, c0 + c);
         }
-        // win[k] holds x[o - pad + k] for the next output o; the first K-1 are loaded before the loop
-        float win[K][kVec];
-        auto load_step = [&](int i, float* v) {
-            if (i >= 0 && i < a.L) {
-                if (a.vec_x) {
-                    load8(xb + (long long)i * a.D, v);
-                } else {
 #pragma unroll
-                    for (int c = 0; c < kVec; ++c) v[c] = conv_load(xb, (long long)i * a.D + c);
-                }
-            } else {
+        for (int t = 0; t < kRun; ++t) {
+            if (o0 + t >= a.OL) break;
+            float out[N];
 #pragma unroll
-                for (int c = 0; c < kVec; ++c) v[c] = 0.0f;
-            }
-        };
-#pragma unroll
-        for (int k = 0; k < K - 1; ++k) load_step(o0 - a.pad + k, win[k]);
-        const int end = min(o0 + a.run, a.OL);
-        for (int o = o0; o < end; ++o) {
-            load_step(o - a.pad + K - 1, win[K - 1]);
-            float out[kVec];
-#pragma unroll
-            for (int c = 0; c < kVec; ++c) {
+            for (int c = 0; c < N; ++c) {
                 float acc = 0.0f;
 #pragma unroll
-                for (int k = 0; k < K; ++k) acc = fmaf(win[k][c], taps[k][c], acc);
+                for (int k = 0; k < K; ++k) acc = fmaf(win[t + k][c], taps[k][c], acc);
                 out[c] = conv_activation_value(acc, b[c], a.act);
             }
-            TY* yo = yb + (long long)o * a.D;
+            TY* yo = yb + (long long)(o0 + t) * a.D;
             if (a.vec_y) {
-                store8(yo, out);
+                store_vec<TY, N>(yo, out);
             } else {
 #pragma unroll
-                for (int c = 0; c < kVec; ++c) yo[c] = conv_store_as<TY>(out[c]);
+                for (int c = 0; c < N; ++c) yo[c] = conv_store_as<TY>(out[c]);
             }
-#pragma unroll
-            for (int k = 0; k < K - 1; ++k)
-#pragma unroll
-                for (int c = 0; c < kVec; ++c) win[k][c] = win[k + 1][c];
         }
     }
 }
@@ -237,11 +246,12 @@ int supports_rows(const conv_problem* p) {
 }
 
 int supports_cols(const conv_problem* p) {
+    const int per_thread = 16 / (int)conv_dtype_size(p->x_dtype);
     if (p->x_layout != CONV_NHWC || p->KW < 2 || p->KW > 4 || p->stride_w != 1 || p->dilation_w != 1 ||
-        p->C % kVec != 0)
+        p->C % per_thread != 0)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "depthwise_conv1d[cols] takes NHWC, K = 2-4, stride 1, dilation 1 and channels a "
-                              "multiple of 8");
+                              "multiple of %d (16 bytes)", per_thread);
     return CONV_OK;
 }
 
@@ -258,18 +268,11 @@ Dw1dArgs args_of(const conv_problem* p, const conv_tensors* t) {
     a.act = p->epilogue;
     const bool nhwc = p->x_layout == CONV_NHWC;
     // 16-byte vectors: every row (NCHW) or time step (NHWC) starts on a boundary when the base does and
-    // the row's bytes are a multiple of 16
+    // a row's bytes are a multiple of 16 (a thread's chunk of a row starts a multiple of 32 bytes in)
     const long long x_row = (nhwc ? p->C : p->W) * (long long)conv_dtype_size(p->x_dtype);
     const long long y_row = (nhwc ? p->C : conv_out_w(p)) * (long long)conv_dtype_size(p->y_dtype);
     a.vec_x = aligned16(t->x) && x_row % 16 == 0;
     a.vec_y = aligned16(t->y) && y_row % 16 == 0;
-    if (!nhwc) {  // NCHW: a vector is 8 elements of one row: rows of 8 elements' multiples
-        a.vec_x = a.vec_x && p->W % kVec == 0;
-        a.vec_y = a.vec_y && conv_out_w(p) % kVec == 0;
-    }
-    // NHWC: outputs a thread slides over: long runs share the K-1 halo loads, short ones fill the GPU
-    const long long vectors = p->B * (p->C / kVec) * conv_out_w(p);
-    a.run = vectors >= (64LL << 16) ? 16 : vectors >= (16LL << 16) ? 8 : vectors >= (4LL << 16) ? 4 : 1;
     return a;
 }
 
@@ -283,8 +286,8 @@ struct FastLaunch {
         const TY* bias = static_cast<const TY*>(t->bias);
         TY* y = static_cast<TY*>(t->y);
         const long long work = p->x_layout == CONV_NHWC
-                                   ? (p->B * (p->C / kVec)) * ((a.OL + a.run - 1) / a.run)
-                                   : (long long)a.rows * ((a.OL + kVec - 1) / kVec);
+                                   ? (p->B * (p->C / col_elems<TX>())) * ((a.OL + kRun - 1) / kRun)
+                                   : (long long)a.rows * ((a.OL + row_elems<TX>() - 1) / row_elems<TX>());
         const unsigned blocks = conv_grid_for(work, 256);
         switch (a.K) {
         case 2: Kernel<TX, TY, 2>::launch(blocks, stream, a, x, w, bias, y); break;
