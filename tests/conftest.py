@@ -41,6 +41,18 @@ OWN_FILTER = {"winograd": dict(KH=3, KW=3, stride=(1, 1), dilation=(1, 1))}
 TILE_TRANSFORMS = {"winograd": 2}
 
 
+# Variants of one problem family, a limit of their own: tests that run every variant on one 2-D layer
+# leave them out (family_skip says why), the problem matrix gives them its cases in their family's form
+# (as_family), and a test file of their own runs them through everything else.
+OWN_FAMILY = {"depthwise_conv1d": "depthwise 1-D convolutions only (H = KH = 1, groups = C = M): "
+                                  "tests/test_causal_conv1d.py runs it"}
+
+
+def family_skip(name: str) -> None:
+    if name in OWN_FAMILY:
+        pytest.skip(f"{name} computes {OWN_FAMILY[name]}")
+
+
 def filter_hw(name: str, default: tuple) -> tuple:
     """(KH, KW) for a test layer run on variant `name`: `default`, or the variant's only filter shape."""
     own = OWN_FILTER.get(name)

@@ -62,8 +62,8 @@ def max_pool_reference(y, window=(2, 2), stride=None, ceil_mode=False):
 def conv2d_reference(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), *, groups=1, bias=None,
                      padding_extra=(0, 0), epilogue="none", pool=(2, 2), pool_stride=None, pool_ceil=False):
     """y = epilogue(conv(x, w) + bias) in float64. x: (B, C, H, W), w: (M, C/groups, KH, KW), bias: (M,)
-    or None; padding_extra: more zeros after the last row/column; epilogue: "none", "relu" or
-    "relu_maxpool" (pool window, pool_stride (default: the window), pool_ceil)."""
+    or None; padding_extra: more (negative: fewer) zeros after the last row/column; epilogue: "none", "relu",
+    "silu" (v / (1 + exp(-v))) or "relu_maxpool" (pool window, pool_stride (default: the window), pool_ceil)."""
     x = np.asarray(x, np.float64)
     w = np.asarray(w, np.float64)
     stride, padding, dilation, extra = _pair(stride), _pair(padding), _pair(dilation), _pair(padding_extra)
@@ -81,9 +81,12 @@ def conv2d_reference(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), *, gr
         y = y + np.asarray(bias, np.float64)[None, :, None, None]
     if epilogue in ("relu", "relu_maxpool"):
         y = relu_reference(y)
+    if epilogue == "silu":
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = y / (1.0 + np.exp(-y))
     if epilogue == "relu_maxpool":
         y = max_pool_reference(y, pool, pool_stride, pool_ceil)
-    elif epilogue not in ("none", "relu"):
+    elif epilogue not in ("none", "relu", "silu"):
         raise ValueError(f"unknown epilogue {epilogue!r}")
     return y
 

@@ -23,7 +23,7 @@ from pyconv.device import DeviceArray
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
 LAYOUTS = {"NCHW": 0, "NHWC": 1}
 FILTER_LAYOUTS = {"MCKK": 0, "MKKC": 1}
-EPILOGUES = {"none": 0, "relu": 1, "relu_maxpool": 2}
+EPILOGUES = {"none": 0, "relu": 1, "relu_maxpool": 2, "silu": 3}
 COMPUTE = {"exact": 0, "tf32": 1, "half": 2}
 # How each dtype is held in NumPy: bf16 as its 16-bit pattern.
 STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}

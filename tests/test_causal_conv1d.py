@@ -46,11 +46,11 @@ def test_cpu_variant_computes_the_causal_conv(B, D, L, K, dilation, bias, epilog
                       out=out)
     assert y is out and y.shape == (B, D, L)
     assert rel_l2(y, causal_reference(x, w, b, dilation, epilogue)) <= 1e-6
-    # causality: changing the last input changes only the last output
+    # causality: changing the last input changes only the last output (before a ReLU could hide it)
     x2 = x.copy()
     x2[:, :, -1] += 1.0
-    y2 = pyconv.conv1d(x2, w, b, padding="causal", dilation=dilation, groups=D, epilogue=epilogue, variant="cpu")
-    assert np.array_equal(y2[:, :, :-1], y[:, :, :-1]) and not np.array_equal(y2[:, :, -1], y[:, :, -1])
+    y1, y2 = (pyconv.conv1d(a, w, b, padding="causal", dilation=dilation, groups=D, variant="cpu") for a in (x, x2))
+    assert np.array_equal(y2[:, :, :-1], y1[:, :, :-1]) and not np.array_equal(y2[:, :, -1], y1[:, :, -1])
 
 
 def test_silu_epilogue_on_an_ordinary_conv(rng):
@@ -70,6 +70,33 @@ def test_causal_padding_rules():
         pyconv.conv1d(x, w, padding="left", groups=2, variant="cpu")
     with pytest.raises(pyconv.ConvError, match="epilogue must be None, 'relu', 'silu'"):
         pyconv.conv1d(x, w, groups=2, epilogue="gelu", variant="cpu")
+
+
+def inf_weight_on_causal_padding(variant, config, rng, layout="NCHW"):
+    """An Inf first tap meets the causal zeros of the first K-1 outputs: 0 * Inf = NaN there, as in the
+    oracle (and PyTorch); the rest stay finite (positive data, so Inf + finite)."""
+    B, D, L, K = 2, 16, 20, 4
+    x = rng.uniform(0.5, 1, (B, D, 1, L)).astype(np.float32)
+    w = rng.uniform(0.5, 1, (D, 1, 1, K)).astype(np.float32)
+    w[3, 0, 0, 0] = np.inf
+    if layout == "NHWC":
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    y = pyconv.conv2d(x, w, padding="causal", groups=D, variant=variant, config=config)
+    with np.errstate(invalid="ignore"):
+        ref = causal_reference(x[:, :, 0, :].astype(np.float64), w[:, :, 0, :].astype(np.float64))
+    got = np.asarray(y)[:, :, 0, :]
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.isnan(got).sum() == B * (K - 1)
+    assert np.array_equal(np.isposinf(got), np.isposinf(ref))
+
+
+def test_cpu_inf_weight_on_causal_padding(rng):
+    inf_weight_on_causal_padding("cpu", None, rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("config", ["rows", "cols", "simple"])
+def test_gpu_inf_weight_on_causal_padding(config, rng):
+    inf_weight_on_causal_padding("depthwise_conv1d", config, rng, "NHWC" if config == "cols" else "NCHW")
 
 
 def test_update_refuses_host_arrays_in_words():

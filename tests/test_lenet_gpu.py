@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pyconv
-from conftest import filter_hw, requires_gpu
+from conftest import family_skip, filter_hw, requires_gpu
 from pyconv.cli import main
 from pyconv.lenet import data, device_ops, host_net, model, network, pipeline
 from pyconv.lenet.progress import Progress
@@ -101,6 +101,7 @@ def _variants(exact: bool):
 @pytest.mark.parametrize("name", _variants(exact=True))
 def test_exact_variant_predicts_as_cpu(cpu_subset, name):
     images, labels, reference = cpu_subset
+    family_skip(name)
     if filter_hw(name, (7, 7)) != (7, 7):
         pytest.skip(f"{name} computes {filter_hw(name, (7, 7))} filters only; LeNet's are 7x7")
     result = run_gpu(images, network.Mode.of(name, "exact"), batch=700)  # three batches, the last shorter

@@ -12,7 +12,7 @@ from test_devices_streams import (_sleep_cycles_per_second, assert_device_still_
 from test_threads import run_threads
 
 import pyconv
-from conftest import GPU_SKIP_REASON, filter_hw
+from conftest import GPU_SKIP_REASON, family_skip, filter_hw
 
 
 def _two_gpu_reason() -> str:
@@ -49,6 +49,7 @@ def test_operands_on_device_1_with_device_0_current(name, rng):
     info = INFOS.get(name)
     if info is not None and not info.available:
         pytest.skip(f"{name} unavailable here: {info.reason}")
+    family_skip(name)
     precision = precision_of(info) if info is not None else "exact"
     x, w = random_problem(rng, name)
     xd = pyconv.DeviceArray.from_host(x, device=OTHER)

@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import OWN_FILTER, TILE_TRANSFORMS
+from conftest import OWN_FAMILY, OWN_FILTER, TILE_TRANSFORMS
 from oracle import conv2d_reference, max_pool_reference, rel_l2, relu_reference
 
 import problem_runner as pr
@@ -30,6 +30,20 @@ UNSUPPORTED = -2
 NAMES = pr.variant_names()
 CAPS = {name: pr.variant_caps(name) for name in NAMES}
 FACTS = {name: pr.variant_facts(name) for name in NAMES}
+
+
+# The variants that take fewer zeros after than before (causal padding: pad_w_extra < 0), as registry.c says.
+CAUSAL = {"cpu", "direct", "depthwise_conv1d"}
+
+
+def as_family(name, case: ConvCase) -> ConvCase:
+    """The case in the form of the variant's own problem family (conftest.OWN_FAMILY), else as it is:
+    depthwise_conv1d's are depthwise 1-D convolutions (H = KH = 1, groups = C = M, no padding along H)."""
+    if name not in OWN_FAMILY:
+        return case
+    return case.with_(H=1, KH=1, M=case.C, groups=case.C, padding=(0, case.padding[1]), extra=(0, case.extra[1]),
+                      stride=(1, case.stride[1]), dilation=(1, case.dilation[1]), pool=(1, case.pool[1]),
+                      pool_stride=(1, case.pool_stride[1]))
 
 
 def skip_unavailable(name):
@@ -141,9 +155,13 @@ def capability_cases(name) -> dict:
     if "relu_maxpool" in caps["epilogues"]:
         for pool_id, pool in POOLS.items():
             cases[f"relu_{pool_id}"] = BASE.with_(epilogue="relu_maxpool", bias=caps["bias"], **pool)
+    if "silu" in caps["epilogues"]:
+        cases["silu"] = BASE.with_(epilogue="silu", bias=caps["bias"])
+    if name in CAUSAL:  # causal along w: KW-1 zeros before, none after
+        cases["causal"] = BASE.with_(padding=(1, 2), extra=(0, -2), bias=caps["bias"])
     if cases:
         cases.update(mixed_cases(name))
-    return {case_id: case.with_(**OWN_FILTER.get(name, {})) for case_id, case in cases.items()}
+    return {case_id: as_family(name, case.with_(**OWN_FILTER.get(name, {}))) for case_id, case in cases.items()}
 
 
 def mixed_cases(name) -> dict:
@@ -193,7 +211,7 @@ def test_bf16_range(name, scale_id, rng):
     1e-6): operands of 1e-6 or 1e6 (products of 1e-12 or 1e12, held by fp32 accumulators) must come out
     within the variant's bound, not flushed by an fp16 stage on the way."""
     skip_unavailable(name)
-    case = for_variant(name, BASE.with_(x_dtype="bf16", y_dtype="f32"))
+    case = for_variant(name, as_family(name, BASE.with_(x_dtype="bf16", y_dtype="f32")))
     x, w, bias = pr.random_operands(case, rng)
     x = pr.quantize(x * BF16_SCALES[scale_id], "bf16")
     y = pr.run_case(name, case, x, w, bias)
@@ -237,7 +255,7 @@ def separate_epilogue(y_conv, case):
 @pytest.mark.parametrize("name,label,case", fused_rows())
 def test_fused_epilogue_matches_separate_ops(name, label, case, rng):
     skip_unavailable(name)
-    case = for_variant(name, case)
+    case = for_variant(name, as_family(name, case))
     x, w, bias = pr.random_operands(case, rng)
     fused = pr.run_case(name, case, x, w, bias).astype(np.float32)
     separate = separate_epilogue(pr.run_case(name, case.with_(epilogue="none"), x, w, bias), case)
@@ -250,7 +268,7 @@ def test_fused_epilogue_matches_separate_ops(name, label, case, rng):
 def refusal_cases(name) -> dict:
     """id -> (case, words the message must contain) for each capability the variant does not declare."""
     caps = CAPS[name]
-    base = for_variant(name, BASE)
+    base = for_variant(name, as_family(name, BASE))
     cases = {}
     for dtype in pr.DTYPES:
         if dtype not in caps["in_dtypes"]:
@@ -277,6 +295,8 @@ def refusal_cases(name) -> dict:
         cases["stride"] = (base.with_(stride=(caps["max_stride"] + 1, 1)), ["stride"])
     if caps["compute"] != "exact":
         cases["compute_exact"] = (base.with_(compute="exact"), ["compute"])
+    if name not in CAUSAL:
+        cases["causal"] = (base.with_(padding=(1, 2), extra=(0, -2)), ["fewer zeros after", "causal"])
     return cases
 
 
@@ -315,6 +335,8 @@ def test_inf_weight_at_padded_border(name, inf_case, rng):
     case = for_variant(name, case)
     if name in OWN_FILTER and any(getattr(case, k) != v for k, v in OWN_FILTER[name].items()):
         pytest.skip(f"{name} computes {OWN_FILTER[name]} only")
+    if name in OWN_FAMILY:  # test_causal_conv1d puts an Inf weight on its causal padding
+        pytest.skip(f"{name} computes {OWN_FAMILY[name]}")
     x, w, _ = pr.random_operands(case, rng)
     w[at] = sign * np.inf
     y = pr.run_case(name, case, x, w)

@@ -95,6 +95,13 @@ static const char* epilogue_name(int epilogue) {
            : epilogue == CONV_EPILOGUE_SILU ? "SiLU" : "ReLU + max-pool";
 }
 
+/* The variants that take pad_*_extra < 0 (fewer zeros after than before: causal padding). The others'
+ * tile arithmetic assumes at least as many zeros after as before. */
+static int takes_fewer_zeros_after(const conv_variant_entry* e) {
+    return e == &variant_table[CONV_ID_cpu] || e == &variant_table[CONV_ID_direct] ||
+           e == &variant_table[CONV_ID_depthwise_conv1d];
+}
+
 /* The declared capabilities against the problem: the first parameter the variant does not take. */
 static int check_caps(const conv_variant_entry* e, const conv_problem* p) {
     const conv_variant_caps* c = &e->caps;
@@ -130,27 +137,20 @@ static int check_caps(const conv_variant_entry* e, const conv_problem* p) {
     if (!c->dilation && (p->dilation_h != 1 || p->dilation_w != 1))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "variant '%s' takes dilation 1 only, got %lldx%lld", v,
                               (long long)p->dilation_h, (long long)p->dilation_w);
+    if ((p->pad_h_extra < 0 || p->pad_w_extra < 0) && !takes_fewer_zeros_after(e))
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "variant '%s' takes no fewer zeros after than before (pad_h_extra = %lld, "
+                              "pad_w_extra = %lld: causal padding); cpu, direct and depthwise_conv1d do",
+                              v, (long long)p->pad_h_extra, (long long)p->pad_w_extra);
     if (c->max_stride && (p->stride_h > c->max_stride || p->stride_w > c->max_stride))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "variant '%s' takes strides up to %d, got %lldx%lld", v,
                               c->max_stride, (long long)p->stride_h, (long long)p->stride_w);
     return CONV_OK;
 }
 
-/* The variants that take pad_*_extra < 0 (fewer zeros after than before: causal padding). The others'
- * tile arithmetic assumes at least as many zeros after as before. */
-static int takes_fewer_zeros_after(const conv_variant_entry* e) {
-    return e == &variant_table[CONV_ID_cpu] || e == &variant_table[CONV_ID_direct] ||
-           e == &variant_table[CONV_ID_depthwise_conv1d];
-}
-
 int conv_entry_supports(const conv_variant_entry* e, const conv_problem* p) {
     int status = check_caps(e, p);
     if (status == CONV_OK) status = check_available(e);
-    if (status == CONV_OK && (p->pad_h_extra < 0 || p->pad_w_extra < 0) && !takes_fewer_zeros_after(e))
-        status = conv_set_error(CONV_ERR_UNSUPPORTED,
-                                "variant '%s' takes no fewer zeros after than before (pad_h_extra = %lld, "
-                                "pad_w_extra = %lld: causal padding); cpu, direct and depthwise_conv1d do",
-                                e->info.name, (long long)p->pad_h_extra, (long long)p->pad_w_extra);
     if (status == CONV_OK && e->impl->supports) status = e->impl->supports(p);
     return status;
 }

@@ -189,13 +189,13 @@ __global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, const TX* __
 
 // ---- the simple kernel: one thread per output, in y's storage order ----
 template <class TX, class TY>
-__global__ void dw1d_simple_kernel(Dw1dArgs a, bool nhwc, const TX* __restrict__ x, const TX* __restrict__ w,
-                                   const TY* __restrict__ bias, TY* __restrict__ y) {
+__global__ void dw1d_simple_kernel(Dw1dArgs a, bool x_nhwc, bool y_nhwc, const TX* __restrict__ x,
+                                   const TX* __restrict__ w, const TY* __restrict__ bias, TY* __restrict__ y) {
     const long long total = (long long)a.rows * a.OL;
     for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         int d, o, batch;
-        if (nhwc) {
+        if (y_nhwc) {
             d = (int)(idx % a.D);
             o = (int)(idx / a.D % a.OL);
             batch = (int)(idx / ((long long)a.D * a.OL));
@@ -206,8 +206,8 @@ __global__ void dw1d_simple_kernel(Dw1dArgs a, bool nhwc, const TX* __restrict__
             batch = r / a.D;
         }
         // x[batch, d, i] at xb + i * step
-        const long long step = nhwc ? a.D : 1;
-        const TX* xb = x + (nhwc ? (long long)batch * a.L * a.D + d : ((long long)batch * a.D + d) * a.L);
+        const long long step = x_nhwc ? a.D : 1;
+        const TX* xb = x + (x_nhwc ? (long long)batch * a.L * a.D + d : ((long long)batch * a.D + d) * a.L);
         float acc = 0.0f;
         for (int k = 0; k < a.K; ++k) {
             const long long i = (long long)o * a.stride - a.pad + (long long)k * a.dilation;
@@ -229,29 +229,27 @@ int supports_shape(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "depthwise_conv1d takes depthwise layers (groups = C = M), got C=%lld M=%lld groups=%lld",
                               (long long)p->C, (long long)p->M, (long long)p->groups);
-    if (p->x_layout != p->y_layout)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "depthwise_conv1d writes y in x's layout");
     return CONV_OK;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 int supports_rows(const conv_problem* p) {
-    if (p->x_layout != CONV_NCHW || p->KW < 2 || p->KW > 4 || p->stride_w != 1 || p->dilation_w != 1 ||
-        p->pad_w != p->KW - 1)
+    if (p->x_layout != CONV_NCHW || p->y_layout != CONV_NCHW || p->KW < 2 || p->KW > 4 || p->stride_w != 1 ||
+        p->dilation_w != 1 || p->pad_w != p->KW - 1)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "depthwise_conv1d[rows] takes NCHW, K = 2-4, stride 1, dilation 1 and K-1 zeros "
+                              "depthwise_conv1d[rows] takes NCHW x and y, K = 2-4, stride 1, dilation 1 and K-1 zeros "
                               "before (causal)");
     return CONV_OK;
 }
 
 int supports_cols(const conv_problem* p) {
     const int per_thread = 16 / (int)conv_dtype_size(p->x_dtype);
-    if (p->x_layout != CONV_NHWC || p->KW < 2 || p->KW > 4 || p->stride_w != 1 || p->dilation_w != 1 ||
-        p->C % per_thread != 0)
+    if (p->x_layout != CONV_NHWC || p->y_layout != CONV_NHWC || p->KW < 2 || p->KW > 4 || p->stride_w != 1 ||
+        p->dilation_w != 1 || p->C % per_thread != 0)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "depthwise_conv1d[cols] takes NHWC, K = 2-4, stride 1, dilation 1 and channels a "
-                              "multiple of %d (16 bytes)", per_thread);
+                              "depthwise_conv1d[cols] takes NHWC x and y, K = 2-4, stride 1, dilation 1 and "
+                              "channels a multiple of %d (16 bytes)", per_thread);
     return CONV_OK;
 }
 
@@ -321,7 +319,7 @@ struct SimpleLaunch {
         const Dw1dArgs a = args_of(p, t);
         const unsigned blocks = conv_grid_for((long long)a.rows * a.OL, 256);
         dw1d_simple_kernel<TX, TY><<<blocks, 256, 0, stream>>>(
-            a, p->x_layout == CONV_NHWC, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
+            a, p->x_layout == CONV_NHWC, p->y_layout == CONV_NHWC, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
             static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
         CONV_LAUNCH_CHECK(dw1d_simple_kernel);
         return CONV_OK;
