@@ -360,7 +360,14 @@ int conv_tune_cache_resolve(const char* gpu, const conv_problem* p, const conv_t
     int status = CONV_OK;
     if (!lookup_accepted(key, tuner, result)) {
         status = tuner->measure(tuner->context, result);
-        if (status == CONV_OK) remember(key, result);
+        if (status == CONV_OK) {
+            /* The time as the file holds it (6 decimals), so that this process reports what the next one
+             * reads (0.02445 could print 0.0244 here and 0.0245 there) */
+            char text[32];
+            snprintf(text, sizeof text, "%.6f", result->median_ms);
+            result->median_ms = strtof(text, NULL);
+            remember(key, result);
+        }
     }
     release_lock(held);
     return status;

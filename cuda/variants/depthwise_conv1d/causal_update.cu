@@ -15,7 +15,8 @@ struct UpdateArgs {
 
 // One thread per (b, d): the window is state[0..S) then x[0..T); outputs first (they read the old
 // state), then the state shifts in place, ascending, so each value is read before it is overwritten.
-// The simple kernel, and the one for windows too long to stage in shared memory.
+// (A block-wide version staging the rows' states through shared memory in coalesced order measured
+// slower on the H200: 4.3 vs 2.4 us at batch 1, 68 vs 26 us at B x D = 256 x 8192.)
 template <class TX, class TY>
 __global__ void causal_update_kernel(UpdateArgs a, const TX* __restrict__ x, TX* state, const TX* __restrict__ w,
                                      const TY* __restrict__ bias, TY* __restrict__ y) {
@@ -39,67 +40,12 @@ __global__ void causal_update_kernel(UpdateArgs a, const TX* __restrict__ x, TX*
     }
 }
 
-// The same, staged through shared memory for a block's kRows consecutive (b, d) rows: their states, new
-// inputs and weights are each one contiguous stretch (x in NCHW), read and written by the whole block in
-// coalesced order, where a thread of the plain kernel walks its own row of S values. The arithmetic is
-// the plain kernel's, on the staged copies. Takes (S + T + K) * kRows floats of shared memory.
-constexpr int kRows = 128;
-
-template <class TX, class TY>
-__global__ void __launch_bounds__(kRows) causal_update_staged_kernel(UpdateArgs a, const TX* __restrict__ x,
-                                                                      TX* state, const TX* __restrict__ w,
-                                                                      const TY* __restrict__ bias,
-                                                                      TY* __restrict__ y) {
-    extern __shared__ float smem[];
-    const int W = a.S + a.T;                        // a row's window: its state, then its new inputs
-    float* win = smem;                               // [kRows][W]
-    float* taps = smem + kRows * W;                  // [kRows][K]
-    const long long r0 = (long long)blockIdx.x * kRows;
-    const int rows = (int)min((long long)kRows, (long long)a.B * a.D - r0);
-    for (int i = threadIdx.x; i < rows * a.S; i += kRows)
-        win[(i / a.S) * W + i % a.S] = conv_load(state, r0 * a.S + i);
-    for (int i = threadIdx.x; i < rows * a.T; i += kRows) {
-        const int row = i / a.T, t = i % a.T;
-        const long long r = r0 + row;
-        const long long at = a.nhwc ? ((r / a.D) * a.T + t) * a.D + r % a.D : r * a.T + t;
-        win[row * W + a.S + t] = conv_load(x, at);
-    }
-    for (int i = threadIdx.x; i < rows * a.K; i += kRows)
-        taps[i] = conv_load(w, ((r0 + i / a.K) % a.D) * a.K + i % a.K);
-    __syncthreads();
-    if (threadIdx.x < rows) {
-        const long long r = r0 + threadIdx.x;
-        const int d = (int)(r % a.D);
-        const float* wr = win + threadIdx.x * W;
-        const float* tr = taps + threadIdx.x * a.K;
-        const float bias_d = bias ? conv_load(bias, d) : 0.0f;
-        for (int t = 0; t < a.T; ++t) {
-            float acc = 0.0f;
-            for (int k = 0; k < a.K; ++k) acc = fmaf(wr[a.S - (a.K - 1) + t + k], tr[k], acc);
-            const long long at = a.nhwc ? ((r / a.D) * a.T + t) * a.D + d : r * a.T + t;
-            y[at] = conv_store_as<TY>(conv_activation_value(acc, bias_d, a.act));
-        }
-    }
-    // the new state: each row's window from T on, written back in coalesced order (exact copies of x's
-    // and the old state's values: float holds every fp16 / bf16 value)
-    for (int i = threadIdx.x; i < rows * a.S; i += kRows)
-        state[r0 * a.S + i] = conv_store_as<TX>(win[(i / a.S) * W + a.T + i % a.S]);
-}
-
 struct UpdateLaunch {
     template <class TX, class TY>
     static int run(const conv_problem* p, const UpdateArgs& a, const void* x, void* state, const void* w,
                    const void* bias, void* y, cudaStream_t stream) {
         (void)p;
         const long long rows = (long long)a.B * a.D;
-        const size_t smem = (size_t)(a.S + a.T + a.K) * kRows * sizeof(float);
-        if (smem <= 48 * 1024) {
-            causal_update_staged_kernel<TX, TY><<<(unsigned)((rows + kRows - 1) / kRows), kRows, smem, stream>>>(
-                a, static_cast<const TX*>(x), static_cast<TX*>(state), static_cast<const TX*>(w),
-                static_cast<const TY*>(bias), static_cast<TY*>(y));
-            CONV_LAUNCH_CHECK(causal_update_staged_kernel);
-            return CONV_OK;
-        }
         const int threads = 128;
         causal_update_kernel<TX, TY><<<(unsigned)((rows + threads - 1) / threads), threads, 0, stream>>>(
             a, static_cast<const TX*>(x), static_cast<TX*>(state), static_cast<const TX*>(w),

@@ -24,9 +24,9 @@ namespace {
 // A fast-kernel thread moves 32 bytes of x per step: 8 fp32 or 16 fp16 / bf16 outputs of a row (NCHW),
 // and 16 bytes of channels (4 fp32, 8 fp16 / bf16) at each of kRun time steps (NHWC).
 template <class T>
-constexpr int row_elems() { return 32 / (int)sizeof(T); }
+__host__ __device__ constexpr int row_elems() { return 32 / (int)sizeof(T); }
 template <class T>
-constexpr int col_elems() { return 16 / (int)sizeof(T); }
+__host__ __device__ constexpr int col_elems() { return 16 / (int)sizeof(T); }
 constexpr int kRun = 8;
 
 // ---- N-element vectors in any dtype, as floats (16-byte loads; stores as wide as N elements allow) ----
@@ -82,10 +82,9 @@ __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, const TX* __
                                                         const TX* __restrict__ w, const TY* __restrict__ bias,
                                                         TY* __restrict__ y) {
     constexpr int N = row_elems<TX>();
-    const int chunks = (a.OL + N - 1) / N;
-    const long long total = (long long)a.rows * chunks;
-    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * blockDim.x) {
+    // 32-bit index arithmetic: the dispatcher's batch chunks keep every count below 2^31
+    const unsigned chunks = (a.OL + N - 1) / N, total = (unsigned)a.rows * chunks;
+    for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
         const int r = (int)(idx / chunks), o0 = (int)(idx % chunks) * N, d = r % a.D;
         const TX* xr = x + (long long)r * a.L;
         // win[j] = x[o0 - (K-1) + j]: the K-1 values before the chunk, then its N (zeros outside x)
@@ -131,31 +130,30 @@ template <class TX, class TY, int K>
 __global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, const TX* __restrict__ x,
                                                         const TX* __restrict__ w, const TY* __restrict__ bias,
                                                         TY* __restrict__ y) {
-    constexpr int N = col_elems<TX>();
-    const int groups = a.D / N, runs = (a.OL + kRun - 1) / kRun;
-    const long long total = (long long)(a.rows / a.D) * runs * groups;
-    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * blockDim.x) {
-        // channel group fastest: a warp's 16-byte vectors are 512 consecutive bytes of one time step
+    constexpr int N = col_elems<TX>();  // one 16-byte word of channels
+    const unsigned groups = a.D / N, runs = (a.OL + kRun - 1) / kRun;
+    const unsigned total = (unsigned)(a.rows / a.D) * runs * groups;  // < 2^31: the dispatcher's chunks
+    for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
+        // channel group fastest: a warp's 16-byte words are 512 consecutive bytes of one time step
         const int g = (int)(idx % groups);
-        const long long rest = idx / groups;
+        const unsigned rest = idx / groups;
         const int o0 = (int)(rest % runs) * kRun, batch = (int)(rest / runs), c0 = g * N;
         const TX* xb = x + (long long)batch * a.L * a.D + c0;
         TY* yb = y + (long long)batch * a.OL * a.D + c0;
-        float win[kRun + K - 1][N];  // win[j] = x[o0 - pad + j] (zeros outside x)
+        // raw[j] = x[o0 - pad + j] as loaded (zeros outside x): 4 registers a step whatever the dtype,
+        // widened where used, so that a 16-bit thread keeps its 8 + K-1 steps in flight at 2 blocks an SM
+        uint4 raw[kRun + K - 1];
 #pragma unroll
         for (int j = 0; j < kRun + K - 1; ++j) {
             const int i = o0 - a.pad + j;
+            raw[j] = make_uint4(0, 0, 0, 0);  // +0 in every dtype
             if (i >= 0 && i < a.L) {
                 if (a.vec_x) {
-                    load_vec<TX, N>(xb + (long long)i * a.D, win[j]);
+                    raw[j] = __ldg(reinterpret_cast<const uint4*>(xb + (long long)i * a.D));
                 } else {
 #pragma unroll
-                    for (int c = 0; c < N; ++c) win[j][c] = conv_load(xb, (long long)i * a.D + c);
+                    for (int c = 0; c < N; ++c) reinterpret_cast<TX*>(&raw[j])[c] = xb[(long long)i * a.D + c];
                 }
-            } else {
-#pragma unroll
-                for (int c = 0; c < N; ++c) win[j][c] = 0.0f;
             }
         }
         float taps[K][N], b[N];
@@ -173,7 +171,8 @@ __global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, const TX* __
             for (int c = 0; c < N; ++c) {
                 float acc = 0.0f;
 #pragma unroll
-                for (int k = 0; k < K; ++k) acc = fmaf(win[t + k][c], taps[k][c], acc);
+                for (int k = 0; k < K; ++k)
+                    acc = fmaf(conv_load(reinterpret_cast<const TX*>(&raw[t + k]), c), taps[k][c], acc);
                 out[c] = conv_activation_value(acc, b[c], a.act);
             }
             TY* yo = yb + (long long)(o0 + t) * a.D;
