@@ -337,12 +337,7 @@ int run_simple(const conv_problem* p, const conv_tensors* t, void*, size_t, void
 
 const char* default_config(const conv_problem* p) {
     if (supports_rows(p) == CONV_OK) return "rows";
-    // cols gives a thread 8 steps of 16 bytes of channels: below 64K such threads (batch 1, L = 128, D =
-    // 1536 in bf16 is 3K) the GPU is mostly idle and each thread's serial work is the time (H200: 10.2 us
-    // against cuDNN's 7.6); the simple kernel spreads one output a thread
-    if (supports_cols(p) == CONV_OK &&
-        p->B * conv_out_w(p) * (p->C / (16 / (long long)conv_dtype_size(p->x_dtype))) >= (long long)kRun * 65536)
-        return "cols";
+    if (supports_cols(p) == CONV_OK) return "cols";
     conv_clear_error();
     return "simple";
 }
