@@ -16,6 +16,7 @@ or PyTorch's ops (the update). weight and bias are cast to x's dtype.
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import torch
@@ -57,6 +58,7 @@ def _channel_last(x: Tensor) -> bool:
 
 _plans: dict = {}
 _launch = None
+os.register_at_fork(after_in_child=_plans.clear)  # a parent's plans hold its CUDA context's kernels
 
 
 def _plan(x: Tensor, K: int, has_bias: bool, code: int, nhwc: bool):
