@@ -7,9 +7,12 @@ The whole sequence is pyconv.conv1d(x, w, bias, padding="causal", groups=D, epil
 """
 from __future__ import annotations
 
+import contextlib
+import sys
 from typing import Any, Optional
 
 from . import _problem
+from . import device as _device
 from ._arrays import as_operand, new_output
 from ._lib import ConvError, check, ffi, lib
 from ._streams import default_stream, handle_of, wait_for_producers
@@ -59,10 +62,18 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
                                           groups=D, epilogue=activation, x_dtype=xo.dtype)
     s = handle_of(stream) if stream is not None else default_stream((xo, so, wo, bo), xo.device)
     wait_for_producers((xo, so, wo, bo), s)
-    y = new_output(xo, (B, D) if one_token else (B, D, T), xo.dtype, "NCHW", xo.device, s)
+    # as pyconv.conv2d's: a torch result on another stream than PyTorch's current one comes from that
+    # stream's pool; a DeviceArray result keeps a pyconv.Stream alive and is freed in its order
+    from .api import _owner_or_handle, _torch_allocates_on
+    torch_result = stream is not None and "torch" in sys.modules and xo.kind in ("torch", "dlpack")
+    with _torch_allocates_on(xo.device, s) if torch_result else contextlib.nullcontext():
+        y = new_output(xo, (B, D) if one_token else (B, D, T), xo.dtype, "NCHW", xo.device,
+                       _owner_or_handle(stream, s))
     yo = as_operand(y, "y", 2 if one_token else 3, "y")
     f = ffi()
     check(lib().conv1d_causal_update(problem, S, f.cast("void*", xo.ptr), f.cast("void*", so.ptr),
                                      f.cast("void*", wo.ptr), f.cast("void*", bo.ptr if bo is not None else 0),
                                      f.cast("void*", yo.ptr), f.cast("void*", s)))
+    if isinstance(y, _device.DeviceArray):
+        y.used_on(s)
     return y

@@ -231,3 +231,28 @@ def test_state_update_refuses_bad_arguments_in_words():
         pyconv.conv1d_causal_update(x, torch.zeros((2, 8, 3), device="cuda", dtype=torch.float16), w)
     y = pyconv.conv1d_causal_update(x, torch.zeros((2, 8, 3), device="cuda"), w)  # still usable
     assert torch.equal(y, torch.ones((2, 8), device="cuda"))
+
+
+@requires_gpu
+def test_state_update_on_a_stream_of_its_own(rng):
+    """stream= another stream than PyTorch's current one: the result comes from that stream's pool and is
+    right once that stream is done; a pyconv.Stream with DeviceArray operands too."""
+    torch = _cuda_torch()
+    B, D, K = 2, 24, 4
+    x64, s64, w64 = rng.uniform(-1, 1, (B, D)), rng.uniform(-1, 1, (B, D, K - 1)), rng.uniform(-1, 1, (D, K))
+    expected = (np.concatenate([s64, x64[:, :, None]], axis=2) * w64).sum(axis=2)
+    x, w = (torch.tensor(a, dtype=torch.float32, device="cuda") for a in (x64, w64))
+    state = torch.tensor(s64, dtype=torch.float32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    y = pyconv.conv1d_causal_update(x, state, w, stream=side)
+    side.synchronize()
+    assert rel_l2(y.cpu().numpy(), expected) <= 1e-6
+    stream = pyconv.Stream()
+    xd, wd = pyconv.DeviceArray.from_host(x64.astype(np.float32)), pyconv.DeviceArray.from_host(w64.astype(np.float32))
+    sd = pyconv.DeviceArray.from_host(s64.astype(np.float32))
+    pyconv.synchronize()
+    yd = pyconv.conv1d_causal_update(xd, sd, wd, stream=stream)
+    assert isinstance(yd, pyconv.DeviceArray)
+    assert rel_l2(yd.get(stream), expected) <= 1e-6
+    assert np.allclose(sd.get(stream), np.concatenate([s64, x64[:, :, None]], axis=2)[:, :, 1:].astype(np.float32))
