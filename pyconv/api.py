@@ -495,7 +495,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     the work enqueued on the stream (sync=True waits for it).
     """
     plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
-    plain = plain and epilogue != "silu" and padding != "causal"  # the torch op takes neither
+    plain = plain and _torch_op_takes(padding, epilogue)
     if _by_torch_op(x, w, bias, 4, variant, plain):
         return _through_torch_op("conv2d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
                                  precision, None if plain else dict(out=out, out_dtype=out_dtype, stream=stream,
@@ -521,6 +521,12 @@ def _autograd_records(x, w, bias) -> bool:
 def _given(options: dict) -> list:
     """The names of the options (out, out_dtype, stream, config, sync, device) a call sets."""
     return [k for k, value in options.items() if value is not None and not (k == "sync" and value is False)]
+
+
+def _torch_op_takes(padding, epilogue) -> bool:
+    """pyconv.torch's conv ops take neither causal padding nor SiLU (pyconv.torch.causal_conv1d does)."""
+    return not (isinstance(padding, str) and padding == "causal") and not (isinstance(epilogue, str) and
+                                                                           epilogue == "silu")
 
 
 def _by_torch_op(x, w, bias, ndim: int, variant, plain: bool) -> bool:
@@ -582,7 +588,7 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     window. Returns (B, M, L_out) of the same kind as conv2d. One decoding step of the causal case:
     pyconv.conv1d_causal_update."""
     plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
-    plain = plain and epilogue != "silu" and padding != "causal"  # the torch op takes neither
+    plain = plain and _torch_op_takes(padding, epilogue)
     if _by_torch_op(x, w, bias, 3, variant, plain):
         return _through_torch_op("conv1d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
                                  precision, None if plain else dict(out=out, out_dtype=out_dtype, stream=stream,

@@ -18,6 +18,23 @@ from ._lib import ConvError, check, ffi, lib
 from ._streams import default_stream, handle_of, wait_for_producers
 
 
+_problems: dict = {}
+
+
+def update_problem(B: int, D: int, T: int, K: int, dtype: str, bias: bool, activation: Optional[str]):
+    """The conv_problem of a step (the causal depthwise conv of T new tokens), made once per signature:
+    a decoding loop asks for the same one every token."""
+    key = (B, D, T, K, dtype, bias, activation)
+    problem = _problems.get(key)
+    if problem is None:
+        problem = _problem.make_problem((B, D, 1, T), (D, 1, 1, K), bias=bias, padding="causal", groups=D,
+                                        epilogue=activation, x_dtype=dtype)[0]
+        if len(_problems) > 1024:
+            _problems.clear()
+        _problems[key] = problem
+    return problem
+
+
 def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = None, stream=None) -> Any:
     """y for the new tokens x, and state shifted by them (in place).
 
@@ -58,8 +75,7 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
         raise ConvError("conv1d_causal_update: state is read-only; it is updated in place")
     if activation not in (None, "relu", "silu"):
         raise ConvError(f"conv1d_causal_update: activation must be None, 'relu' or 'silu', got {activation!r}")
-    problem, _, _ = _problem.make_problem((B, D, 1, T), (D, 1, 1, K), bias=bo is not None, padding="causal",
-                                          groups=D, epilogue=activation, x_dtype=xo.dtype)
+    problem = update_problem(B, D, T, K, xo.dtype, bo is not None, activation)
     s = handle_of(stream) if stream is not None else default_stream((xo, so, wo, bo), xo.device)
     wait_for_producers((xo, so, wo, bo), s)
     # as pyconv.conv2d's: a torch result on another stream than PyTorch's current one comes from that

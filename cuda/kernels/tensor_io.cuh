@@ -77,21 +77,20 @@ struct ConvLayout {
 };
 
 // ---- epilogue ----
-// bias (already widened to float; 0 without one), then ReLU: max(v, 0) with NaN kept (v < 0 is false
-// for NaN).
-__device__ __forceinline__ float conv_epilogue_value(float acc, float bias, bool relu) {
-    const float v = acc + bias;
-    return relu && v < 0.0f ? 0.0f : v;
-}
-
-// bias, then the activation of a conv_epilogue: ReLU (as above; RELU_MAXPOOL's too) or SiLU
-// v * 1 / (1 + exp(-v)) with the hardware exponential and a rounded reciprocal: a memory-bound kernel
-// in fp16 / bf16 has ~25 instructions an output, which expf and an IEEE division would take whole.
-// Relative error ~1e-6 where v is moderate; +Inf -> +Inf, -Inf -> NaN (as PyTorch's), large -v -> -0.
+// bias (already widened to float; 0 without one), then the activation of a conv_epilogue: ReLU
+// (RELU_MAXPOOL's too) max(v, 0) with NaN kept (v < 0 is false for NaN), or SiLU v * 1 / (1 + exp(-v))
+// with the hardware exponential and a rounded reciprocal: a memory-bound kernel in fp16 / bf16 has ~25
+// instructions an output, which expf and an IEEE division would take whole. Relative error ~1e-6 where
+// v is moderate; +Inf -> +Inf, -Inf -> NaN (as PyTorch's), large -v -> -0.
 __device__ __forceinline__ float conv_activation_value(float acc, float bias, int act) {
     const float v = acc + bias;
     if (act == CONV_EPILOGUE_SILU) return v * __frcp_rn(1.0f + __expf(-v));
     return act != CONV_EPILOGUE_NONE && v < 0.0f ? 0.0f : v;
+}
+
+// The same for the kernels that fuse ReLU or nothing.
+__device__ __forceinline__ float conv_epilogue_value(float acc, float bias, bool relu) {
+    return conv_activation_value(acc, bias, relu ? CONV_EPILOGUE_RELU : CONV_EPILOGUE_NONE);
 }
 
 // max with NaN propagation: once a NaN is seen the result stays NaN.

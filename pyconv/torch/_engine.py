@@ -247,12 +247,19 @@ def _describe(x, w, b, spec: Spec, precision: str, x_nhwc: bool) -> dict:
             "pyconv_host_ms": None, "torch_host_ms": None, "pyconv_gpu_ms": None, "torch_gpu_ms": None}
 
 
-def _new_entry(key, x, w, b, spec: Spec, x_nhwc: bool, w_nhwc: bool) -> _Entry:
+def launch_function():
+    """conv2d_plan_launch with integer parameters (_launcher), made once: what every plan launch of
+    pyconv.torch calls."""
     global _launch
-    if spec.engine not in ENGINES:
-        raise ConvError(f"engine must be one of {ENGINES}, got {spec.engine!r}")
     if _launch is None:
         _launch = _launcher()
+    return _launch
+
+
+def _new_entry(key, x, w, b, spec: Spec, x_nhwc: bool, w_nhwc: bool) -> _Entry:
+    if spec.engine not in ENGINES:
+        raise ConvError(f"engine must be one of {ENGINES}, got {spec.engine!r}")
+    launch_function()  # _run calls _launch
     precision = key[-1]
     record = _describe(x, w, b, spec, precision, x_nhwc)
     memory_format = _fallback.memory_format_of(x_nhwc)

@@ -242,9 +242,9 @@ def make_spec(kernel, stride, padding, dilation, groups, epilogue, variant, prec
         raise ConvError(f"precision must be None or one of {tuple(_problem.PRECISIONS)}, got {precision!r}")
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise ConvError(f"groups must be an int >= 1, got {groups!r}")
-    if padding == "causal" or epilogue == "silu":
-        raise ConvError(f"pyconv.torch's conv1d / conv2d take no {'padding' if padding == 'causal' else 'epilogue'}="
-                        f"{padding if padding == 'causal' else epilogue!r}: pyconv.torch.causal_conv1d runs the causal "
+    if not api._torch_op_takes(padding, epilogue):
+        what = "epilogue='silu'" if api._torch_op_takes(padding, None) else "padding='causal'"
+        raise ConvError(f"pyconv.torch's conv1d / conv2d take no {what}: pyconv.torch.causal_conv1d runs the causal "
                         "depthwise conv1d with SiLU (autograd too), pyconv.conv1d the rest without autograd")
     s, d = _problem.pair(stride, "stride"), _problem.pair(dilation, "dilation")
     (ph, pw), (eh, ew) = _problem.padding_of(padding, kernel, s, d)  # kernel: only for 'same' (else None)

@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import _problem, api
+from .. import api
+from ..causal import update_problem
 from .._lib import ConvError, error_for, ffi, lib
 from . import _engine
 
@@ -57,7 +58,6 @@ def _channel_last(x: Tensor) -> bool:
 
 
 _plans: dict = {}
-_launch = None
 os.register_at_fork(after_in_child=_plans.clear)  # a parent's plans hold its CUDA context's kernels
 
 
@@ -82,15 +82,13 @@ def _plan(x: Tensor, K: int, has_bias: bool, code: int, nhwc: bool):
 def causal_conv1d_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: int) -> Tensor:
     """x (B, D, L) contiguous or channel-last, weight (D, K) contiguous, bias (D,) or None, all of x's
     dtype; activation 0 none, 1 ReLU, 2 SiLU."""
-    global _launch
     nhwc = _channel_last(x)
     plan = _plan(x, weight.shape[1], bias is not None, activation, nhwc)
     y = torch.empty_like(x)  # x's strides: channel-last stays channel-last
-    if _launch is None:
-        _launch = _engine._launcher()
-    stream = torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else 0
-    status = _launch(int(ffi().cast("uintptr_t", plan._plan.handle)), x.data_ptr(), weight.data_ptr(),
-                     0 if bias is None else bias.data_ptr(), y.data_ptr(), 0, 0, stream)
+    device = x.get_device()
+    status = _engine.launch_function()(int(ffi().cast("uintptr_t", plan._plan.handle)), x.data_ptr(),
+                                       weight.data_ptr(), 0 if bias is None else bias.data_ptr(), y.data_ptr(),
+                                       0, 0, _engine._raw_stream(device) if device >= 0 else 0)
     if status:
         raise error_for(status)
     return y
@@ -154,20 +152,6 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, acti
 
 # ---- one decoding step ----
 
-_problems: dict = {}
-
-
-def _update_problem(B, D, T, K, dtype, has_bias, code):
-    key = (B, D, T, K, dtype, has_bias, code)
-    hit = _problems.get(key)
-    if hit is None:
-        hit = _problem.make_problem((B, D, 1, T), (D, 1, 1, K), bias=has_bias, padding="causal", groups=D,
-                                    epilogue=_EPILOGUES[code], x_dtype=str(dtype).replace("torch.", ""))[0]
-        if len(_problems) > 1024:
-            _problems.clear()
-        _problems[key] = hit
-    return hit
-
 
 @torch.library.custom_op("pyconv::causal_conv1d_update", mutates_args=("conv_state",))
 def causal_conv1d_update_op(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Tensor],
@@ -183,12 +167,14 @@ def causal_conv1d_update_op(x: Tensor, conv_state: Tensor, weight: Tensor, bias:
         return y
     y = torch.empty_like(x)
     f = ffi()
-    status = lib().conv1d_causal_update(_update_problem(B, D, T, K, x.dtype, bias is not None, activation), S,
+    dtype = str(x.dtype).replace("torch.", "")
+    problem = update_problem(B, D, T, K, dtype, bias is not None, _EPILOGUES[activation])
+    status = lib().conv1d_causal_update(problem, S,
                                         f.cast("void*", x.data_ptr()), f.cast("void*", conv_state.data_ptr()),
                                         f.cast("void*", weight.data_ptr()),
                                         f.cast("void*", 0 if bias is None else bias.data_ptr()),
                                         f.cast("void*", y.data_ptr()),
-                                        f.cast("void*", torch.cuda.current_stream(x.device).cuda_stream))
+                                        f.cast("void*", _engine._raw_stream(x.get_device())))
     if status:
         raise error_for(status)
     return y

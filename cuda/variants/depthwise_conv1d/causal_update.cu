@@ -31,7 +31,8 @@ __global__ void causal_update_kernel(UpdateArgs a, const TX* __restrict__ x, TX*
     const float bias_d = bias ? conv_load(bias, d) : 0.0f;
     for (int t = 0; t < a.T; ++t) {
         float acc = 0.0f;
-        for (int k = 0; k < a.K; ++k) acc = fmaf(window(a.S - (a.K - 1) + t + k), conv_load(w, (long long)d * a.K + k), acc);
+        for (int k = 0; k < a.K; ++k)
+            acc = fmaf(window(a.S - (a.K - 1) + t + k), conv_load(w, (long long)d * a.K + k), acc);
         y[base + t * step] = conv_store_as<TY>(conv_activation_value(acc, bias_d, a.act));
     }
     for (int j = 0; j < a.S; ++j) {

@@ -3,10 +3,10 @@
 //
 // It is memory-bound: each input is read once and each output written once, K multiply-adds between
 // them, so the kernels are about moving bytes. Three kernels:
-//   dw1d_rows_kernel   x and y (B, D, L) rows (NCHW): a thread computes 32 bytes of consecutive outputs of
-//                      one row (8 fp32, 16 fp16 / bf16) from as many bytes of x and the K-1 values before, K = 2-4,
-//                      dilation 1, K-1 zeros before (causal, or PyTorch's padding = K-1 before slicing).
-//                      Threads run over (row, 8-output chunk) pairs, so short rows fill the GPU too.
+//   dw1d_rows_kernel   x and y (B, D, L) rows (NCHW): a thread computes 32 bytes of consecutive outputs
+//                      of one row (8 fp32, 16 fp16 / bf16) from as many bytes of x and the K-1 values
+//                      before, K = 2-4, dilation 1, K-1 zeros before (causal, or PyTorch's padding = K-1
+//                      before slicing). Threads run over (row, chunk) pairs, so short rows fill the GPU too.
 //   dw1d_cols_kernel   x and y (B, L, D) (NHWC): a thread owns 16 bytes of channels and computes 8 time
 //                      steps of them from the 8 + K-1 input steps, loaded all at once; K = 2-4, dilation 1,
 //                      any padding.
@@ -318,8 +318,8 @@ struct SimpleLaunch {
         const Dw1dArgs a = args_of(p, t);
         const unsigned blocks = conv_grid_for((long long)a.rows * a.OL, 256);
         dw1d_simple_kernel<TX, TY><<<blocks, 256, 0, stream>>>(
-            a, p->x_layout == CONV_NHWC, p->y_layout == CONV_NHWC, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
-            static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
+            a, p->x_layout == CONV_NHWC, p->y_layout == CONV_NHWC, static_cast<const TX*>(t->x),
+            static_cast<const TX*>(t->w), static_cast<const TY*>(t->bias), static_cast<TY*>(t->y));
         CONV_LAUNCH_CHECK(dw1d_simple_kernel);
         return CONV_OK;
     }
