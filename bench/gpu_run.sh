@@ -17,7 +17,7 @@
 # lenet-process per-call torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark";
 # "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
-# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default), "bench-*-cmp"/"bench-groups"/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), PYTEST_PATHS (what pytest runs, default tests/; "" to name files in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default), "bench-*-cmp"/"bench-groups"/"bench-large-kernel" (not by default)/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), PYTEST_PATHS (what pytest runs, default tests/; "" to name files in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
 # cmake/cuda_architectures.cmake).
 set -uo pipefail
@@ -173,6 +173,9 @@ want bench-lenet-cmp && cp "$out/logs/bench-lenet-cmp.log" "$res/lenet-cudnn.txt
 step bench-groups compare --suite groups "${batch[@]}" --max-seconds "${GROUPS_SECONDS:-100}" \
     --json "$res/groups.json" --csv "$res/groups.csv" --markdown "$res/groups.md"
 want bench-groups && cp "$out/logs/bench-groups.log" "$res/groups.txt"
+step bench-large-kernel compare --suite large_kernel "${batch[@]}" --max-seconds "${LARGE_KERNEL_SECONDS:-150}" \
+    --json "$res/large_kernel.json" --csv "$res/large_kernel.csv" --markdown "$res/large_kernel.md"
+want bench-large-kernel && cp "$out/logs/bench-large-kernel.log" "$res/large_kernel.txt"
 left=$((total - (SECONDS - started) - 80))
 [ "$left" -ge 60 ] || left=60
 step bench-cnn5 compare --suite cnn5 "${batch[@]}" "${cnn5_variants[@]}" --max-seconds "${CNN5_SECONDS:-$left}" \

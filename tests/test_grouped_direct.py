@@ -14,12 +14,14 @@ blocks split evenly, tiles and row bands that do not divide the output, a channe
 dtypes); plus the NHWC kernel's fallbacks for operands its vectors cannot load, and the refusals.
 float64 oracle, fresh random data, outputs poisoned with NaN.
 """
+import numpy as np
 import pytest
 
 import problem_runner as pr
 from problem_runner import ConvCase
 from pyconv import ConvUnsupportedError
 from pyconv._lib import check, ffi, lib
+from oracle import conv2d_reference
 
 NAME = "grouped_direct"
 UNSUPPORTED = -2
@@ -65,7 +67,7 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
-         "nchw_r7", "nchw_t32x32"]]
+         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",
@@ -108,7 +110,8 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
     except ConvUnsupportedError as exc:
         # Refusals are the configuration's own limits: map quads need 2+ maps per group, the NHWC
         # kernel depthwise NHWC with C % 4 == 0, the NCHW one a channel per group in NCHW.
-        assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise")), str(exc)
+        assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise",
+                                                   "depthwise layers (groups = C = M)", "no dilation")), str(exc)
         pytest.skip(f"{config} does not take {shape}: {exc}")
 
 
@@ -238,6 +241,78 @@ def test_nhwc_blocks_loop_over_tiles(config, rng):
     pr.check_config(NAME, config, case, rng)
 
 
+# Large filters (depthwise_large.cu, the lk_q* configurations): RepLKNet's square filters, SLaK's bands (the
+# tall ones slide down columns), InceptionNeXt's 1 x K / K x 1, at strides 1-3, planes that no strip of 8 or 16
+# divides, padding other than K / 2 (less, more, uneven), a filter wider than the plane, channel counts that
+# leave a block's last channels empty (NHWC blocks take 8 / 16 channels), and planes tall enough that a block
+# takes part of one (a window of the whole plane would not fit its shared memory).
+LK_SHAPES = {
+    "31x31_c6": ConvCase(2, 6, 33, 29, 6, 31, 31, padding=(15, 15), groups=6),
+    "51x5_c5": ConvCase(1, 5, 40, 23, 5, 51, 5, padding=(25, 2), groups=5),
+    "5x51_c9": ConvCase(2, 9, 21, 45, 9, 5, 51, padding=(2, 25), groups=9),
+    "13x13_s2_c10": ConvCase(1, 10, 29, 30, 10, 13, 13, stride=(2, 2), padding=(6, 6), groups=10),
+    "11x1_c12": ConvCase(3, 12, 19, 14, 12, 11, 1, padding=(5, 0), groups=12),
+    "1x11_c12": ConvCase(2, 12, 15, 26, 12, 1, 11, padding=(0, 5), groups=12),
+    "9x14_s3x2_uneven": ConvCase(1, 7, 31, 37, 7, 9, 14, stride=(3, 2), padding=(2, 7), extra=(1, 2), groups=7),
+    "27x27_wider_than_plane": ConvCase(2, 17, 7, 9, 17, 27, 27, padding=(13, 13), groups=17),
+    "63x63_valid_c3": ConvCase(1, 3, 70, 66, 3, 63, 63, groups=3),
+    "31x31_tall_plane_c2": ConvCase(1, 2, 300, 41, 2, 31, 31, padding=(15, 15), groups=2),
+    "3x3_c20": ConvCase(2, 20, 12, 17, 20, 3, 3, padding=(1, 1), groups=20),
+}
+LK_LAYOUTS = [("NCHW", "NCHW"), ("NHWC", "NHWC"), ("NHWC", "NCHW"), ("NCHW", "NHWC")]
+
+
+@pytest.mark.parametrize("config", ["lk_q16", "lk_q8"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", LK_SHAPES)
+def test_large_filter_kernel(shape, dtype, config, rng):
+    """Every large-filter shape in every dtype, the layouts cycling over the shapes (x and y in either),
+    bias + ReLU on every other one."""
+    pr.skip_unless_available(NAME)
+    k = list(LK_SHAPES).index(shape)
+    x_layout, y_layout = LK_LAYOUTS[(k + DTYPES.index(dtype)) % len(LK_LAYOUTS)]
+    case = LK_SHAPES[shape].with_(x_layout=x_layout, y_layout=y_layout, w_layout="MKKC" if k % 2 else "MCKK",
+                                  x_dtype=dtype, y_dtype=dtype, bias=bool(k % 2), epilogue="relu" if k % 2 else "none")
+    pr.check_config(NAME, config, case, rng)
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype", [("f16", "f32"), ("f32", "bf16"), ("bf16", "f16")])
+def test_large_filter_kernel_mixed_dtypes(x_dtype, y_dtype, rng):
+    """y (and bias) in another dtype than x: the store converts."""
+    pr.skip_unless_available(NAME)
+    case = LK_SHAPES["13x13_s2_c10"].with_(x_dtype=x_dtype, y_dtype=y_dtype, bias=True, epilogue="relu")
+    for config in ("lk_q16", "lk_q8"):
+        pr.check_config(NAME, config, case, rng)
+
+
+def test_large_filter_kernel_many_blocks(rng):
+    """Enough images and channels that blocks take several channels and the grid is many waves."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(16, 96, 14, 14, 96, 27, 27, padding=(13, 13), groups=96, x_layout="NHWC", y_layout="NHWC",
+                    w_layout="MKKC", x_dtype="bf16", y_dtype="bf16", bias=True)
+    pr.check_config(NAME, "lk_q16", case, rng)
+    pr.check_config(NAME, "lk_q8", case.with_(x_layout="NCHW", y_layout="NCHW", x_dtype="f32", y_dtype="f32"), rng)
+
+
+@pytest.mark.parametrize("config", ["lk_q16", "lk_q8"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(layout, config, rng):
+    """A NaN, a +Inf and a -Inf in x reach exactly the outputs whose windows hold them (NaN where +Inf and
+    -Inf meet, or Inf times a zero weight), as in the float64 oracle; every other output stays finite."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(2, 3, 30, 27, 3, 11, 15, padding=(5, 7), groups=3, x_layout=layout, y_layout=layout, bias=True)
+    x, w, bias = pr.random_operands(case, rng)
+    x[0, 1, 4, 20] = np.nan
+    x[1, 2, 17, 3] = np.inf
+    x[1, 2, 25, 10] = -np.inf
+    y, _ = pr.run_config(NAME, config, case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isposinf(y), np.isposinf(ref))
+    assert np.array_equal(np.isneginf(y), np.isneginf(ref))
+    assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50  # the bad values reach many outputs
+
+
 def default_of(case):
     """The configuration grouped_direct's plan for the case takes when none is named."""
     info = ffi().new("conv_plan_info*")
@@ -281,6 +356,13 @@ def test_default_config_per_shape():
     assert default_of(SHAPES["resnext_g2_cg32_s2"]) == "m8x4_t8x8"  # 8 output columns
     assert default_of(ConvCase(2, 64, 60, 60, 64, 3, 3, padding=(1, 1), groups=8)) == "m8_t32x16"
     assert default_of(SHAPES["mbv2_3x3_s1"].with_(x_layout="NHWC")) == "m1_t16x16"  # y NCHW: tiled
+    # Filters of 9 or more on a side: the large-filter kernel, 8 outputs a thread where 16 waste more at the
+    # edge of the sliding side (the filter's longer one).
+    assert default_of(LK_SHAPES["31x31_c6"]) == "lk_q16"  # 29 columns: 3 wasted of 32 (8: 3 of 32 too)
+    assert default_of(LK_SHAPES["31x31_c6"].with_(W=23, **nhwc)) == "lk_q8"  # 23: 9 of 32, 1 of 24
+    assert default_of(LK_SHAPES["51x5_c5"]) == "lk_q8"  # slides down 40 rows: 8 of 48, none of 40
+    assert default_of(LK_SHAPES["1x11_c12"]) == "lk_q16"  # 26 columns: 6 of 32 either way
+    assert default_of(LK_SHAPES["13x13_s2_c10"].with_(dilation=(2, 2))) == "nchw_r4"  # dilated: the plain kernel
 
 
 def supports(case, config=None):
@@ -304,6 +386,8 @@ def supports(case, config=None):
     (ConvCase(1, 4, 60, 60, 4, 11, 11, groups=4, x_layout="NHWC", y_layout="NHWC"), "nhwc_p2_t128", ["KH*KW"]),
     (ConvCase(1, 4, 9, 60, 4, 2, 47, groups=4, x_layout="NHWC", y_layout="NHWC"), "nhwc_narrow_p1_t128", ["93"]),
     (ConvCase(1, 4, 400, 400, 4, 3, 3, dilation=(60, 60), groups=4), "m1_t32x32", ["shared memory"]),
+    (SHAPES["resnext_g8_cg4"], "lk_q16", ["depthwise layers", "groups=8"]),
+    (SHAPES["dw_3x5_dil2_same"], "lk_q8", ["no dilation", "2x2"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
     pr.skip_unless_available(NAME)

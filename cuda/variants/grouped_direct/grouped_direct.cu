@@ -48,6 +48,8 @@ constexpr int64_t DW_SMALL_GRID = 32768;
 constexpr int GD_MAX_CG = 64;
 // The largest tile side (TR*PT rows, TW columns): a tile runs up to one less past the output's edge.
 constexpr int GD_MAX_TILE = 32;
+// Filters this long on a side or longer go to depthwise_large.cu by default (the unrolled kernels stop at 7).
+constexpr int64_t DWL_MIN_FILTER = 9;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
@@ -470,6 +472,14 @@ int gd_nchw_tiled_run(const conv_problem* p, const conv_tensors* t, void*, size_
 
 int gd_nchw_supports(const conv_problem* p) { return dw_nchw_fits(p, 1); }
 
+// A large-filter depthwise configuration (depthwise_large.cu).
+template <int Q>
+int gd_large_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return dwl_run<Q>(p, t, conv_stream(stream));
+}
+
+int gd_large_supports(const conv_problem* p) { return dwl_fits(p, 1); }
+
 // Names: maps per thread (m1: depthwise, one map per group; m4, m8: grouped, LDS.128 of 4 maps) and map
 // slices per block where more than one (m8x4: 4 slices of 8 maps share a window), the output tile
 // (columns x rows), rows per thread where not the tile's default, channel slices where more than one
@@ -478,7 +488,7 @@ int gd_nchw_supports(const conv_problem* p) { return dw_nchw_fits(p, 1); }
 // 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids, and with b4 registers
 // capped so that 4 blocks fit an SM. The nchw_r* ones:
 // output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
-// depthwise_nchw_tiled.cu.
+// depthwise_nchw_tiled.cu; the lk_q* ones: outputs a thread of depthwise_large.cu.
 const conv_config GD_CONFIGS[] = {
     {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
     {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
@@ -509,9 +519,12 @@ const conv_config GD_CONFIGS[] = {
     {"nchw_r4", gd_nchw_run<4>, gd_nchw_supports},
     {"nchw_r7", gd_nchw_run<7>, gd_nchw_supports},
     {"nchw_t32x32", gd_nchw_tiled_run<32, 32>, gd_nchw_supports},
+    {"lk_q16", gd_large_run<16>, gd_large_supports},
+    {"lk_q8", gd_large_run<8>, gd_large_supports},
 };
 
-// Untuned choice: the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
+// Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side (without dilation) to the
+// large-filter kernel, 16 outputs a thread, 8 where that wastes fewer at the plane's edge; else the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
 // ones would leave the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output); else, f16 /
 // bf16, in tall tiles, which read each input vector for more outputs (the fastest on most of the depthwise
 // suite's batch-32 layers on the H100): 4 rows x 4 columns for 5x5 and
@@ -529,6 +542,10 @@ const conv_config GD_CONFIGS[] = {
 // to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
+    if (dwl_fits(p, 0) == CONV_OK && std::max(p->KH, p->KW) >= DWL_MIN_FILTER) {
+        const int64_t along = p->KH > p->KW ? conv_out_h(p) : OW;  // outputs along the sliding side
+        return (along + 15) / 16 * 16 - along > (along + 7) / 8 * 8 - along ? "lk_q8" : "lk_q16";
+    }
     if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p)) {
         const int64_t vectors16 = p->B * conv_out_h(p) * OW * p->C / (16 / (int64_t)conv_dtype_size(p->x_dtype));
         if (vectors16 < DW_SMALL_GRID) return "nhwc_narrow_p1_t128";

@@ -72,6 +72,16 @@ int dwt_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 // 1 if dwt_run has a kernel of its own for the problem's filter and dtypes (else it takes dw_nchw_run<4>).
 int dwt_unrolled(const conv_problem* p);
 
+// CONV_OK if the large-filter depthwise kernel (depthwise_large.cu) takes the problem: depthwise
+// (groups == C == M), no dilation; any filter, stride, layouts and dtypes. Else CONV_ERR_UNSUPPORTED,
+// naming the reason where `report`.
+int dwl_fits(const conv_problem* p, int report);
+
+// Runs it: a thread computes Q consecutive outputs along the filter's longer side from a circular window of
+// Q staged inputs (the "lk_q*" configurations).
+template <int Q>
+int dwl_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
 // generic kernel, run-time filter loops) for every other shape.
