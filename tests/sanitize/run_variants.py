@@ -97,6 +97,9 @@ GROUPED_SHAPES = [
     ((1, 64, 8, 9), (64, 32, 3, 3), 2, 1, 2, np.float32, False),     # the staged rows, two n8 tiles a task
     ((2, 40, 12, 16), (40, 8, 3, 3), 2, 1, 5, np.float32, False),    # f32 NCHW rows of 16-byte copies (W = 16)
     ((1, 32, 10, 14), (32, 16, 3, 3), 1, 1, 2, np.float32, False),   # and of 8-byte copies (W = 14)
+    ((2, 6, 33, 29), (6, 1, 31, 31), 1, 15, 6, np.float32, False),   # large filters (grouped_direct's lk_*):
+    ((1, 12, 40, 23), (12, 1, 11, 5), 2, 3, 12, np.float32, True),   # square, tall at stride 2 (columns slide),
+    ((2, 16, 21, 19), (16, 1, 13, 13), 1, 6, 16, np.float16, True),  # f16 channel blocks
 ]
 
 

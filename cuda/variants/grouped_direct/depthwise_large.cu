@@ -40,15 +40,17 @@ constexpr int DWL_SMEM_BUDGET = 110 * 1024;
 // Every count < 2^31 (the dispatcher's batch chunks).
 struct DwlShape {
     int C, H, W, OH, OW;
-    int vertical;                 // 0: v runs along W (u = row); 1: v runs along H (u = column)
     int KH, KW;                   // the filter
+    int vertical;                 // 0: v runs along W (u = row); 1: v runs along H (u = column)
     int KU, KV, SU, SV, PU, PV;   // taps, strides and zeros before, across and along the slide
     int OUn, OVn;                 // outputs across and along the slide in a plane
     int x_nhwc, y_nhwc, y_dtype, relu;
-    // the block's tile: OUt x (NS strips of Q) outputs for CB channels of one image
-    int OUt, NS, CB, tiles_u, tiles_v, cgroups;
-    // staged: IU rows of SV phases of IVlen values (row stride IVrow, odd); weights KU x SV phases of Apad
-    int IU, IVlen, IVrow, plane, A, Apad, wplane;
+    // the block's tile: OUt x (NS strips of Q) outputs for CB channels (a power of two, 2^cb_log) of one
+    // image; KS threads share an output strip, each taking every KS-th filter row (small grids)
+    int OUt, NS, CB, cb_log, KS, tiles_u, tiles_v, cgroups;
+    // staged: IU rows of SV phases of IVlen values (row stride IVrow, odd); weights KU x SV phases of Apad;
+    // partial sums [KS][CB][OUt][NS * Q]
+    int IU, IVlen, IVrow, plane, A, Apad, wplane, outs;
 };
 
 template <class TY>
@@ -63,37 +65,44 @@ __device__ __forceinline__ float dwl_bias(const void* bias, int dtype, int c) {
     return conv_load(static_cast<const float*>(bias), c);
 }
 
+// Four taps a0 + j .. a0 + j + 3 of the walk (j a multiple of 4 below Q): one LDS.128 of weights, 4 x Q FMAs,
+// and the four spent window slots refilled.
+template <int Q, int J>
+__device__ __forceinline__ void dwl_taps4(float (&acc)[Q], float (&win)[Q], const float* xin, const float* wrow,
+                                          int a0) {
+    const float4 w4 = *reinterpret_cast<const float4*>(wrow + a0 + J);
+    const float wj[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+#pragma unroll
+        for (int q = 0; q < Q; ++q) acc[q] = fmaf(win[(J + jj + q) % Q], wj[jj], acc[q]);
+        win[J + jj] = xin[a0 + J + jj + Q];  // slot J + jj's value x[a0 + J + jj] is spent: x[a0 + J + jj + Q] takes it
+    }
+}
+
+// Taps a0 + J .. a0 + Q - 1 in groups of four: all of them (FULL), or those below A, rounded up to a group.
+template <int Q, bool FULL, int J = 0>
+__device__ __forceinline__ void dwl_taps(float (&acc)[Q], float (&win)[Q], const float* xin, const float* wrow,
+                                         int a0, int A) {
+    if constexpr (J < Q) {
+        if (!FULL && a0 + J >= A) return;
+        dwl_taps4<Q, J>(acc, win, xin, wrow, a0);
+        dwl_taps<Q, FULL, J + 4>(acc, win, xin, wrow, a0, A);
+    }
+}
+
 // acc[q] += sum_a w[a] * x[q + a] for a < A: xin holds the walk's inputs (x[0] first), wrow its taps,
-// zero-padded to whole float4s. win[s] holds x[a0 + s] at the start of each group of Q taps.
+// zero-padded to whole float4s (so the last group of four runs whole: at most 3 zero taps). win[s] holds
+// x[a0 + s] at the start of each group of Q taps. Branches only between groups of four taps, on a
+// block-uniform count, so that each group's loads are issued ahead of its FMAs.
 template <int Q>
 __device__ __forceinline__ void dwl_walk(float (&acc)[Q], const float* xin, const float* wrow, int A) {
     float win[Q];
 #pragma unroll
     for (int q = 0; q < Q; ++q) win[q] = xin[q];
     int a0 = 0;
-    for (; a0 + Q <= A; a0 += Q) {
-#pragma unroll
-        for (int j4 = 0; j4 < Q; j4 += 4) {
-            const float4 w4 = *reinterpret_cast<const float4*>(wrow + a0 + j4);
-            const float wj[4] = {w4.x, w4.y, w4.z, w4.w};
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-                const int j = j4 + jj;
-#pragma unroll
-                for (int q = 0; q < Q; ++q) acc[q] = fmaf(win[(j + q) % Q], wj[jj], acc[q]);
-                win[j] = xin[a0 + j + Q];  // slot j's value x[a0 + j] is spent: x[a0 + j + Q] takes it
-            }
-        }
-    }
-    // the last A % Q taps (a branch on a block-uniform count)
-#pragma unroll
-    for (int j = 0; j < Q - 1; ++j) {
-        if (a0 + j >= A) break;
-        const float wj = wrow[a0 + j];
-#pragma unroll
-        for (int q = 0; q < Q; ++q) acc[q] = fmaf(win[(j + q) % Q], wj, acc[q]);
-        win[j] = xin[a0 + j + Q];
-    }
+    for (; a0 + Q <= A; a0 += Q) dwl_taps<Q, true>(acc, win, xin, wrow, a0, A);
+    dwl_taps<Q, false>(acc, win, xin, wrow, a0, A);  // the last A % Q taps, rounded up to fours
 }
 
 template <class TX, int Q>
@@ -103,6 +112,7 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
     extern __shared__ float4 dwl_smem[];
     float* ws = reinterpret_cast<float*>(dwl_smem);  // [CB][KU][SV][Apad]
     float* xs = ws + s.CB * s.wplane;                // [CB][IU][IVrow]: [phase][IVlen] in a row
+    float* part = xs + s.CB * s.plane;               // [KS][CB][OUt][NS * Q]
     int blk = (int)blockIdx.x;
     const int tv = blk % s.tiles_v;
     blk /= s.tiles_v;
@@ -111,89 +121,101 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
     const int c0 = (blk % s.cgroups) * s.CB, b = blk / s.cgroups;
     const int u0 = tu * s.OUt, v0 = tv * s.NS * Q;
     const int in_u0 = u0 * s.SU - s.PU, in_v0 = v0 * s.SV - s.PV;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
 
     grid_wait_prior();
-    // The filters: phase p's taps a are filter columns kv = p + SV * a (rows where vertical), zeros after.
-    const int wtotal = s.CB * s.wplane;
-    for (int i = threadIdx.x; i < wtotal; i += blockDim.x) {
-        const int a = i % s.Apad, row = i / s.Apad, p = row % s.SV, ku = row / s.SV % s.KU, c = row / s.SV / s.KU;
-        const int kv = p + s.SV * a;
-        float v = 0.0f;
-        if (kv < s.KV && c0 + c < s.C) {  // w is (C, KH, KW): MCKK and MKKC coincide at one channel a map
-            const int kh = s.vertical ? kv : ku, kw = s.vertical ? ku : kv;
-            v = conv_load(w, ((c0 + c) * s.KH + kh) * s.KW + kw);
+    // The filters, a warp a (channel, filter row, phase): phase p's taps a are filter columns kv = p + SV * a
+    // (rows where vertical), zeros after. w is (C, KH, KW): MCKK and MKKC coincide at one channel a map.
+    for (int line = warp; line < s.CB * s.KU * s.SV; line += warps) {
+        const int p = line % s.SV, ku = line / s.SV % s.KU, c = line / s.SV / s.KU;
+        for (int a = lane; a < s.Apad; a += 32) {
+            const int kv = p + s.SV * a;
+            float v = 0.0f;
+            if (kv < s.KV && c0 + c < s.C) {
+                const int kh = s.vertical ? kv : ku, kw = s.vertical ? ku : kv;
+                v = conv_load(w, ((c0 + c) * s.KH + kh) * s.KW + kw);
+            }
+            ws[line * s.Apad + a] = v;
         }
-        ws[i] = v;
     }
-    // The input window, zeros outside x. The fastest index follows x's contiguous dimension: channels
-    // (NHWC), or the plane's columns: v where the slide runs along rows, u where it runs down columns.
-    const int per_row = s.SV * s.IVlen, total = s.CB * s.IU * per_row;
-    for (int i = threadIdx.x; i < total; i += blockDim.x) {
-        // (c, iu, iv) from i, the fastest index first: NHWC c, then w, then h; NCHW w, then h, then c
-        // (w is u where the slide runs down columns, v where it runs along rows)
-        int c, iu, iv, r = i;
-        if (s.x_nhwc) {
-            c = r % s.CB;
-            r /= s.CB;
+    // The input window, zeros outside x, a warp a line of x's contiguous dimension: (channel, row) lines of
+    // a plane's columns (NCHW), pixel runs of a row with their CB channels (NHWC). Where the slide runs down
+    // columns (vertical), x's rows are u lines and its columns v positions. The slide position iv is stored
+    // split by phase: iv % SV, then iv / SV.
+    const int per_row = s.SV * s.IVlen;
+    const int cols = s.vertical ? s.IU : per_row, rows = s.vertical ? per_row : s.IU;  // of x's window
+    const int lines = s.x_nhwc ? rows : s.CB * rows, run = s.x_nhwc ? cols << s.cb_log : cols;
+    for (int line = warp; line < lines; line += warps) {
+        const int r = s.x_nhwc ? line : line % rows, cl = s.x_nhwc ? 0 : line / rows;
+        for (int j = lane; j < run; j += 32) {
+            const int c = s.x_nhwc ? j & (s.CB - 1) : cl, col = s.x_nhwc ? j >> s.cb_log : j;
+            const int iu = s.vertical ? col : r, iv = s.vertical ? r : col;
+            const int gu = in_u0 + iu, gv = in_v0 + iv;
+            const int gh = s.vertical ? gv : gu, gw = s.vertical ? gu : gv;
+            float v = 0.0f;
+            if (c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W)
+                v = conv_load(x, s.x_nhwc ? ((b * s.H + gh) * s.W + gw) * s.C + c0 + c
+                                          : ((b * s.C + c0 + c) * s.H + gh) * s.W + gw);
+            const int at = s.SV == 1 ? iv : iv % s.SV * s.IVlen + iv / s.SV;
+            xs[c * s.plane + iu * s.IVrow + at] = v;
         }
-        if (s.vertical) {
-            iu = r % s.IU;
-            r /= s.IU;
-            iv = r % per_row;
-            r /= per_row;
-        } else {
-            iv = r % per_row;
-            r /= per_row;
-            iu = r % s.IU;
-            r /= s.IU;
-        }
-        if (!s.x_nhwc) c = r;
-        const int gu = in_u0 + iu, gv = in_v0 + iv;  // iv: the slide position, before the phase split
-        const int gh = s.vertical ? gv : gu, gw = s.vertical ? gu : gv;
-        float v = 0.0f;
-        if (c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W) {
-            const int xi = s.x_nhwc ? ((b * s.H + gh) * s.W + gw) * s.C + c0 + c : ((b * s.C + c0 + c) * s.H + gh) * s.W + gw;
-            v = conv_load(x, xi);
-        }
-        xs[c * s.plane + iu * s.IVrow + (iv % s.SV) * s.IVlen + iv / s.SV] = v;
     }
     __syncthreads();
     grid_launch_dependents();
 
+    // The walks: thread (k, c, strip, ou), u fastest across a warp (rows an odd stride apart fall in
+    // different banks), filter rows k, k + KS, ...; partial sums to shared memory.
     const int per_c = s.OUt * s.NS, items = s.CB * per_c;
-    for (int it = threadIdx.x; it < items; it += blockDim.x) {
-        // u fastest across a warp: rows an odd stride apart fall in different banks
-        const int c = it / per_c, r = it % per_c, ou = r % s.OUt, strip = r / s.OUt;
-        if (c0 + c >= s.C || u0 + ou >= s.OUn) continue;
+    for (int it = threadIdx.x; it < items * s.KS; it += blockDim.x) {
+        const int k = it / items, ci = it % items, c = ci / per_c, r = ci % per_c, ou = r % s.OUt, strip = r / s.OUt;
         float acc[Q];
 #pragma unroll
         for (int q = 0; q < Q; ++q) acc[q] = 0.0f;
         const float* xc = xs + c * s.plane + ou * s.SU * s.IVrow + strip * Q;
         const float* wc = ws + c * s.wplane;
-        for (int ku = 0; ku < s.KU; ++ku) {
+        for (int ku = k; ku < s.KU; ku += s.KS) {
             for (int p = 0; p < s.SV; ++p) {
                 const int A = (s.KV - p + s.SV - 1) / s.SV;
                 dwl_walk<Q>(acc, xc + ku * s.IVrow + p * s.IVlen, wc + (ku * s.SV + p) * s.Apad, A);
             }
         }
-        const float bv = dwl_bias(bias, s.y_dtype, c0 + c);
-        const int ou_g = u0 + ou;
+        float* out = part + ((k * s.CB + c) * s.OUt + ou) * (s.NS * Q) + strip * Q;
 #pragma unroll
-        for (int q = 0; q < Q; ++q) {
-            const int ov_g = v0 + strip * Q + q;
-            if (ov_g >= s.OVn) break;
-            const int oh = s.vertical ? ov_g : ou_g, ow = s.vertical ? ou_g : ov_g;
-            const int yi = s.y_nhwc ? ((b * s.OH + oh) * s.OW + ow) * s.C + c0 + c : ((b * s.C + c0 + c) * s.OH + oh) * s.OW + ow;
-            const float v = conv_epilogue_value(acc[q], bv, s.relu);
-            if (s.y_dtype == CONV_F16) dwl_store<__half>(y, yi, v);
-            else if (s.y_dtype == CONV_BF16) dwl_store<__nv_bfloat16>(y, yi, v);
-            else dwl_store<float>(y, yi, v);
+        for (int q = 0; q < Q; ++q) out[q] = acc[q];
+    }
+    __syncthreads();
+    // The store: the KS partial sums added in order (the same result on every run), bias and ReLU, y's dtype;
+    // consecutive threads on y's contiguous dimension (channels in NHWC).
+    const int OVt = s.NS * Q, tile = s.OUt * OVt;
+    for (int i = threadIdx.x; i < s.outs; i += blockDim.x) {
+        int c, ou, ov;
+        if (s.y_nhwc) {  // channels, then w, then h
+            c = i & (s.CB - 1);
+            const int pix = i >> s.cb_log;
+            ou = s.vertical ? pix % s.OUt : pix / OVt;
+            ov = s.vertical ? pix / s.OUt : pix % OVt;
+        } else {  // w, then h, then channels
+            c = i / tile;
+            const int pix = i % tile;
+            ou = s.vertical ? pix % s.OUt : pix / OVt;
+            ov = s.vertical ? pix / s.OUt : pix % OVt;
         }
+        const int ou_g = u0 + ou, ov_g = v0 + ov;
+        if (c0 + c >= s.C || ou_g >= s.OUn || ov_g >= s.OVn) continue;
+        float acc = 0.0f;
+        for (int k = 0; k < s.KS; ++k) acc += part[((k * s.CB + c) * s.OUt + ou) * OVt + ov];
+        const int oh = s.vertical ? ov_g : ou_g, ow = s.vertical ? ou_g : ov_g;
+        const int yi = s.y_nhwc ? ((b * s.OH + oh) * s.OW + ow) * s.C + c0 + c : ((b * s.C + c0 + c) * s.OH + oh) * s.OW + ow;
+        const float v = conv_epilogue_value(acc, dwl_bias(bias, s.y_dtype, c0 + c), s.relu);
+        if (s.y_dtype == CONV_F16) dwl_store<__half>(y, yi, v);
+        else if (s.y_dtype == CONV_BF16) dwl_store<__nv_bfloat16>(y, yi, v);
+        else dwl_store<float>(y, yi, v);
     }
 }
 
-// The geometry of one problem for outputs of Q along the slide: the tile, channels a block and the staged
-// sizes. Returns the shared memory bytes, or 0 where even one output row of one channel does not fit.
+// The geometry of one problem for outputs of Q along the slide: the tile, channels a block, the filter-row
+// split and the staged sizes. Returns the shared memory bytes, or 0 where even one output row of one
+// channel does not fit.
 size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) {
     const size_t budget = std::min<size_t>(DWL_SMEM_BUDGET, (size_t)most);
     DwlShape s;
@@ -216,44 +238,57 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     const int strips = conv_ceil_div(s.OVn, Q);
     s.tiles_v = conv_ceil_div(strips, 4);
     s.NS = conv_ceil_div(strips, s.tiles_v);
-    // A phase holds the tile's outputs and the walk's taps, and the walk's one value read past its last tap.
+    // A phase holds the tile's outputs, the walk's taps and its reads past the last tap (up to 3 zero taps
+    // and one value).
     s.IVlen = s.NS * Q + s.Apad;
     s.IVrow = s.SV * s.IVlen | 1;  // odd: the rows of a warp's threads fall in different banks
-    // NHWC: 32 bytes of channels a block, so that staging reads whole sectors of x; NCHW: planes.
-    int cb_min = s.x_nhwc ? std::min(32 / (int)conv_dtype_size(p->x_dtype), s.C) : 1;
-    auto bytes = [&](int cb, int out_rows) {
-        const int iu = (out_rows - 1) * s.SU + s.KU;
-        return (size_t)cb * ((size_t)s.wplane + (size_t)iu * s.IVrow) * sizeof(float);
+    auto bytes = [&](int cb, int out_rows, int ks) {
+        const size_t iu = (size_t)(out_rows - 1) * s.SU + s.KU;
+        return (size_t)cb * (s.wplane + iu * s.IVrow + (size_t)ks * out_rows * s.NS * Q) * sizeof(float);
     };
+    // Channels a block: NHWC, up to 32 bytes of them (staging reads whole sectors of x), fewer where a window
+    // of the filter's height would not fit; NCHW, planes, one to start.
+    int cb = 1;
+    if (s.x_nhwc)
+        while (cb * 2 <= s.C && cb * 2 * (int)conv_dtype_size(p->x_dtype) <= 32 && bytes(cb * 2, s.KU, 1) <= budget)
+            cb *= 2;
     // Rows a tile: the whole plane where a block's threads cover it in one pass, else equal parts; fewer
-    // where the window would not fit (and one channel a block where even one row of cb_min would not).
-    int tiles_u = conv_ceil_div(s.OUn * s.NS * cb_min, DWL_THREADS);
+    // where the window would not fit.
+    const int tiles_u = conv_ceil_div(s.OUn * s.NS * cb, DWL_THREADS);
     s.OUt = conv_ceil_div(s.OUn, tiles_u);
-    while (s.OUt > 1 && bytes(cb_min, s.OUt) > budget) s.OUt = conv_ceil_div(s.OUt, 2);
-    if (bytes(cb_min, s.OUt) > budget) cb_min = 1;
-    if (bytes(cb_min, s.OUt) > budget) return 0;
+    while (s.OUt > 1 && bytes(cb, s.OUt, 1) > budget) s.OUt = conv_ceil_div(s.OUt, 2);
+    if (bytes(cb, s.OUt, 1) > budget) return 0;
+    // More channels a block while a block has threads to spare, its window fits, and the grid keeps two
+    // blocks an SM.
+    const int64_t planes = p->B * (int64_t)s.C;
     s.tiles_u = conv_ceil_div(s.OUn, s.OUt);
-    // Channels a block: more while a block has threads to spare, its window fits, and the grid keeps
-    // two blocks an SM.
-    const int64_t planes = p->B * (int64_t)s.C, tiles = (int64_t)s.tiles_u * s.tiles_v;
-    s.CB = cb_min;
-    while (s.CB * 2 * s.OUt * s.NS <= DWL_THREADS && s.CB * 2 <= s.C && bytes(s.CB * 2, s.OUt) <= budget &&
-           (planes / (s.CB * 2)) * tiles >= 2 * (int64_t)sms)
-        s.CB *= 2;
-    // Small grids (batch 1): rows split further while blocks are fewer than two an SM.
-    while (s.OUt > 1 && (planes / s.CB) * (int64_t)s.tiles_u * s.tiles_v < 2 * (int64_t)sms &&
-           s.CB * s.OUt * s.NS > 64) {
+    auto blocks = [&](int c) { return (planes + c - 1) / c * s.tiles_u * s.tiles_v; };
+    while (cb * 2 * s.OUt * s.NS <= DWL_THREADS && cb * 2 <= s.C && bytes(cb * 2, s.OUt, 1) <= budget &&
+           blocks(cb * 2) >= 2 * (int64_t)sms)
+        cb *= 2;
+    // Small grids (batch 1): rows split while blocks are fewer than two an SM, then the filter's rows split
+    // between threads (partial sums added in the store) up to 32 warps an SM or a block of one pass.
+    while (s.OUt > 1 && blocks(cb) < 2 * (int64_t)sms && cb * s.OUt * s.NS > 64) {
         s.OUt = conv_ceil_div(s.OUt, 2);
         s.tiles_u = conv_ceil_div(s.OUn, s.OUt);
     }
+    const int items = cb * s.OUt * s.NS;
+    const int64_t threads = blocks(cb) * items, want = (int64_t)sms * 1024;
+    s.KS = 1;
+    while (s.KS * 2 <= s.KU && threads * s.KS * 2 <= want && items * s.KS * 2 <= DWL_THREADS &&
+           bytes(cb, s.OUt, s.KS * 2) <= budget)
+        s.KS *= 2;
+    s.CB = cb;
+    s.cb_log = 0;
+    while ((1 << s.cb_log) < cb) ++s.cb_log;
     s.cgroups = conv_ceil_div(s.C, s.CB);
     s.IU = (s.OUt - 1) * s.SU + s.KU;
     s.plane = s.IU * s.IVrow;
+    s.outs = s.CB * s.OUt * s.NS * Q;
     *out = s;
-    return bytes(s.CB, s.OUt);
+    return bytes(s.CB, s.OUt, s.KS);
 }
 
-// One kernel per x dtype: y's dtype is a run-time value of the store.
 template <int Q>
 struct DwlLaunch {
     template <class TX>
@@ -273,7 +308,7 @@ struct DwlLaunch {
             return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: lk_q%d's blocks of this batch pass int range", Q);
         const auto kernel = dwl_kernel<TX, Q>;
         CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        const int threads = (int)std::min<int64_t>(DWL_THREADS, (s.CB * s.OUt * s.NS + 31) / 32 * 32);
+        const int threads = (int)std::min<int64_t>(DWL_THREADS, (s.KS * s.CB * s.OUt * s.NS + 31) / 32 * 32);
         CONV_LAUNCH_DEPENDENT("dwl_kernel", kernel, (unsigned)blocks, threads, smem, stream, s,
                               static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
                               static_cast<const void*>(t->bias), t->y);
