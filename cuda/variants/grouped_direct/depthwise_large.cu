@@ -80,21 +80,38 @@ __device__ __forceinline__ void dwl_taps4(float (&acc)[Q], float (&win)[Q], cons
     }
 }
 
-// Taps a0 + J .. a0 + Q - 1 in groups of four: all of them (FULL), or those below A, rounded up to a group.
+// One tap a0 + J (J below Q): a broadcast weight, Q FMAs, the spent window slot refilled.
+template <int Q, int J>
+__device__ __forceinline__ void dwl_tap1(float (&acc)[Q], float (&win)[Q], const float* xin, const float* wrow,
+                                         int a0) {
+    const float wj = wrow[a0 + J];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) acc[q] = fmaf(win[(J + q) % Q], wj, acc[q]);
+    win[J] = xin[a0 + J + Q];
+}
+
+// Taps a0 + J .. a0 + Q - 1: all of them in groups of four (FULL), or those below A: whole groups of four,
+// then the last one to three alone. Never a tap past A: its zero weight would meet a real input (another
+// output's), and 0 * Inf is NaN.
 template <int Q, bool FULL, int J = 0>
 __device__ __forceinline__ void dwl_taps(float (&acc)[Q], float (&win)[Q], const float* xin, const float* wrow,
                                          int a0, int A) {
     if constexpr (J < Q) {
-        if (!FULL && a0 + J >= A) return;
+        if (!FULL && a0 + J + 4 > A) {
+            if (a0 + J < A) dwl_tap1<Q, J>(acc, win, xin, wrow, a0);
+            if (a0 + J + 1 < A) dwl_tap1<Q, J + 1>(acc, win, xin, wrow, a0);
+            if (a0 + J + 2 < A) dwl_tap1<Q, J + 2>(acc, win, xin, wrow, a0);
+            return;
+        }
         dwl_taps4<Q, J>(acc, win, xin, wrow, a0);
         dwl_taps<Q, FULL, J + 4>(acc, win, xin, wrow, a0, A);
     }
 }
 
 // acc[q] += sum_a w[a] * x[q + a] for a < A: xin holds the walk's inputs (x[0] first), wrow its taps,
-// zero-padded to whole float4s (so the last group of four runs whole: at most 3 zero taps). win[s] holds
-// x[a0 + s] at the start of each group of Q taps. Branches only between groups of four taps, on a
-// block-uniform count, so that each group's loads are issued ahead of its FMAs.
+// zero-padded to whole float4s. win[s] holds x[a0 + s] at the start of each group of Q taps. Branches only
+// between groups of four taps (and in the last three), on a block-uniform count, so that each group's
+// loads are issued ahead of its FMAs.
 template <int Q>
 __device__ __forceinline__ void dwl_walk(float (&acc)[Q], const float* xin, const float* wrow, int A) {
     float win[Q];
@@ -102,7 +119,7 @@ __device__ __forceinline__ void dwl_walk(float (&acc)[Q], const float* xin, cons
     for (int q = 0; q < Q; ++q) win[q] = xin[q];
     int a0 = 0;
     for (; a0 + Q <= A; a0 += Q) dwl_taps<Q, true>(acc, win, xin, wrow, a0, A);
-    dwl_taps<Q, false>(acc, win, xin, wrow, a0, A);  // the last A % Q taps, rounded up to fours
+    dwl_taps<Q, false>(acc, win, xin, wrow, a0, A);  // the last A % Q taps
 }
 
 template <class TX, int Q>
@@ -238,8 +255,7 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     const int strips = conv_ceil_div(s.OVn, Q);
     s.tiles_v = conv_ceil_div(strips, 4);
     s.NS = conv_ceil_div(strips, s.tiles_v);
-    // A phase holds the tile's outputs, the walk's taps and its reads past the last tap (up to 3 zero taps
-    // and one value).
+    // A phase holds the tile's outputs, the walk's taps and the one value it reads past its last tap.
     s.IVlen = s.NS * Q + s.Apad;
     s.IVrow = s.SV * s.IVlen | 1;  // odd: the rows of a warp's threads fall in different banks
     auto bytes = [&](int cb, int out_rows, int ks) {
