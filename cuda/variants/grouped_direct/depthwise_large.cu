@@ -26,6 +26,7 @@
 #include "conv_shape.cuh"
 #include "grid_dependency.cuh"
 #include "grouped_direct.h"
+#include "int_divider.cuh"
 #include "launch_util.cuh"
 #include "tensor_io.cuh"
 
@@ -48,9 +49,11 @@ struct DwlShape {
     // the block's tile: OUt x (NS strips of Q) outputs for CB channels (a power of two, 2^cb_log) of one
     // image; KS threads share an output strip, each taking every KS-th filter row (small grids)
     int OUt, NS, CB, cb_log, KS, tiles_u, tiles_v, cgroups;
-    // staged: IU rows of SV phases of IVlen values (row stride IVrow, odd); weights KU x SV phases of Apad;
-    // partial sums [KS][CB][OUt][NS * Q]
-    int IU, IVlen, IVrow, plane, A, Apad, wplane, outs;
+    // staged: IU rows of SV phases of IVlen values (row stride IVrow, odd); weights KU x SV phases of Apad,
+    // phase p's A0 + (p < Ar) taps; partial sums [KS][CB][OUt][NS * Q] in rows of OVst (odd)
+    int IU, IVlen, IVrow, plane, A0, Ar, Apad, wplane, OVst, outs;
+    // the staging and store loops' flat indices split by these (ConvDivider: no division instructions)
+    ConvDivider by_apad, by_sv, by_ku, by_run, by_rows, by_tile, by_ovt, by_ou;
 };
 
 template <class TY>
@@ -138,44 +141,52 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
     const int c0 = (blk % s.cgroups) * s.CB, b = blk / s.cgroups;
     const int u0 = tu * s.OUt, v0 = tv * s.NS * Q;
     const int in_u0 = u0 * s.SU - s.PU, in_v0 = v0 * s.SV - s.PV;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
 
     grid_wait_prior();
-    // The filters, a warp a (channel, filter row, phase): phase p's taps a are filter columns kv = p + SV * a
-    // (rows where vertical), zeros after. w is (C, KH, KW): MCKK and MKKC coincide at one channel a map.
-    for (int line = warp; line < s.CB * s.KU * s.SV; line += warps) {
-        const int p = line % s.SV, ku = line / s.SV % s.KU, c = line / s.SV / s.KU;
-        for (int a = lane; a < s.Apad; a += 32) {
-            const int kv = p + s.SV * a;
-            float v = 0.0f;
-            if (kv < s.KV && c0 + c < s.C) {
-                const int kh = s.vertical ? kv : ku, kw = s.vertical ? ku : kv;
-                v = conv_load(w, ((c0 + c) * s.KH + kh) * s.KW + kw);
-            }
-            ws[line * s.Apad + a] = v;
+    // The filters: phase p's taps a are filter columns kv = p + SV * a (rows where vertical), zeros after.
+    // w is (C, KH, KW): MCKK and MKKC coincide at one channel a map.
+    for (int i = threadIdx.x; i < s.CB * s.wplane; i += blockDim.x) {
+        uint32_t a, p = 0, ku;
+        uint32_t line = s.by_apad.divmod(i, &a);  // (c, ku, p)
+        if (s.SV > 1) line = s.by_sv.divmod(line, &p);
+        const int c = (int)s.by_ku.divmod(line, &ku);
+        const int kv = (int)(p + s.SV * a);
+        float v = 0.0f;
+        if (kv < s.KV && c0 + c < s.C) {
+            const int kh = s.vertical ? kv : (int)ku, kw = s.vertical ? (int)ku : kv;
+            v = conv_load(w, ((c0 + c) * s.KH + kh) * s.KW + kw);
         }
+        ws[i] = v;
     }
-    // The input window, zeros outside x, a warp a line of x's contiguous dimension: (channel, row) lines of
-    // a plane's columns (NCHW), pixel runs of a row with their CB channels (NHWC). Where the slide runs down
-    // columns (vertical), x's rows are u lines and its columns v positions. The slide position iv is stored
-    // split by phase: iv % SV, then iv / SV.
+    // The input window, zeros outside x, consecutive threads along x's contiguous dimension: a plane's
+    // columns (NCHW: lines of (channel, row)), or a row's pixels with their CB channels (NHWC: lines of rows).
+    // Where the slide runs down columns (vertical), x's rows are u lines and its columns v positions. The
+    // slide position iv is stored split by phase: iv % SV, then iv / SV.
     const int per_row = s.SV * s.IVlen;
-    const int cols = s.vertical ? s.IU : per_row, rows = s.vertical ? per_row : s.IU;  // of x's window
-    const int lines = s.x_nhwc ? rows : s.CB * rows, run = s.x_nhwc ? cols << s.cb_log : cols;
-    for (int line = warp; line < lines; line += warps) {
-        const int r = s.x_nhwc ? line : line % rows, cl = s.x_nhwc ? 0 : line / rows;
-        for (int j = lane; j < run; j += 32) {
-            const int c = s.x_nhwc ? j & (s.CB - 1) : cl, col = s.x_nhwc ? j >> s.cb_log : j;
-            const int iu = s.vertical ? col : r, iv = s.vertical ? r : col;
-            const int gu = in_u0 + iu, gv = in_v0 + iv;
-            const int gh = s.vertical ? gv : gu, gw = s.vertical ? gu : gv;
-            float v = 0.0f;
-            if (c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W)
-                v = conv_load(x, s.x_nhwc ? ((b * s.H + gh) * s.W + gw) * s.C + c0 + c
-                                          : ((b * s.C + c0 + c) * s.H + gh) * s.W + gw);
-            const int at = s.SV == 1 ? iv : iv % s.SV * s.IVlen + iv / s.SV;
-            xs[c * s.plane + iu * s.IVrow + at] = v;
+    const int rows = s.vertical ? per_row : s.IU;  // of x's window
+    const int run = s.x_nhwc ? (s.vertical ? s.IU : per_row) << s.cb_log : (s.vertical ? s.IU : per_row);
+    const int total = (s.x_nhwc ? rows : s.CB * rows) * run;
+    for (int i = threadIdx.x; i < total; i += blockDim.x) {
+        uint32_t j, r = 0;
+        const uint32_t line = s.by_run.divmod(i, &j);
+        int c, col;
+        if (s.x_nhwc) {
+            r = line;
+            c = (int)(j & (s.CB - 1));
+            col = (int)(j >> s.cb_log);
+        } else {
+            c = (int)s.by_rows.divmod(line, &r);
+            col = (int)j;
         }
+        const int iu = s.vertical ? col : (int)r, iv = s.vertical ? (int)r : col;
+        const int gu = in_u0 + iu, gv = in_v0 + iv;
+        const int gh = s.vertical ? gv : gu, gw = s.vertical ? gu : gv;
+        float v = 0.0f;
+        if (c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W)
+            v = conv_load(x, s.x_nhwc ? ((b * s.H + gh) * s.W + gw) * s.C + c0 + c
+                                      : ((b * s.C + c0 + c) * s.H + gh) * s.W + gw);
+        const int at = s.SV == 1 ? iv : iv % s.SV * s.IVlen + iv / s.SV;
+        xs[c * s.plane + iu * s.IVrow + at] = v;
     }
     __syncthreads();
     grid_launch_dependents();
@@ -191,36 +202,30 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
         const float* xc = xs + c * s.plane + ou * s.SU * s.IVrow + strip * Q;
         const float* wc = ws + c * s.wplane;
         for (int ku = k; ku < s.KU; ku += s.KS) {
-            for (int p = 0; p < s.SV; ++p) {
-                const int A = (s.KV - p + s.SV - 1) / s.SV;
-                dwl_walk<Q>(acc, xc + ku * s.IVrow + p * s.IVlen, wc + (ku * s.SV + p) * s.Apad, A);
-            }
+            for (int p = 0; p < s.SV; ++p)
+                dwl_walk<Q>(acc, xc + ku * s.IVrow + p * s.IVlen, wc + (ku * s.SV + p) * s.Apad, s.A0 + (p < s.Ar));
         }
-        float* out = part + ((k * s.CB + c) * s.OUt + ou) * (s.NS * Q) + strip * Q;
+        float* out = part + ((k * s.CB + c) * s.OUt + ou) * s.OVst + strip * Q;
 #pragma unroll
         for (int q = 0; q < Q; ++q) out[q] = acc[q];
     }
     __syncthreads();
     // The store: the KS partial sums added in order (the same result on every run), bias and ReLU, y's dtype;
     // consecutive threads on y's contiguous dimension (channels in NHWC).
-    const int OVt = s.NS * Q, tile = s.OUt * OVt;
     for (int i = threadIdx.x; i < s.outs; i += blockDim.x) {
-        int c, ou, ov;
+        uint32_t c, pix, ou, ov;
         if (s.y_nhwc) {  // channels, then w, then h
             c = i & (s.CB - 1);
-            const int pix = i >> s.cb_log;
-            ou = s.vertical ? pix % s.OUt : pix / OVt;
-            ov = s.vertical ? pix / s.OUt : pix % OVt;
+            pix = i >> s.cb_log;
         } else {  // w, then h, then channels
-            c = i / tile;
-            const int pix = i % tile;
-            ou = s.vertical ? pix % s.OUt : pix / OVt;
-            ov = s.vertical ? pix / s.OUt : pix % OVt;
+            c = s.by_tile.divmod(i, &pix);
         }
-        const int ou_g = u0 + ou, ov_g = v0 + ov;
-        if (c0 + c >= s.C || ou_g >= s.OUn || ov_g >= s.OVn) continue;
+        if (s.vertical) ov = s.by_ou.divmod(pix, &ou);  // w is u
+        else ou = s.by_ovt.divmod(pix, &ov);
+        const int ou_g = u0 + (int)ou, ov_g = v0 + (int)ov;
+        if (c0 + (int)c >= s.C || ou_g >= s.OUn || ov_g >= s.OVn) continue;
         float acc = 0.0f;
-        for (int k = 0; k < s.KS; ++k) acc += part[((k * s.CB + c) * s.OUt + ou) * OVt + ov];
+        for (int k = 0; k < s.KS; ++k) acc += part[((k * s.CB + c) * s.OUt + ou) * s.OVst + ov];
         const int oh = s.vertical ? ov_g : ou_g, ow = s.vertical ? ou_g : ov_g;
         const int yi = s.y_nhwc ? ((b * s.OH + oh) * s.OW + ow) * s.C + c0 + c : ((b * s.C + c0 + c) * s.OH + oh) * s.OW + ow;
         const float v = conv_epilogue_value(acc, dwl_bias(bias, s.y_dtype, c0 + c), s.relu);
@@ -248,8 +253,9 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.y_nhwc = p->y_layout == CONV_NHWC;
     s.y_dtype = p->y_dtype;
     s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
-    s.A = (s.KV + s.SV - 1) / s.SV;
-    s.Apad = (s.A + 3) / 4 * 4;
+    s.A0 = s.KV / s.SV;  // taps of phase p: A0 + (p < Ar)
+    s.Ar = s.KV % s.SV;
+    s.Apad = (s.A0 + (s.Ar > 0) + 3) / 4 * 4;
     s.wplane = s.KU * s.SV * s.Apad;
     // Along the slide: up to 4 strips a tile (64 outputs at Q = 16), tiles of equal length.
     const int strips = conv_ceil_div(s.OVn, Q);
@@ -260,7 +266,7 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.IVrow = s.SV * s.IVlen | 1;  // odd: the rows of a warp's threads fall in different banks
     auto bytes = [&](int cb, int out_rows, int ks) {
         const size_t iu = (size_t)(out_rows - 1) * s.SU + s.KU;
-        return (size_t)cb * (s.wplane + iu * s.IVrow + (size_t)ks * out_rows * s.NS * Q) * sizeof(float);
+        return (size_t)cb * (s.wplane + iu * s.IVrow + (size_t)ks * out_rows * (s.NS * Q + 1)) * sizeof(float);
     };
     // Channels a block: NHWC, up to 32 bytes of them (staging reads whole sectors of x), fewer where a window
     // of the filter's height would not fit; NCHW, planes, one to start.
@@ -300,7 +306,18 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.cgroups = conv_ceil_div(s.C, s.CB);
     s.IU = (s.OUt - 1) * s.SU + s.KU;
     s.plane = s.IU * s.IVrow;
+    s.OVst = s.NS * Q + 1;
     s.outs = s.CB * s.OUt * s.NS * Q;
+    const int per_row = s.SV * s.IVlen, rows = s.vertical ? per_row : s.IU;
+    const int run = s.vertical ? s.IU : per_row;
+    s.by_apad = ConvDivider::of(s.Apad);
+    s.by_sv = ConvDivider::of(s.SV);
+    s.by_ku = ConvDivider::of(s.KU);
+    s.by_run = ConvDivider::of(s.x_nhwc ? run << s.cb_log : run);
+    s.by_rows = ConvDivider::of(rows);
+    s.by_tile = ConvDivider::of(s.OUt * s.NS * Q);
+    s.by_ovt = ConvDivider::of(s.NS * Q);
+    s.by_ou = ConvDivider::of(s.OUt);
     *out = s;
     return bytes(s.CB, s.OUt, s.KS);
 }
