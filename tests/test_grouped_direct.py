@@ -313,6 +313,24 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(layout, config, rn
     assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50  # the bad values reach many outputs
 
 
+@pytest.mark.parametrize("config", ["lk_q16", "lk_q8"])
+def test_large_filter_kernel_inf_weight_on_padding(config, rng):
+    """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in the
+    oracle and PyTorch: the kernel skips padding taps only where the block's weights are all finite. The
+    other channels (finite weights, padding skipped) stay as the oracle has them."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(2, 20, 14, 15, 20, 27, 27, padding=(13, 13), groups=20, bias=True)
+    x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
+    w[3, 0, 0, 26] = np.inf  # the top-right tap: on padding for every output but (13, 0) and (13, 1)
+    y, _ = pr.run_config(NAME, config, case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isinf(y), np.isinf(ref))
+    assert np.isnan(ref[:, 3]).sum() > 0 and not np.isnan(np.delete(ref, 3, axis=1)).any()
+    finite = np.isfinite(ref)
+    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, "f32", "f32")
+
+
 def default_of(case):
     """The configuration grouped_direct's plan for the case takes when none is named."""
     info = ffi().new("conv_plan_info*")

@@ -22,6 +22,7 @@
 // PyTorch.
 
 #include <algorithm>
+#include <cfloat>
 
 #include "conv_shape.cuh"
 #include "grid_dependency.cuh"
@@ -45,6 +46,7 @@ struct DwlShape {
     int vertical;                 // 0: v runs along W (u = row); 1: v runs along H (u = column)
     int KU, KV, SU, SV, PU, PV;   // taps, strides and zeros before, across and along the slide
     int OUn, OVn;                 // outputs across and along the slide in a plane
+    int IUn, IVn;                 // x's extent across and along the slide
     int x_nhwc, y_nhwc, y_dtype, relu;
     // the block's tile: OUt x (NS strips of Q) outputs for CB channels (a power of two, 2^cb_log) of one
     // image; KS threads share an output strip, each taking every KS-th filter row (small grids)
@@ -145,6 +147,7 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
     grid_wait_prior();
     // The filters: phase p's taps a are filter columns kv = p + SV * a (rows where vertical), zeros after.
     // w is (C, KH, KW): MCKK and MKKC coincide at one channel a map.
+    bool finite = true;  // every weight of the block's channels
     for (int i = threadIdx.x; i < s.CB * s.wplane; i += blockDim.x) {
         uint32_t a, p = 0, ku;
         uint32_t line = s.by_apad.divmod(i, &a);  // (c, ku, p)
@@ -155,6 +158,7 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
         if (kv < s.KV && c0 + c < s.C) {
             const int kh = s.vertical ? kv : (int)ku, kw = s.vertical ? (int)ku : kv;
             v = conv_load(w, ((c0 + c) * s.KH + kh) * s.KW + kw);
+            finite = finite && fabsf(v) <= FLT_MAX;
         }
         ws[i] = v;
     }
@@ -188,7 +192,11 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
         const int at = s.SV == 1 ? iv : iv % s.SV * s.IVlen + iv / s.SV;
         xs[c * s.plane + iu * s.IVrow + at] = v;
     }
-    __syncthreads();
+    // With finite weights, taps that meet x's zero padding add nothing (0 * w = 0) and are skipped: filter
+    // rows outside x for an output row, and columns outside x for a whole strip (from a multiple of four,
+    // for the aligned weight loads). Half the taps of RepLKNet's 27x27 filters on 14x14 planes. An Inf or
+    // NaN weight on padding gives NaN, as in PyTorch, so then every tap runs.
+    const bool skip = __syncthreads_and(finite);
     grid_launch_dependents();
 
     // The walks: thread (k, c, strip, ou), u fastest across a warp (rows an odd stride apart fall in
@@ -201,9 +209,21 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
         for (int q = 0; q < Q; ++q) acc[q] = 0.0f;
         const float* xc = xs + c * s.plane + ou * s.SU * s.IVrow + strip * Q;
         const float* wc = ws + c * s.wplane;
-        for (int ku = k; ku < s.KU; ku += s.KS) {
-            for (int p = 0; p < s.SV; ++p)
-                dwl_walk<Q>(acc, xc + ku * s.IVrow + p * s.IVlen, wc + (ku * s.SV + p) * s.Apad, s.A0 + (p < s.Ar));
+        const int in_u = (u0 + ou) * s.SU - s.PU, in_v = (v0 + strip * Q) * s.SV - s.PV;  // tap 0's input
+        const int ku_lo = skip ? max(0, -in_u) : 0, ku_hi = skip ? min(s.KU, s.IUn - in_u) : s.KU;
+        for (int ku = ku_lo + ((k - ku_lo) & (s.KS - 1)); ku < ku_hi; ku += s.KS) {
+            for (int p = 0; p < s.SV; ++p) {
+                // taps a of phase p read x at in_v + p + SV * (q + a), q < Q
+                int a_lo = 0, a_hi = s.A0 + (p < s.Ar);
+                if (skip) {
+                    const int last = in_v + p + s.SV * (Q - 1), first = in_v + p;
+                    if (last < 0) a_lo = (-last + s.SV - 1) / s.SV / 4 * 4;
+                    a_hi = min(a_hi, first < s.IVn ? (s.IVn - first + s.SV - 1) / s.SV : 0);
+                }
+                if (a_lo < a_hi)
+                    dwl_walk<Q>(acc, xc + ku * s.IVrow + p * s.IVlen + a_lo, wc + (ku * s.SV + p) * s.Apad + a_lo,
+                                a_hi - a_lo);
+            }
         }
         float* out = part + ((k * s.CB + c) * s.OUt + ou) * s.OVst + strip * Q;
 #pragma unroll
@@ -249,6 +269,7 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.SU = s.vertical ? g.stride_w : g.stride_h; s.SV = s.vertical ? g.stride_h : g.stride_w;
     s.PU = s.vertical ? g.pad_w : g.pad_h; s.PV = s.vertical ? g.pad_h : g.pad_w;
     s.OUn = s.vertical ? g.OW : g.OH; s.OVn = s.vertical ? g.OH : g.OW;
+    s.IUn = s.vertical ? g.W : g.H; s.IVn = s.vertical ? g.H : g.W;
     s.x_nhwc = p->x_layout == CONV_NHWC;
     s.y_nhwc = p->y_layout == CONV_NHWC;
     s.y_dtype = p->y_dtype;
