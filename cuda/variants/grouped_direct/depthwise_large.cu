@@ -211,15 +211,27 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
         const float* wc = ws + c * s.wplane;
         const int in_u = (u0 + ou) * s.SU - s.PU, in_v = (v0 + strip * Q) * s.SV - s.PV;  // tap 0's input
         const int ku_lo = skip ? max(0, -in_u) : 0, ku_hi = skip ? min(s.KU, s.IUn - in_u) : s.KU;
+        // Phase p's taps a read x at in_v + p + SV * (q + a), q < Q: those of the strip that meet x, from a
+        // multiple of four. Worked out once here at stride 1, per filter row at other strides.
+        auto taps_of = [&](int p, int* a_lo, int* a_hi) {
+            *a_lo = 0;
+            *a_hi = s.A0 + (p < s.Ar);
+            if (!skip) return;
+            const int first = in_v + p, last = first + s.SV * (Q - 1);
+            if (last < 0) *a_lo = (-last + s.SV - 1) / s.SV / 4 * 4;
+            *a_hi = min(*a_hi, first < s.IVn ? (s.IVn - first + s.SV - 1) / s.SV : 0);
+        };
+        int a_lo1, a_hi1;
+        taps_of(0, &a_lo1, &a_hi1);
         for (int ku = ku_lo + ((k - ku_lo) & (s.KS - 1)); ku < ku_hi; ku += s.KS) {
+            if (s.SV == 1) {
+                if (a_lo1 < a_hi1)
+                    dwl_walk<Q>(acc, xc + ku * s.IVrow + a_lo1, wc + ku * s.Apad + a_lo1, a_hi1 - a_lo1);
+                continue;
+            }
             for (int p = 0; p < s.SV; ++p) {
-                // taps a of phase p read x at in_v + p + SV * (q + a), q < Q
-                int a_lo = 0, a_hi = s.A0 + (p < s.Ar);
-                if (skip) {
-                    const int last = in_v + p + s.SV * (Q - 1), first = in_v + p;
-                    if (last < 0) a_lo = (-last + s.SV - 1) / s.SV / 4 * 4;
-                    a_hi = min(a_hi, first < s.IVn ? (s.IVn - first + s.SV - 1) / s.SV : 0);
-                }
+                int a_lo, a_hi;
+                taps_of(p, &a_lo, &a_hi);
                 if (a_lo < a_hi)
                     dwl_walk<Q>(acc, xc + ku * s.IVrow + p * s.IVlen + a_lo, wc + (ku * s.SV + p) * s.Apad + a_lo,
                                 a_hi - a_lo);
