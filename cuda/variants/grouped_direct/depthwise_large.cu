@@ -162,6 +162,13 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
         }
         ws[i] = v;
     }
+    // With finite weights, taps that meet x's zero padding add nothing (0 * w = 0) and are skipped: filter
+    // rows outside x for an output row, and columns outside x for a whole strip (from a multiple of four,
+    // for the aligned weight loads). Half the taps of RepLKNet's 27x27 filters on 14x14 planes. An Inf or
+    // NaN weight on padding gives NaN, as in PyTorch, so then every tap runs. Skipping,
+    // the window's rows outside x are never read, and are not staged (most of a 7x7 plane's 19-row window
+    // at 13x13).
+    const bool skip = __syncthreads_and(finite);
     // The input window, zeros outside x, consecutive threads along x's contiguous dimension: a plane's
     // columns (NCHW: lines of (channel, row)), or a row's pixels with their CB channels (NHWC: lines of rows).
     // Where the slide runs down columns (vertical), x's rows are u lines and its columns v positions. The
@@ -184,6 +191,7 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
         }
         const int iu = s.vertical ? col : (int)r, iv = s.vertical ? (int)r : col;
         const int gu = in_u0 + iu, gv = in_v0 + iv;
+        if (skip && (gu < 0 || gu >= s.IUn)) continue;
         const int gh = s.vertical ? gv : gu, gw = s.vertical ? gu : gv;
         float v = 0.0f;
         if (c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W)
@@ -192,11 +200,7 @@ __global__ void __launch_bounds__(DWL_THREADS) dwl_kernel(DwlShape s, const TX* 
         const int at = s.SV == 1 ? iv : iv % s.SV * s.IVlen + iv / s.SV;
         xs[c * s.plane + iu * s.IVrow + at] = v;
     }
-    // With finite weights, taps that meet x's zero padding add nothing (0 * w = 0) and are skipped: filter
-    // rows outside x for an output row, and columns outside x for a whole strip (from a multiple of four,
-    // for the aligned weight loads). Half the taps of RepLKNet's 27x27 filters on 14x14 planes. An Inf or
-    // NaN weight on padding gives NaN, as in PyTorch, so then every tap runs.
-    const bool skip = __syncthreads_and(finite);
+    __syncthreads();
     grid_launch_dependents();
 
     // The walks: thread (k, c, strip, ou), u fastest across a warp (rows an odd stride apart fall in

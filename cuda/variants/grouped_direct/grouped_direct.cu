@@ -524,7 +524,9 @@ const conv_config GD_CONFIGS[] = {
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side (without dilation) to the
-// large-filter kernel, 16 outputs a thread, 8 where that wastes fewer at the plane's edge; else the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
+// large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on both sides, the plane 28 or
+// more along its sliding side and the grid has 64K such threads or more (RepLKNet's 31x31 and 29x29, fp16
+// UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch 1 everywhere); else the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
 // ones would leave the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output); else, f16 /
 // bf16, in tall tiles, which read each input vector for more outputs (the fastest on most of the depthwise
 // suite's batch-32 layers on the H100): 4 rows x 4 columns for 5x5 and
@@ -543,8 +545,10 @@ const conv_config GD_CONFIGS[] = {
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
     if (dwl_fits(p, 0) == CONV_OK && std::max(p->KH, p->KW) >= DWL_MIN_FILTER) {
-        const int64_t along = p->KH > p->KW ? conv_out_h(p) : OW;  // outputs along the sliding side
-        return (along + 15) / 16 * 16 - along > (along + 7) / 8 * 8 - along ? "lk_q8" : "lk_q16";
+        const bool tall = p->KH > p->KW;  // the longer side slides
+        const int64_t along = tall ? conv_out_h(p) : OW, across = tall ? OW : conv_out_h(p);
+        const int64_t strips16 = p->B * p->C * across * ((along + 15) / 16);
+        return std::min(p->KH, p->KW) >= 13 && along >= 28 && strips16 >= 65536 ? "lk_q16" : "lk_q8";
     }
     if (dw_nhwc_fits(p, 0) == CONV_OK && GdTileLaunch<1, 2, 16, 8>::fits(p)) {
         const int64_t vectors16 = p->B * conv_out_h(p) * OW * p->C / (16 / (int64_t)conv_dtype_size(p->x_dtype));
