@@ -374,7 +374,7 @@ def test_default_config_per_shape():
     assert default_of(SHAPES["resnext_g2_cg32_s2"]) == "m8x4_t8x8"  # 8 output columns
     assert default_of(ConvCase(2, 64, 60, 60, 64, 3, 3, padding=(1, 1), groups=8)) == "m8_t32x16"
     assert default_of(SHAPES["mbv2_3x3_s1"].with_(x_layout="NHWC")) == "m1_t16x16"  # y NCHW: tiled
-    # Filters of 9 or more on a side: the large-filter kernel, 16 outputs a thread for square filters of 13+ on
+    # Filters of 9 or more on a side and 64 taps or more: the large-filter kernel, 16 outputs a thread for square filters of 13+ on
     # planes 28+ wide along the sliding side in grids of 64K such threads, else 8.
     big = ConvCase(32, 128, 56, 56, 128, 31, 31, padding=(15, 15), groups=128)
     assert default_of(big) == "lk_q16"
@@ -382,7 +382,8 @@ def test_default_config_per_shape():
     assert default_of(big.with_(W=27, **nhwc)) == "lk_q8"  # 27 columns
     assert default_of(LK_SHAPES["31x31_c6"]) == "lk_q8"
     assert default_of(LK_SHAPES["51x5_c5"].with_(B=512)) == "lk_q8"  # 5 columns of taps
-    assert default_of(LK_SHAPES["1x11_c12"]) == "lk_q8"
+    assert not default_of(LK_SHAPES["1x11_c12"]).startswith("lk")  # 11 taps: the tiles
+    assert not default_of(LK_SHAPES["11x1_c12"].with_(**nhwc)).startswith("lk")
     assert default_of(LK_SHAPES["13x13_s2_c10"].with_(dilation=(2, 2))) == "nchw_r4"  # dilated: the plain kernel
 
 

@@ -48,8 +48,10 @@ constexpr int64_t DW_SMALL_GRID = 32768;
 constexpr int GD_MAX_CG = 64;
 // The largest tile side (TR*PT rows, TW columns): a tile runs up to one less past the output's edge.
 constexpr int GD_MAX_TILE = 32;
-// Filters this long on a side or longer go to depthwise_large.cu by default (the unrolled kernels stop at 7).
-constexpr int64_t DWL_MIN_FILTER = 9;
+// Depthwise filters this long on a side or longer, with this many taps or more, go to depthwise_large.cu by
+// default (the unrolled kernels stop at 7x7; InceptionNeXt's 1x11 and 11x1 bands, 11 taps over 12-96
+// channels, ran 2-4x faster on the tiles: H200, batch 1 and 32).
+constexpr int64_t DWL_MIN_FILTER = 9, DWL_MIN_TAPS = 64;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
@@ -523,8 +525,8 @@ const conv_config GD_CONFIGS[] = {
     {"lk_q8", gd_large_run<8>, gd_large_supports},
 };
 
-// Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side (without dilation) to the
-// large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on both sides, the plane 28 or
+// Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more (without
+// dilation) to the large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on both sides, the plane 28 or
 // more along its sliding side and the grid has 64K such threads or more (RepLKNet's 31x31 and 29x29, fp16
 // UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch 1 everywhere); else the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
 // ones would leave the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output); else, f16 /
@@ -544,7 +546,7 @@ const conv_config GD_CONFIGS[] = {
 // to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
-    if (dwl_fits(p, 0) == CONV_OK && std::max(p->KH, p->KW) >= DWL_MIN_FILTER) {
+    if (dwl_fits(p, 0) == CONV_OK && std::max(p->KH, p->KW) >= DWL_MIN_FILTER && p->KH * p->KW >= DWL_MIN_TAPS) {
         const bool tall = p->KH > p->KW;  // the longer side slides
         const int64_t along = tall ? conv_out_h(p) : OW, across = tall ? OW : conv_out_h(p);
         const int64_t strips16 = p->B * p->C * across * ((along + 15) / 16);
