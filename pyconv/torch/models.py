@@ -1,5 +1,6 @@
-"""Networks to convert, for the tests and bench/torch_models.py: the main job's LeNet-5 and twelve torchvision
-networks (random weights; torchvision is imported only when one of those is asked for)."""
+"""Networks to convert, for the tests and bench/torch_models.py: the main job's LeNet-5, twelve torchvision
+networks (random weights; torchvision is imported only when one of those is asked for) and two parts of
+RepLKNet-31B's stages (large-kernel depthwise blocks)."""
 from __future__ import annotations
 
 import torch
@@ -22,6 +23,45 @@ def _torchvision(name: str):
     return build
 
 
+class _RepLKBlock(nn.Module):
+    """RepLKNet's RepLKBlock in its inference form (DingXiaoH/RepLKNet-pytorch, replknet.py): BN, 1x1 conv + BN
+    + ReLU, the depthwise K x K conv (its small-kernel branch merged: one conv with a bias), ReLU, 1x1 conv + BN,
+    and the residual."""
+
+    def __init__(self, channels: int, kernel: int):
+        super().__init__()
+        self.prelkb_bn = nn.BatchNorm2d(channels)
+        self.pw1 = nn.Sequential(nn.Conv2d(channels, channels, 1, bias=False), nn.BatchNorm2d(channels), nn.ReLU())
+        self.large_kernel = nn.Conv2d(channels, channels, kernel, padding=kernel // 2, groups=channels)
+        self.lk_nonlinear = nn.ReLU()
+        self.pw2 = nn.Sequential(nn.Conv2d(channels, channels, 1, bias=False), nn.BatchNorm2d(channels))
+
+    def forward(self, x):
+        return x + self.pw2(self.lk_nonlinear(self.large_kernel(self.pw1(self.prelkb_bn(x)))))
+
+
+class _ConvFFN(nn.Module):
+    """RepLKNet's ConvFFN: BN, 1x1 conv to 4x the channels + BN, GELU, 1x1 conv back + BN, and the residual."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.preffn_bn = nn.BatchNorm2d(channels)
+        self.pw1 = nn.Sequential(nn.Conv2d(channels, 4 * channels, 1, bias=False), nn.BatchNorm2d(4 * channels))
+        self.nonlinear = nn.GELU()
+        self.pw2 = nn.Sequential(nn.Conv2d(4 * channels, channels, 1, bias=False), nn.BatchNorm2d(channels))
+
+    def forward(self, x):
+        return x + self.pw2(self.nonlinear(self.pw1(self.preffn_bn(x))))
+
+
+def _replknet31b_stage(channels: int, kernel: int, pairs: int):
+    """Part of a RepLKNet-31B stage (create_RepLKNet31B: channels 128 / 256 / 512 / 1024, kernels 31 / 29 /
+    27 / 13 at 56 / 28 / 14 / 7 pixels): `pairs` RepLKBlock + ConvFFN pairs, as the stage alternates them."""
+    def build():
+        return nn.Sequential(*[m for _ in range(pairs) for m in (_RepLKBlock(channels, kernel), _ConvFFN(channels))])
+    return build
+
+
 # name: (builder, input (C, H, W))
 NETWORKS = {
     "lenet5": (lenet5, lenet_model.INPUT_SHAPE),
@@ -36,6 +76,10 @@ NETWORKS = {
     "shufflenet_v2_x1_0": (_torchvision("shufflenet_v2_x1_0"), (3, 224, 224)),
     "densenet121": (_torchvision("densenet121"), (3, 224, 224)),
     "googlenet": (_torchvision("googlenet"), (3, 224, 224)),
+    # Large-kernel depthwise blocks (issue 44): RepLKNet-31B's first stage whole (2 pairs, 31x31) and 2 of the
+    # 18 pairs of its third (27x27).
+    "replknet31b_s0": (_replknet31b_stage(128, 31, 2), (128, 56, 56)),
+    "replknet31b_s2": (_replknet31b_stage(512, 27, 2), (512, 14, 14)),
 }
 # The four the suite and the default bench run; the rest for --models (the project does not tune for them).
 DEFAULT_NETWORKS = ("lenet5", "resnet18", "mobilenet_v2", "convnext_tiny")
