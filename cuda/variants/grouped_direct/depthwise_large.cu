@@ -16,10 +16,14 @@
 //   - Strides: the staged slide coordinate is stored split by phase (all positions = p mod stride, then
 //     the next p), so that the taps of one phase walk consecutive words at any stride; each phase is a
 //     walk of its own with its own taps (filter columns p, p + stride, ...).
+//   - Taps that meet x's zero padding are skipped (whole filter rows, and a strip's columns) where the
+//     block's weights are all finite; with an Inf or NaN weight every tap runs, so that one on padding
+//     gives NaN (0 * Inf), as in PyTorch.
+//   - Small grids: several threads share an output strip, each with every KS-th filter row; the partial
+//     sums are added in a fixed order in the store (the same result on every run).
 // One kernel per (x dtype, Q): the layouts, stride, filter size and y dtype are run-time values that only
 // the staging and the store read. Blocks, tiles and channels a block are chosen per problem (dwl_plan).
-// A tap on padding meets a zero and still its weight: an Inf or NaN weight there gives NaN, as in
-// PyTorch.
+// H200 figures and the steps that led here: bench/PERF_NOTES.md, "Large depthwise filters".
 
 #include <algorithm>
 #include <cfloat>
@@ -130,9 +134,8 @@ __device__ __forceinline__ void dwl_walk(float (&acc)[Q], const float* xin, cons
 // 72 registers (the 16-output walk needs 79 unbounded): four blocks of 224 threads an SM instead of three,
 // without spills.
 template <class TX, int Q>
-__global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
-                                                          const TX* __restrict__ w, const void* __restrict__ bias,
-                                                          void* __restrict__ y) {
+__global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x, const TX* __restrict__ w,
+                                           const void* __restrict__ bias, void* __restrict__ y) {
     extern __shared__ float4 dwl_smem[];
     float* ws = reinterpret_cast<float*>(dwl_smem);  // [CB][KU][SV][Apad]
     float* xs = ws + s.CB * s.wplane;                // [CB][IU][IVrow]: [phase][IVlen] in a row
@@ -401,6 +404,14 @@ int dwl_fits(const conv_problem* p, int report) {
         if (!report) return CONV_ERR_UNSUPPORTED;
         return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: the lk_* configurations take no dilation, got %lldx%lld",
                               (long long)p->dilation_h, (long long)p->dilation_w);
+    }
+    DwlShape s;
+    if (dwl_plan(p, 16, 1, DWL_SMEM_BUDGET, &s) == 0) {  // host arithmetic only: the same answer without a GPU
+        if (!report) return CONV_ERR_UNSUPPORTED;
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "grouped_direct: the lk_* configurations' window of one output row (KH=%lld, KW=%lld) "
+                              "and its filter take more than %d KB of shared memory",
+                              (long long)p->KH, (long long)p->KW, DWL_SMEM_BUDGET / 1024);
     }
     return CONV_OK;
 }
