@@ -11,7 +11,9 @@ paths (3x3 / 5x5 at strides 1 and 2 and 7x7 unrolled, the generic kernel, 8-chan
 and the 4-channel ones where C % 8 != 0, the narrow configurations' 4-byte vectors (1 fp32 channel, 2
 f16 / bf16) with their taps in registers or staged (7x7 in f16 / bf16, the generic kernel), channel
 blocks split evenly, tiles and row bands that do not divide the output, a channel multiplier, mixed
-dtypes); plus the NHWC kernel's fallbacks for operands its vectors cannot load, and the refusals.
+dtypes); plus the NHWC kernel's fallbacks for operands its vectors cannot load, and the refusals. The
+large-filter kernel (depthwise_large.cu, lk_q*) on RepLKNet / SLaK / InceptionNeXt-like filters at strides 1-3 in
+every dtype and layout pair, with NaN / Inf placement in x and an Inf weight on padding.
 float64 oracle, fresh random data, outputs poisoned with NaN.
 """
 import numpy as np
