@@ -17,7 +17,7 @@
 # lenet-process per-call torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark";
 # "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
-# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default), "bench-*-cmp"/"bench-groups"/"bench-large-kernel" (not by default)/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments), PYTEST_PATHS (what pytest runs, default tests/; "" to name files in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default), "bench-*-cmp"/"bench-groups"/"bench-large-kernel" (not by default)/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments, split on spaces), PYTEST_K (a -k expression, spaces allowed), PYTEST_PATHS (what pytest runs, default tests/; "" to name files, with absolute paths, in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
 # cmake/cuda_architectures.cmake).
 set -uo pipefail
@@ -106,7 +106,11 @@ else
 fi
 
 # 3. The full test suite (GPU tests included).
-step tests python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} ${PYTEST_PATHS-"$repo/tests"}
+# PYTEST_ARGS is split on spaces; a -k expression with spaces goes in PYTEST_K. Test paths run from $out:
+# name them absolute ("$PWD/tests/test_x.py" in the command that starts this script).
+pytest_k=()
+[ -n "${PYTEST_K:-}" ] && pytest_k=(-k "$PYTEST_K")
+step tests python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "${pytest_k[@]}" ${PYTEST_PATHS-"$repo/tests"}
 
 # 3a. The suite again with each file (and each variant's capability matrix) in its own process, and
 # memcheck on each variant's first failure: where a kernel fault poisoned a whole run, this names it.
