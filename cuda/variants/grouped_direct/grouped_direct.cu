@@ -546,7 +546,7 @@ const conv_config GD_CONFIGS[] = {
 // to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
-    if (dwl_fits(p, 0) == CONV_OK && std::max(p->KH, p->KW) >= DWL_MIN_FILTER && p->KH * p->KW >= DWL_MIN_TAPS) {
+    if (std::max(p->KH, p->KW) >= DWL_MIN_FILTER && p->KH * p->KW >= DWL_MIN_TAPS && dwl_fits(p, 0) == CONV_OK) {
         const bool tall = p->KH > p->KW;  // the longer side slides
         const int64_t along = tall ? conv_out_h(p) : OW, across = tall ? OW : conv_out_h(p);
         const int64_t strips16 = p->B * p->C * across * ((along + 15) / 16);
