@@ -525,10 +525,11 @@ const conv_config GD_CONFIGS[] = {
     {"lk_q8", gd_large_run<8>, gd_large_supports},
 };
 
-// Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more (without
-// dilation) to the large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on both sides, the plane 28 or
-// more along its sliding side and the grid has 64K such threads or more (RepLKNet's 31x31 and 29x29, fp16
-// UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch 1 everywhere); else the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
+// Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
+// (without dilation) to the large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on
+// both sides, the plane 28 or more along its sliding side and the grid has 64K such threads or more
+// (RepLKNet's 31x31 and 29x29, fp16 UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch
+// 1 everywhere); else the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
 // ones would leave the GPU mostly idle (fewer than DW_SMALL_GRID of them over the output); else, f16 /
 // bf16, in tall tiles, which read each input vector for more outputs (the fastest on most of the depthwise
 // suite's batch-32 layers on the H100): 4 rows x 4 columns for 5x5 and

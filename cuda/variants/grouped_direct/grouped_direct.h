@@ -73,8 +73,8 @@ int dwt_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 int dwt_unrolled(const conv_problem* p);
 
 // CONV_OK if the large-filter depthwise kernel (depthwise_large.cu) takes the problem: depthwise
-// (groups == C == M), no dilation; any filter, stride, layouts and dtypes. Else CONV_ERR_UNSUPPORTED,
-// naming the reason where `report`.
+// (groups == C == M), no dilation, a filter whose one-row window fits a block's shared memory; any stride,
+// layouts and dtypes. Else CONV_ERR_UNSUPPORTED, naming the reason where `report`.
 int dwl_fits(const conv_problem* p, int report);
 
 // Runs it: a thread computes Q consecutive outputs along the filter's longer side from a circular window of
