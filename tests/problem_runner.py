@@ -338,6 +338,17 @@ def skip_unless_available(variant: str) -> None:
         pytest.skip(f"{variant} unavailable here: {facts.reason}")
 
 
+def default_config(variant: str, case: ConvCase) -> str:
+    """The configuration the variant's plan for the case takes when none is named."""
+    info = ffi().new("conv_plan_info*")
+    plan = ffi().new("conv_plan**")
+    check(lib().conv2d_plan_create(variant_id(variant), make_problem(case), ffi().NULL, -1, plan))
+    check(lib().conv2d_plan_get_info(plan[0], info))
+    name = ffi().string(info.config_name).decode()
+    check(lib().conv2d_plan_destroy(plan[0]))
+    return name
+
+
 def check_swept_configs(variant: str, swept) -> None:
     """A variant's tests sweep every configuration the library has (a new one must join them); skipped in
     a build without CUDA, where GPU variants have none."""

@@ -4,12 +4,15 @@ fresh random data with poisoned outputs; odd lengths and channel counts that do 
 8-element vectors; NaN / Inf placement. The torch ops are in test_torch_causal.py."""
 import numpy as np
 import pytest
+import problem_runner as pr
 from conftest import requires_gpu
 from oracle import conv2d_reference, rel_l2
 
 import pyconv
 
-HALF_BOUND = {"float32": 1e-5, "float16": 2e-3}
+# depthwise_conv1d's configurations: rows_* (NCL, 4 or 1 pieces a lane), cols_* (NLC, 16 / 8 / 4 steps a thread), simple
+CONFIGS = ["rows_p4", "rows_p1", "cols_r16", "cols_r8", "cols_r4", "simple"]
+HALF_BOUND = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 8e-3}
 
 
 def silu(v):
@@ -94,9 +97,9 @@ def test_cpu_inf_weight_on_causal_padding(rng):
 
 
 @requires_gpu
-@pytest.mark.parametrize("config", ["rows", "cols", "simple"])
+@pytest.mark.parametrize("config", CONFIGS)
 def test_gpu_inf_weight_on_causal_padding(config, rng):
-    inf_weight_on_causal_padding("depthwise_conv1d", config, rng, "NHWC" if config == "cols" else "NCHW")
+    inf_weight_on_causal_padding("depthwise_conv1d", config, rng, "NHWC" if config.startswith("cols") else "NCHW")
 
 
 def test_update_refuses_host_arrays_in_words():
@@ -107,7 +110,6 @@ def test_update_refuses_host_arrays_in_words():
 
 # ---- the GPU kernels ----
 
-CONFIGS = ["rows", "cols", "simple"]
 SHAPES = [  # B, D, L, K, dilation: vectors of 8 that fit, that do not, K = 1..7, short and odd lengths
     (2, 16, 64, 4, 1), (1, 24, 37, 3, 1), (3, 8, 5, 2, 1), (1, 13, 100, 4, 1), (2, 32, 129, 4, 2),
     (1, 40, 16, 7, 1), (2, 8, 9, 1, 1), (1, 64, 1, 4, 1),
@@ -154,6 +156,32 @@ def test_depthwise_conv1d_kernels_match_oracle(config, layout, dtype, shape, rng
         assert rel_l2(got, ref) <= bound, (epilogue, rel_l2(got, ref))
 
 
+def test_every_configuration_is_swept():
+    pr.skip_unless_available("depthwise_conv1d")
+    pr.check_swept_configs("depthwise_conv1d", CONFIGS)
+
+
+def _causal_case(B, D, L, K, dtype="f32", layout="NCHW"):
+    return pr.ConvCase(B, D, 1, L, D, 1, K, padding=(0, K - 1), extra=(0, -(K - 1)), groups=D, x_dtype=dtype,
+                       y_dtype=dtype, x_layout=layout, y_layout=layout, bias=True, epilogue="silu")
+
+
+def test_default_config_per_shape():
+    """The untuned choice by thread count (the kernels' comments give the H200 timings behind it)."""
+    pr.skip_unless_available("depthwise_conv1d")
+    name = "depthwise_conv1d"
+    assert pr.default_config(name, _causal_case(1, 1536, 128, 4, "bf16")) == "rows_p1"  # 24K pieces
+    assert pr.default_config(name, _causal_case(8, 4096, 2048, 4, "bf16")) == "rows_p4"
+    assert pr.default_config(name, _causal_case(1, 12288, 16384, 4)) == "rows_p4"
+    nlc = dict(layout="NHWC")
+    assert pr.default_config(name, _causal_case(1, 1536, 128, 4, "bf16", **nlc)) == "cols_r4"  # 6K threads of r8
+    assert pr.default_config(name, _causal_case(8, 4096, 2048, 4, "bf16", **nlc)) == "cols_r16"
+    assert pr.default_config(name, _causal_case(8, 5120, 128, 4, "bf16", **nlc)) == "cols_r8"  # 82K threads of r16
+    assert pr.default_config(name, _causal_case(8, 4096, 2048, 4, "f32", **nlc)) == "cols_r8"
+    assert pr.default_config(name, _causal_case(2, 13, 64, 4, "f32", **nlc)) == "simple"  # 13 channels: no 8-byte words
+    assert pr.default_config(name, _causal_case(2, 16, 64, 5)) == "simple"  # K = 5
+
+
 @requires_gpu
 @pytest.mark.parametrize("config", CONFIGS)
 def test_depthwise_conv1d_places_nan_and_inf_as_the_oracle(config, rng):
@@ -164,7 +192,7 @@ def test_depthwise_conv1d_places_nan_and_inf_as_the_oracle(config, rng):
     x[1, 5, 0, 0] = np.inf
     x[1, 7, 0, 39] = -np.inf
     w = rng.uniform(0.1, 1, (D, 1, 1, K))
-    layout = torch.channels_last if config == "cols" else torch.contiguous_format
+    layout = torch.channels_last if config.startswith("cols") else torch.contiguous_format
     xt = torch.tensor(x, dtype=torch.float32, device="cuda").contiguous(memory_format=layout)
     out = torch.full((B, D, 1, L), 7.0, device="cuda").contiguous(memory_format=layout)
     pyconv.conv2d(xt, torch.tensor(w, dtype=torch.float32, device="cuda"), padding="causal", groups=D,
@@ -193,19 +221,24 @@ def test_auto_and_other_variants_on_causal_problems(rng):
 
 
 @requires_gpu
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("B, D, T, K, S", [(1, 64, 1, 4, 3), (3, 37, 1, 4, 5), (2, 16, 3, 2, 1), (4, 8, 6, 3, 2)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("B, D, T, K, S", [
+    (1, 64, 1, 4, 3), (3, 37, 1, 4, 5), (2, 16, 3, 2, 1), (4, 8, 6, 3, 2),
+    # one token with K-1 or K state values: the one-step kernel (odd D too)
+    (5, 40, 1, 4, 4), (2, 19, 1, 3, 2), (2, 24, 1, 3, 3), (3, 16, 1, 2, 1), (1, 9, 1, 2, 2),
+])
 @pytest.mark.parametrize("activation", [None, "silu"])
-def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation, rng):
+@pytest.mark.parametrize("aligned", [True, False])
+def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation, aligned, rng):
     """Steps of the update over a sequence give the causal conv of the whole sequence, and the state
-    holds its last S inputs."""
+    holds its last S inputs. A state that does not start on a 16-byte boundary takes the general kernel."""
     torch = _cuda_torch()
     tdtype = getattr(torch, dtype)
     steps = 3
     seq = torch.tensor(rng.uniform(-2, 2, (B, D, steps * T)), dtype=tdtype, device="cuda")
     w = torch.tensor(rng.uniform(-1, 1, (D, K)), dtype=tdtype, device="cuda")
     b = torch.tensor(rng.uniform(-1, 1, D), dtype=tdtype, device="cuda")
-    state = torch.zeros((B, D, S), dtype=tdtype, device="cuda")
+    state = torch.zeros(B * D * S + 1, dtype=tdtype, device="cuda")[0 if aligned else 1:][:B * D * S].view(B, D, S)
     outs = []
     for i in range(steps):
         x = seq[:, :, i * T:(i + 1) * T].contiguous()
@@ -215,6 +248,7 @@ def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation,
     s64 = seq.double().cpu().numpy()
     ref = causal_reference(s64, w.double().cpu().numpy()[:, None, :], b.double().cpu().numpy(), epilogue=activation)
     assert rel_l2(got, ref) <= HALF_BOUND[dtype]
+    assert np.isfinite(got).all()
     last = np.concatenate([np.zeros((B, D, S)), s64], axis=2)[:, :, -S:]
     assert np.array_equal(state.double().cpu().numpy(), last)
 

@@ -335,13 +335,7 @@ def test_large_filter_kernel_inf_weight_on_padding(config, rng):
 
 def default_of(case):
     """The configuration grouped_direct's plan for the case takes when none is named."""
-    info = ffi().new("conv_plan_info*")
-    plan = ffi().new("conv_plan**")
-    check(lib().conv2d_plan_create(pr.variant_id(NAME), pr.make_problem(case), ffi().NULL, -1, plan))
-    check(lib().conv2d_plan_get_info(plan[0], info))
-    name = ffi().string(info.config_name).decode()
-    check(lib().conv2d_plan_destroy(plan[0]))
-    return name
+    return pr.default_config(NAME, case)
 
 
 def test_default_config_per_shape():

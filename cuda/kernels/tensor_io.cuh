@@ -79,12 +79,20 @@ struct ConvLayout {
 // ---- epilogue ----
 // bias (already widened to float; 0 without one), then the activation of a conv_epilogue: ReLU
 // (RELU_MAXPOOL's too) max(v, 0) with NaN kept (v < 0 is false for NaN), or SiLU v * 1 / (1 + exp(-v))
-// with the hardware exponential and a rounded reciprocal: a memory-bound kernel in fp16 / bf16 has ~25
-// instructions an output, which expf and an IEEE division would take whole. Relative error ~1e-6 where
-// v is moderate; +Inf -> +Inf, -Inf -> NaN (as PyTorch's), large -v -> -0.
+// with the hardware exponential and the hardware reciprocal (one MUFU.RCP, 1 ulp): a memory-bound kernel
+// in fp16 / bf16 has ~25 instructions an output, which expf and an IEEE division would take whole, and
+// __frcp_rn's range check and slow path cost another 8 and a divergent branch. Relative error ~1e-6
+// where v is moderate; +Inf -> +Inf, -Inf -> NaN (as PyTorch's: 1 + exp(Inf) = Inf, whose reciprocal is
+// 0), large -v -> -0 (a reciprocal below 2^-126 flushes to 0).
+__device__ __forceinline__ float conv_rcp_approx(float d) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+    return r;
+}
+
 __device__ __forceinline__ float conv_activation_value(float acc, float bias, int act) {
     const float v = acc + bias;
-    if (act == CONV_EPILOGUE_SILU) return v * __frcp_rn(1.0f + __expf(-v));
+    if (act == CONV_EPILOGUE_SILU) return v * conv_rcp_approx(1.0f + __expf(-v));
     return act != CONV_EPILOGUE_NONE && v < 0.0f ? 0.0f : v;
 }
 

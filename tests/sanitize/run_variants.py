@@ -127,6 +127,8 @@ CAUSAL_SHAPES = [
     ((2, 13, 1, 9), 2, 1, False, np.float16, None),
     ((1, 8, 1, 20), 5, 2, False, np.float32, "relu"),
     ((3, 8, 1, 5), 4, 1, True, np.float32, None),
+    ((2, 16, 1, 45), 4, 1, True, np.float32, "silu"),  # the cols kernels' chunks, a partial last one
+    ((1, 32, 1, 77), 3, 1, True, np.float16, "silu"),
 ]
 
 
@@ -149,14 +151,17 @@ def run_causal(rng, name: str, config=None) -> None:
 
 
 def run_causal_update(rng) -> None:
-    """conv1d_causal_update: one token and three, state longer than K-1, odd channel counts."""
-    for B, D, T, K, S in ((2, 13, 1, 4, 3), (1, 16, 3, 4, 5), (3, 8, 2, 2, 1)):
-        x = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, T)).astype(np.float32))
-        state = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, S)).astype(np.float32))
-        w = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (D, K)).astype(np.float32))
-        b = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, D).astype(np.float32))
+    """conv1d_causal_update: one token and three, state longer than K-1, odd channel counts; the one-token
+    kernel (state of K-1 or K values) in fp32 and fp16."""
+    for B, D, T, K, S, dtype in ((2, 13, 1, 4, 3, np.float32), (1, 16, 3, 4, 5, np.float32),
+                                 (3, 8, 2, 2, 1, np.float32), (2, 13, 1, 4, 4, np.float32),
+                                 (3, 24, 1, 3, 2, np.float16), (2, 40, 1, 4, 4, np.float16)):
+        x = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, T)).astype(dtype))
+        state = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, S)).astype(dtype))
+        w = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (D, K)).astype(dtype))
+        b = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, D).astype(dtype))
         y = pyconv.conv1d_causal_update(x, state, w, b, activation="silu")
-        print(f"conv1d_causal_update ({B}, {D}, {T}) K={K} S={S} -> {y.shape}")
+        print(f"conv1d_causal_update ({B}, {D}, {T}) K={K} S={S} {np.dtype(dtype).name} -> {y.shape}")
 
 
 def run_network_ops(rng) -> None:

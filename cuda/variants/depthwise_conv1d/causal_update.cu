@@ -2,7 +2,13 @@
 // model generating token by token keeps, per (batch, channel), the last S >= K-1 inputs (the state);
 // each step convolves them with the T new inputs, writes T outputs and shifts the state by T. Pure
 // latency at small batch (one small kernel), pure bandwidth at large batch (state, x, y: each once).
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
 #include "cuda_util.cuh"
+#include "int_divider.cuh"
 #include "tensor_io.cuh"
 
 namespace {
@@ -41,17 +47,105 @@ __global__ void causal_update_kernel(UpdateArgs a, const TX* __restrict__ x, TX*
     }
 }
 
+// The common decoding step, one token (T = 1) with a state of K-1 or K values (the causal-conv1d
+// package's tests keep K-1; Mamba's blocks keep K), x and y of one dtype: the state row is S values at
+// compile time, loaded and stored in the widest words its bytes allow (Mamba's 4-value bf16 / fp32 rows:
+// one 8- or 16-byte word), the taps likewise, no loops and no per-value branch. For T = 1 both layouts
+// put x[b, d] and y[b, d] at b * D + d. (The generic kernel above spent ~4x the floor at B x D = 256 x
+// 8192: scalar 2-byte state accesses, run-time loops over S, K and T.)
+template <class T, int N>
+struct RowOf {
+    static constexpr int kBytes = N * (int)sizeof(T);
+    using Word = typename std::conditional<
+        kBytes % 16 == 0, uint4,
+        typename std::conditional<kBytes % 8 == 0, uint2,
+                                  typename std::conditional<kBytes % 4 == 0, unsigned, T>::type>::type>::type;
+    static constexpr int kWords = kBytes / (int)sizeof(Word);
+    // N values of a row whose start is a multiple of kBytes from a 16-byte boundary
+    __device__ __forceinline__ static void load(const T* p, T (&v)[N]) {
+        Word u[kWords];
+#pragma unroll
+        for (int i = 0; i < kWords; ++i) u[i] = reinterpret_cast<const Word*>(p)[i];
+        memcpy(v, u, kBytes);
+    }
+    __device__ __forceinline__ static void store(T* p, const T (&v)[N]) {
+        Word u[kWords];
+        memcpy(u, v, kBytes);
+#pragma unroll
+        for (int i = 0; i < kWords; ++i) reinterpret_cast<Word*>(p)[i] = u[i];
+    }
+};
+
+template <class T, int K, int S>
+__global__ void __launch_bounds__(256) causal_step_kernel(int rows, ConvDivider by_d, int act, const T* __restrict__ x,
+                                                         T* __restrict__ state, const T* __restrict__ w,
+                                                         const T* __restrict__ bias, T* __restrict__ y) {
+    static_assert(S == K - 1 || S == K, "a state of K-1 or K values");
+    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= rows) return;
+    uint32_t d;
+    by_d.divmod((uint32_t)idx, &d);
+    T* st = state + (long long)idx * S;
+    T old[S], taps[K];
+    RowOf<T, S>::load(st, old);
+    RowOf<T, K>::load(w + (long long)d * K, taps);
+    const T token = x[idx];
+    // window: the state's last K-1 values, then the token
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K - 1; ++k) acc = fmaf(conv_load(old, S - (K - 1) + k), conv_load(taps, k), acc);
+    acc = fmaf(conv_load(&token, 0), conv_load(taps, K - 1), acc);
+    y[idx] = conv_store_as<T>(conv_activation_value(acc, bias ? conv_load(bias, d) : 0.0f, act));
+    T shifted[S];
+#pragma unroll
+    for (int j = 0; j + 1 < S; ++j) shifted[j] = old[j + 1];
+    shifted[S - 1] = token;
+    RowOf<T, S>::store(st, shifted);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 struct UpdateLaunch {
     template <class TX, class TY>
     static int run(const conv_problem* p, const UpdateArgs& a, const void* x, void* state, const void* w,
                    const void* bias, void* y, cudaStream_t stream) {
         (void)p;
         const long long rows = (long long)a.B * a.D;
+        if constexpr (std::is_same<TX, TY>::value) {
+            if (a.T == 1 && (a.S == a.K - 1 || a.S == a.K) && a.K >= 2 && a.K <= 4 && aligned16(state) &&
+                aligned16(w))
+                return step<TX>(a, rows, static_cast<const TX*>(x), static_cast<TX*>(state),
+                                static_cast<const TX*>(w), static_cast<const TX*>(bias), static_cast<TX*>(y), stream);
+        }
         const int threads = 128;
         causal_update_kernel<TX, TY><<<(unsigned)((rows + threads - 1) / threads), threads, 0, stream>>>(
             a, static_cast<const TX*>(x), static_cast<TX*>(state), static_cast<const TX*>(w),
             static_cast<const TY*>(bias), static_cast<TY*>(y));
         CONV_LAUNCH_CHECK(causal_update_kernel);
+        return CONV_OK;
+    }
+
+    template <class T>
+    static int step(const UpdateArgs& a, long long rows, const T* x, T* state, const T* w, const T* bias, T* y,
+                    cudaStream_t stream) {
+        const unsigned blocks = (unsigned)((rows + 255) / 256);
+        const ConvDivider by_d = ConvDivider::of((uint32_t)a.D);
+        const bool full = a.S == a.K;
+        switch (a.K) {
+        case 2:
+            full ? causal_step_kernel<T, 2, 2><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y)
+                 : causal_step_kernel<T, 2, 1><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
+            break;
+        case 3:
+            full ? causal_step_kernel<T, 3, 3><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y)
+                 : causal_step_kernel<T, 3, 2><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
+            break;
+        default:
+            full ? causal_step_kernel<T, 4, 4><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y)
+                 : causal_step_kernel<T, 4, 3><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
+            break;
+        }
+        CONV_LAUNCH_CHECK(causal_step_kernel);
         return CONV_OK;
     }
 };
