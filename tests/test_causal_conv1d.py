@@ -183,6 +183,25 @@ def test_default_config_per_shape():
 
 
 @requires_gpu
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_mixed_dtypes_take_the_simple_kernel(layout, rng):
+    """The fast configurations are built for x and y of one dtype and refuse others in words; the default
+    then takes the simple kernel, which computes bf16 x into fp32 y."""
+    torch = _cuda_torch()
+    B, D, L, K = 2, 16, 40, 4
+    fmt = torch.channels_last if layout == "NHWC" else torch.contiguous_format
+    x = torch.tensor(rng.uniform(-2, 2, (B, D, 1, L))).to(torch.bfloat16).cuda().contiguous(memory_format=fmt)
+    w = torch.tensor(rng.uniform(-1, 1, (D, 1, 1, K))).to(torch.bfloat16).cuda()
+    fast = "rows_p4" if layout == "NCHW" else "cols_r8"
+    with pytest.raises(pyconv.ConvUnsupportedError, match=r"depthwise_conv1d\[(rows|cols)\] takes x and y of one"):
+        pyconv.conv2d(x, w, padding="causal", groups=D, variant="depthwise_conv1d", config=fast, out_dtype="float32")
+    out = torch.full((B, D, 1, L), float("nan"), device="cuda").contiguous(memory_format=fmt)
+    pyconv.conv2d(x, w, padding="causal", groups=D, epilogue="silu", variant="depthwise_conv1d", out=out, sync=True)
+    ref = causal_reference(x.double().cpu().numpy()[:, :, 0], w.double().cpu().numpy()[:, :, 0], epilogue="silu")
+    assert rel_l2(out.cpu().numpy()[:, :, 0], ref) <= 1e-5
+
+
+@requires_gpu
 @pytest.mark.parametrize("config", CONFIGS)
 def test_depthwise_conv1d_places_nan_and_inf_as_the_oracle(config, rng):
     torch = _cuda_torch()

@@ -271,6 +271,23 @@ long long row_pieces(const conv_problem* p) {
     const long long e = 16 / conv_dtype_size(p->x_dtype);
     return (conv_out_w(p) + e - 1) / e;
 }
+// The fast kernels are built for x and y of one dtype (a sequence model's conv keeps its dtype); the six
+// mixed pairs would add ~300 KB to the library, and the simple kernel computes them.
+int one_dtype(const conv_problem* p, const char* config) {
+    if (p->x_dtype != p->y_dtype)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "depthwise_conv1d[%s] takes x and y of one dtype", config);
+    return CONV_OK;
+}
+
+template <class F, class... Args>
+int dispatch_one_dtype(const conv_problem* p, Args&&... args) {
+    switch (p->x_dtype) {
+    case CONV_F16: return F::template run<__half, __half>(args...);
+    case CONV_BF16: return F::template run<__nv_bfloat16, __nv_bfloat16>(args...);
+    default: return F::template run<float, float>(args...);
+    }
+}
+
 int supports_rows(const conv_problem* p) {
     if (p->x_layout != CONV_NCHW || p->y_layout != CONV_NCHW || p->KW < 2 || p->KW > 4 || p->stride_w != 1 ||
         p->dilation_w != 1 || p->pad_w != p->KW - 1)
@@ -281,7 +298,7 @@ int supports_rows(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "depthwise_conv1d[rows] numbers 16-byte pieces of y in 32 bits: B*C = %lld rows of "
                               "%lld pieces are too many", (long long)(p->B * p->C), row_pieces(p));
-    return CONV_OK;
+    return one_dtype(p, "rows");
 }
 
 // The cols configurations: a thread owns 8 bytes of channels, so C must be a multiple of them.
@@ -292,7 +309,7 @@ int supports_cols(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "depthwise_conv1d[cols] takes NHWC x and y, K = 2-4, stride 1, dilation 1 and "
                               "channels a multiple of %d (8 bytes)", per_thread);
-    return CONV_OK;
+    return one_dtype(p, "cols");
 }
 
 // x_word / y_word: the bytes a kernel moves at once (16 for rows; 8 and up to 16 for cols).
@@ -385,11 +402,11 @@ struct SimpleLaunch {
 
 template <int P>
 int run_rows(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return conv_dispatch_dtypes<FastLaunch<Rows<P>::template Kernel>>(p, p, t, conv_stream(stream));
+    return dispatch_one_dtype<FastLaunch<Rows<P>::template Kernel>>(p, p, t, conv_stream(stream));
 }
 template <int RUN, int CHUNK>
 int run_cols(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return conv_dispatch_dtypes<FastLaunch<Cols<RUN, CHUNK>::template Kernel>>(p, p, t, conv_stream(stream));
+    return dispatch_one_dtype<FastLaunch<Cols<RUN, CHUNK>::template Kernel>>(p, p, t, conv_stream(stream));
 }
 int run_simple(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
     return conv_dispatch_dtypes<SimpleLaunch>(p, p, t, conv_stream(stream));
