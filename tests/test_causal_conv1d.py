@@ -196,7 +196,8 @@ def test_mixed_dtypes_take_the_simple_kernel(layout, rng):
     with pytest.raises(pyconv.ConvUnsupportedError, match=r"depthwise_conv1d\[(rows|cols)\] takes x and y of one"):
         pyconv.conv2d(x, w, padding="causal", groups=D, variant="depthwise_conv1d", config=fast, out_dtype="float32")
     out = torch.full((B, D, 1, L), float("nan"), device="cuda").contiguous(memory_format=fmt)
-    pyconv.conv2d(x, w, padding="causal", groups=D, epilogue="silu", variant="depthwise_conv1d", out=out, sync=True)
+    pyconv.conv2d(x, w, padding="causal", groups=D, epilogue="silu", variant="depthwise_conv1d", out=out,
+                  out_dtype="float32", sync=True)
     ref = causal_reference(x.double().cpu().numpy()[:, :, 0], w.double().cpu().numpy()[:, :, 0], epilogue="silu")
     assert rel_l2(out.cpu().numpy()[:, :, 0], ref) <= 1e-5
 
