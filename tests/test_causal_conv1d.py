@@ -172,7 +172,7 @@ def test_default_config_per_shape():
     name = "depthwise_conv1d"
     assert pr.default_config(name, _causal_case(1, 1536, 128, 4, "bf16")) == "rows_p1"  # 24K pieces
     assert pr.default_config(name, _causal_case(8, 4096, 2048, 4, "bf16")) == "rows_p4"
-    assert pr.default_config(name, _causal_case(1, 12288, 16384, 4)) == "rows_p4"
+    assert pr.default_config(name, _causal_case(1, 12288, 16384, 4)) == "rows_p1"  # fp32: p1 everywhere
     nlc = dict(layout="NHWC")
     assert pr.default_config(name, _causal_case(1, 1536, 128, 4, "bf16", **nlc)) == "cols_r4"  # 6K threads of r8
     assert pr.default_config(name, _causal_case(8, 4096, 2048, 4, "bf16", **nlc)) == "cols_r16"

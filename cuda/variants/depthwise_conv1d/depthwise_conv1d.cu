@@ -422,10 +422,12 @@ const char* default_cols(const conv_problem* p) {
     return "cols_r8";
 }
 
-// rows_p4 (a lane takes 4 pieces) once it has 64K threads, rows_p1 below (H200, B = 1, L = 128,
-// D = 1536, SiLU: 2.0 against 3.1 us fp32, 2.3 against 3.6 us bf16); on long rows p4 is 2-4% faster than
-// p1 (fp32 D = 12288, L = 16384: 409 against 411 us; bf16 245 against 278 us).
+// 16-bit rows: rows_p4 (a lane takes 4 pieces) once it has 64K threads, rows_p1 below; fp32 rows: rows_p1.
+// H200, SiLU: bf16 D = 12288, L = 16384: p4 245 against p1 278 us, D = 12288, L = 2048: 32 against 37 us;
+// bf16 B = 1, L = 128, D = 1536: p1 2.3 against p4 3.6 us. In fp32 p1 is as fast or faster everywhere
+// measured (D = 5120, B = 8, L = 128: 10.1 against 10.9 us; L = 16384: 411 against 409).
 const char* default_rows(const conv_problem* p) {
+    if (conv_dtype_size(p->x_dtype) == 4) return "rows_p1";
     return p->B * p->C * row_pieces(p) / 4 >= 64 * 1024 ? "rows_p4" : "rows_p1";
 }
 
