@@ -61,17 +61,16 @@ _plans: dict = {}
 os.register_at_fork(after_in_child=_plans.clear)  # a parent's plans hold its CUDA context's kernels
 
 
-def _plan(x: Tensor, K: int, has_bias: bool, code: int, nhwc: bool, config: Optional[str] = None):
-    """A Conv2dPlan of the (B, D, 1, L) causal depthwise problem, cached on what it depends on; config
-    names one of depthwise_conv1d's launch configurations (the benches' sweep), None its default."""
+def _plan(x: Tensor, K: int, has_bias: bool, code: int, nhwc: bool):
+    """A Conv2dPlan of the (B, D, 1, L) causal depthwise problem, cached on what it depends on."""
     B, D, L = x.shape
-    key = (B, D, L, K, x.dtype, x.device, has_bias, code, nhwc, config)
+    key = (B, D, L, K, x.dtype, x.device, has_bias, code, nhwc)
     plan = _plans.get(key)
     if plan is None:
         dtype = str(x.dtype).replace("torch.", "")
         plan = api.Conv2dPlan((B, D, 1, L), (D, 1, 1, K), padding="causal", groups=D, bias=has_bias,
                               epilogue=_EPILOGUES[code], variant="depthwise_conv1d" if x.is_cuda else "cpu",
-                              config=config if x.is_cuda else None, dtype=dtype, layout="NHWC" if nhwc else "NCHW",
+                              dtype=dtype, layout="NHWC" if nhwc else "NCHW",
                               device=x.device.index if x.is_cuda else None)
         if len(_plans) > 1024:
             _plans.clear()
@@ -84,11 +83,7 @@ def causal_conv1d_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], activati
     """x (B, D, L) contiguous or channel-last, weight (D, K) contiguous, bias (D,) or None, all of x's
     dtype; activation 0 none, 1 ReLU, 2 SiLU."""
     nhwc = _channel_last(x)
-    return _launch(_plan(x, weight.shape[1], bias is not None, activation, nhwc), x, weight, bias)
-
-
-def _launch(plan, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    """y of the plan's problem on x's device and PyTorch's current stream, without waiting."""
+    plan = _plan(x, weight.shape[1], bias is not None, activation, nhwc)
     y = torch.empty_like(x)  # x's strides: channel-last stays channel-last
     device = x.get_device()
     status = _engine.launch_function()(int(ffi().cast("uintptr_t", plan._plan.handle)), x.data_ptr(),

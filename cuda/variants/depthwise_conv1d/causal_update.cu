@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "cuda_util.cuh"
+#include "dw1d_words.cuh"
 #include "int_divider.cuh"
 #include "tensor_io.cuh"
 
@@ -56,10 +57,7 @@ __global__ void causal_update_kernel(UpdateArgs a, const TX* __restrict__ x, TX*
 template <class T, int N>
 struct RowOf {
     static constexpr int kBytes = N * (int)sizeof(T);
-    using Word = typename std::conditional<
-        kBytes % 16 == 0, uint4,
-        typename std::conditional<kBytes % 8 == 0, uint2,
-                                  typename std::conditional<kBytes % 4 == 0, unsigned, T>::type>::type>::type;
+    using Word = Dw1dWord<kBytes, T>;
     static constexpr int kWords = kBytes / (int)sizeof(Word);
     // N values of a row whose start is a multiple of kBytes from a 16-byte boundary
     __device__ __forceinline__ static void load(const T* p, T (&v)[N]) {
@@ -103,8 +101,6 @@ __global__ void __launch_bounds__(256) causal_step_kernel(int rows, ConvDivider 
     RowOf<T, S>::store(st, shifted);
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 struct UpdateLaunch {
     template <class TX, class TY>
     static int run(const conv_problem* p, const UpdateArgs& a, const void* x, void* state, const void* w,
@@ -112,8 +108,8 @@ struct UpdateLaunch {
         (void)p;
         const long long rows = (long long)a.B * a.D;
         if constexpr (std::is_same<TX, TY>::value) {
-            if (a.T == 1 && (a.S == a.K - 1 || a.S == a.K) && a.K >= 2 && a.K <= 4 && aligned16(state) &&
-                aligned16(w))
+            if (a.T == 1 && (a.S == a.K - 1 || a.S == a.K) && a.K >= 2 && a.K <= 4 && dw1d_aligned(state, 16) &&
+                dw1d_aligned(w, 16))
                 return step<TX>(a, rows, static_cast<const TX*>(x), static_cast<TX*>(state),
                                 static_cast<const TX*>(w), static_cast<const TX*>(bias), static_cast<TX*>(y), stream);
         }
@@ -128,25 +124,25 @@ struct UpdateLaunch {
     template <class T>
     static int step(const UpdateArgs& a, long long rows, const T* x, T* state, const T* w, const T* bias, T* y,
                     cudaStream_t stream) {
-        const unsigned blocks = (unsigned)((rows + 255) / 256);
-        const ConvDivider by_d = ConvDivider::of((uint32_t)a.D);
-        const bool full = a.S == a.K;
         switch (a.K) {
-        case 2:
-            full ? causal_step_kernel<T, 2, 2><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y)
-                 : causal_step_kernel<T, 2, 1><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
-            break;
-        case 3:
-            full ? causal_step_kernel<T, 3, 3><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y)
-                 : causal_step_kernel<T, 3, 2><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
-            break;
-        default:
-            full ? causal_step_kernel<T, 4, 4><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y)
-                 : causal_step_kernel<T, 4, 3><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
-            break;
+        case 2: step_k<T, 2>(a, rows, x, state, w, bias, y, stream); break;
+        case 3: step_k<T, 3>(a, rows, x, state, w, bias, y, stream); break;
+        default: step_k<T, 4>(a, rows, x, state, w, bias, y, stream); break;
         }
         CONV_LAUNCH_CHECK(causal_step_kernel);
         return CONV_OK;
+    }
+
+    // the kernel for a state of K (Mamba) or K-1 values
+    template <class T, int K>
+    static void step_k(const UpdateArgs& a, long long rows, const T* x, T* state, const T* w, const T* bias, T* y,
+                       cudaStream_t stream) {
+        const unsigned blocks = (unsigned)((rows + 255) / 256);
+        const ConvDivider by_d = ConvDivider::of((uint32_t)a.D);
+        if (a.S == K)
+            causal_step_kernel<T, K, K><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
+        else
+            causal_step_kernel<T, K, K - 1><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
     }
 };
 

@@ -19,9 +19,8 @@
 // epilogue (ReLU or SiLU), in fp32; stored in y's dtype.
 #include <stdint.h>
 
-#include <type_traits>
-
 #include "cuda_util.cuh"
+#include "dw1d_words.cuh"
 #include "int_divider.cuh"
 #include "tensor_io.cuh"
 
@@ -50,9 +49,7 @@ template <class T, int N>
 __device__ __forceinline__ void store_vec(T* p, const float* v) {
     constexpr int kBytes = N * sizeof(T);
     static_assert(kBytes % 4 == 0, "whole 4-byte words");
-    // the widest word that divides the run: 16, 8 or 4 bytes
-    using Word = typename std::conditional<kBytes % 16 == 0, uint4,
-                                           typename std::conditional<kBytes % 8 == 0, uint2, unsigned>::type>::type;
+    using Word = Dw1dWord<kBytes>;
     Word u[kBytes / sizeof(Word)];
     T* e = reinterpret_cast<T*>(u);
 #pragma unroll
@@ -264,15 +261,13 @@ int supports_shape(const conv_problem* p) {
     return CONV_OK;
 }
 
-bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr_t>(p) & (uintptr_t)(bytes - 1)) == 0; }
-
 // 16-byte pieces of y's rows (the last piece of a row may be partial), and all of them.
 long long row_pieces(const conv_problem* p) {
     const long long e = 16 / conv_dtype_size(p->x_dtype);
     return (conv_out_w(p) + e - 1) / e;
 }
 // The fast kernels are built for x and y of one dtype (a sequence model's conv keeps its dtype); the six
-// mixed pairs would add ~300 KB to the library, and the simple kernel computes them.
+// mixed pairs added 386 KB to the library, and the simple kernel computes them.
 int one_dtype(const conv_problem* p, const char* config) {
     if (p->x_dtype != p->y_dtype)
         return conv_set_error(CONV_ERR_UNSUPPORTED, "depthwise_conv1d[%s] takes x and y of one dtype", config);
@@ -329,8 +324,8 @@ Dw1dArgs args_of(const conv_problem* p, const conv_tensors* t, int x_word = 16, 
     // row's bytes are a multiple of the word (a thread's part of a row starts a multiple of words in)
     const long long x_row = (nhwc ? p->C : p->W) * (long long)conv_dtype_size(p->x_dtype);
     const long long y_row = (nhwc ? p->C : conv_out_w(p)) * (long long)conv_dtype_size(p->y_dtype);
-    a.vec_x = aligned(t->x, x_word) && x_row % x_word == 0;
-    a.vec_y = aligned(t->y, y_word) && y_row % y_word == 0;
+    a.vec_x = dw1d_aligned(t->x, x_word) && x_row % x_word == 0;
+    a.vec_y = dw1d_aligned(t->y, y_word) && y_row % y_word == 0;
     return a;
 }
 
@@ -365,9 +360,9 @@ struct Rows {
     struct Kernel {
         static void launch(const conv_problem* p, const conv_tensors* t, cudaStream_t s, const TX* x, const TX* w,
                            const TY* b, TY* y) {
-            const long long pieces = p->B * p->C * row_pieces(p);
+            const long long per_row = row_pieces(p), pieces = p->B * p->C * per_row;
             dw1d_rows_kernel<TX, TY, K, P><<<conv_grid_for((pieces + P - 1) / P, 256), 256, 0, s>>>(
-                args_of(p, t), ConvDivider::of((uint32_t)row_pieces(p)), ConvDivider::of((uint32_t)p->C), x, w, b, y);
+                args_of(p, t), ConvDivider::of((uint32_t)per_row), ConvDivider::of((uint32_t)p->C), x, w, b, y);
         }
     };
 };
@@ -412,7 +407,8 @@ int run_simple(const conv_problem* p, const conv_tensors* t, void*, size_t, void
     return conv_dispatch_dtypes<SimpleLaunch>(p, p, t, conv_stream(stream));
 }
 
-// The cols configuration by how many threads it would run (H200, bf16 / fp32, SiLU; bench/causal_conv1d.py):
+// The cols configuration by how many threads it would run (H200, bf16 / fp32, SiLU; bench/PERF_NOTES.md,
+// depthwise_conv1d):
 // at B = 1, L = 128, D = 1536 cols_r4 runs 12K threads (3.3 us bf16) where cols_r8 runs 6K (4.2 us); in
 // 16-bit, cols_r16 wins once it has 128K threads (D = 4096, B = 8, L = 2048: 92 against 102 us for r8)
 // and ties below; in fp32 cols_r8 is within 4% of the best but at L = 16384 (r16 10% faster).
