@@ -110,9 +110,10 @@ def test_update_refuses_host_arrays_in_words():
 
 # ---- the GPU kernels ----
 
-SHAPES = [  # B, D, L, K, dilation: vectors of 8 that fit, that do not, K = 1..7, short and odd lengths
+SHAPES = [  # B, D, L, K, dilation: vectors of 8 that fit, that do not, K = 1..7, short and odd lengths;
+    # rows of 45 / 90 and 125 / 250 aligned pieces, so that warps (32 or 128 pieces) start inside rows
     (2, 16, 64, 4, 1), (1, 24, 37, 3, 1), (3, 8, 5, 2, 1), (1, 13, 100, 4, 1), (2, 32, 129, 4, 2),
-    (1, 40, 16, 7, 1), (2, 8, 9, 1, 1), (1, 64, 1, 4, 1),
+    (1, 40, 16, 7, 1), (2, 8, 9, 1, 1), (1, 64, 1, 4, 1), (1, 8, 360, 4, 1), (3, 24, 1000, 3, 1),
 ]
 
 
@@ -123,10 +124,14 @@ def _cuda_torch():
     return torch
 
 
+def layouts_of(config):
+    """The layouts a configuration computes: rows_* NCL (NCHW), cols_* NLC (NHWC), simple both."""
+    return ["NCHW"] if config.startswith("rows") else ["NHWC"] if config.startswith("cols") else ["NCHW", "NHWC"]
+
+
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config, layout", [(c, lay) for c in CONFIGS for lay in layouts_of(c)])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_depthwise_conv1d_kernels_match_oracle(config, layout, dtype, shape, rng):
     torch = _cuda_torch()
@@ -170,9 +175,10 @@ def test_default_config_per_shape():
     """The untuned choice by thread count (the kernels' comments give the H200 timings behind it)."""
     pr.skip_unless_available("depthwise_conv1d")
     name = "depthwise_conv1d"
-    assert pr.default_config(name, _causal_case(1, 1536, 128, 4, "bf16")) == "rows_p1"  # 24K pieces
-    assert pr.default_config(name, _causal_case(8, 4096, 2048, 4, "bf16")) == "rows_p4"
-    assert pr.default_config(name, _causal_case(1, 12288, 16384, 4)) == "rows_p1"  # fp32: p1 everywhere
+    assert pr.default_config(name, _causal_case(1, 1536, 128, 4, "bf16")) == "rows_p1"
+    assert pr.default_config(name, _causal_case(8, 4096, 2048, 4, "bf16")) == "rows_p1"  # 16-bit: p1 everywhere
+    assert pr.default_config(name, _causal_case(1, 12288, 16384, 4)) == "rows_p4"  # fp32, 12M threads of p4
+    assert pr.default_config(name, _causal_case(1, 1536, 128, 4)) == "rows_p1"  # fp32, 12K threads of p4
     nlc = dict(layout="NHWC")
     assert pr.default_config(name, _causal_case(1, 1536, 128, 4, "bf16", **nlc)) == "cols_r4"  # 6K threads of r8
     assert pr.default_config(name, _causal_case(8, 4096, 2048, 4, "bf16", **nlc)) == "cols_r16"
@@ -192,7 +198,7 @@ def test_mixed_dtypes_take_the_simple_kernel(layout, rng):
     fmt = torch.channels_last if layout == "NHWC" else torch.contiguous_format
     x = torch.tensor(rng.uniform(-2, 2, (B, D, 1, L))).to(torch.bfloat16).cuda().contiguous(memory_format=fmt)
     w = torch.tensor(rng.uniform(-1, 1, (D, 1, 1, K))).to(torch.bfloat16).cuda()
-    fast = "rows_p4" if layout == "NCHW" else "cols_r8"
+    fast = "rows_p1" if layout == "NCHW" else "cols_r8"
     with pytest.raises(pyconv.ConvUnsupportedError, match=r"depthwise_conv1d\[(rows|cols)\] takes x and y of one"):
         pyconv.conv2d(x, w, padding="causal", groups=D, variant="depthwise_conv1d", config=fast, out_dtype="float32")
     out = torch.full((B, D, 1, L), float("nan"), device="cuda").contiguous(memory_format=fmt)
@@ -200,6 +206,41 @@ def test_mixed_dtypes_take_the_simple_kernel(layout, rng):
                   out_dtype="float32", sync=True)
     ref = causal_reference(x.double().cpu().numpy()[:, :, 0], w.double().cpu().numpy()[:, :, 0], epilogue="silu")
     assert rel_l2(out.cpu().numpy()[:, :, 0], ref) <= 1e-5
+
+
+def test_rows_p4_takes_fp32_alone():
+    """rows_p4 is built for fp32 rows; 16-bit ones are refused in words (rows_p1 computes them)."""
+    pr.skip_unless_available("depthwise_conv1d")
+    assert pr.default_config("depthwise_conv1d", _causal_case(8, 4096, 2048, 4, "bf16")) == "rows_p1"
+    with pytest.raises(pyconv.ConvUnsupportedError, match=r"depthwise_conv1d\[rows_p4\] takes fp32 x and y"):
+        pyconv.Conv2dPlan((2, 16, 1, 64), (16, 1, 1, 4), padding="causal", groups=16, variant="depthwise_conv1d",
+                          config="rows_p4", dtype="bfloat16")
+
+
+@requires_gpu
+@pytest.mark.parametrize("config", ["cols_r16", "cols_r8", "cols_r4"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cols_on_operands_off_word_boundaries(config, dtype, rng):
+    """x and y one element into their buffers (off the cols kernel's 8-byte words): the cols
+    configurations hand them to the simple kernel, which gives the same result."""
+    torch = _cuda_torch()
+    B, D, L, K = 2, 16, 24, 4
+    tdtype = getattr(torch, dtype)
+
+    def nlc_view(buf):  # (B, D, 1, L) channels-last, starting one element into buf
+        return buf[1:].view(B, 1, L, D).permute(0, 3, 1, 2)
+
+    x = nlc_view(torch.empty(B * L * D + 1, dtype=tdtype, device="cuda"))
+    x.copy_(torch.tensor(rng.uniform(-2, 2, (B, D, 1, L))).to(tdtype))
+    w = torch.tensor(rng.uniform(-1, 1, (D, 1, 1, K))).to(tdtype).cuda()
+    b = torch.tensor(rng.uniform(-1, 1, D)).to(tdtype).cuda()
+    out = nlc_view(torch.full((B * L * D + 1,), float("nan"), dtype=tdtype, device="cuda"))
+    assert x.data_ptr() % 8 and out.data_ptr() % 8
+    pyconv.conv2d(x, w, b, padding="causal", groups=D, epilogue="silu", variant="depthwise_conv1d", config=config,
+                  out=out, sync=True)
+    ref = causal_reference(*(t.double().cpu().numpy()[:, :, 0] for t in (x, w)), b.double().cpu().numpy(),
+                           epilogue="silu")
+    assert rel_l2(out.float().cpu().numpy()[:, :, 0], ref) <= HALF_BOUND[dtype]
 
 
 @requires_gpu

@@ -79,21 +79,32 @@ struct ConvLayout {
 // ---- epilogue ----
 // bias (already widened to float; 0 without one), then the activation of a conv_epilogue: ReLU
 // (RELU_MAXPOOL's too) max(v, 0) with NaN kept (v < 0 is false for NaN), or SiLU v * 1 / (1 + exp(-v))
-// with the hardware exponential and the hardware reciprocal (one MUFU.RCP, 1 ulp): a memory-bound kernel
-// in fp16 / bf16 has ~25 instructions an output, which expf and an IEEE division would take whole, and
-// __frcp_rn's range check and slow path cost another 8 and a divergent branch. Relative error ~1e-6
-// where v is moderate; +Inf -> +Inf, -Inf -> NaN (as PyTorch's: 1 + exp(Inf) = Inf, whose reciprocal is
-// 0), large -v -> -0 (a reciprocal below 2^-126 flushes to 0).
+// with the hardware exponential and reciprocal (MUFU.EX2 and MUFU.RCP): a memory-bound kernel in fp16 /
+// bf16 has ~15 instructions an output, which expf and an IEEE division would take whole. Both in their
+// flush-to-zero forms: __expf's and __frcp_rn's handling of results below 2^-126 cost 3 and ~8 more
+// instructions an output (and a divergent branch for the reciprocal), and changes nothing here, as
+// 1 + 2^-126 rounds to 1 and a reciprocal that small multiplies a v whose SiLU is 0 anyway. Relative
+// error ~1e-6 where v is moderate; +Inf -> +Inf, -Inf -> NaN (as PyTorch's: 1 + exp(Inf) = Inf, whose
+// reciprocal is 0), large -v -> -0.
 __device__ __forceinline__ float conv_rcp_approx(float d) {
     float r;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
     return r;
 }
+__device__ __forceinline__ float conv_exp2_approx(float v) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+// The activation alone, for kernels that start their sums at the bias (one addition fewer an output).
+__device__ __forceinline__ float conv_activate(float v, int act) {
+    if (act == CONV_EPILOGUE_SILU) return v * conv_rcp_approx(1.0f + conv_exp2_approx(v * -1.4426950408889634f));
+    return act != CONV_EPILOGUE_NONE && v < 0.0f ? 0.0f : v;
+}
 
 __device__ __forceinline__ float conv_activation_value(float acc, float bias, int act) {
-    const float v = acc + bias;
-    if (act == CONV_EPILOGUE_SILU) return v * conv_rcp_approx(1.0f + __expf(-v));
-    return act != CONV_EPILOGUE_NONE && v < 0.0f ? 0.0f : v;
+    return conv_activate(acc + bias, act);
 }
 
 // The same for the kernels that fuse ReLU or nothing.

@@ -7,12 +7,14 @@
 //                      8 fp16 / bf16), each computed from as many bytes of x and the K-1 values before;
 //                      K = 2-4, dilation 1, K-1 zeros before (causal, or PyTorch's padding = K-1 before
 //                      slicing). A warp's lanes take consecutive pieces, P each, 32 apart, numbered across
-//                      rows, so short rows fill the GPU too: rows_p4 (P = 4) and rows_p1 (small problems).
+//                      rows, so short rows fill the GPU too: rows_p4 (P = 4; long fp32 rows) and rows_p1
+//                      (16-bit rows, small problems).
 //   dw1d_cols_kernel   x and y (B, L, D) (NHWC): a thread owns 8 bytes of channels (2 fp32, 4 fp16 / bf16)
 //                      and computes RUN time steps of them, CHUNK at a time, the next chunk's inputs loaded
-//                      before the current chunk's arithmetic; K = 2-4, dilation 1, any padding. Three
-//                      configurations: cols_r16 (16 steps, chunks of 4: long 16-bit sequences), cols_r8
-//                      (fp32, shorter sequences), cols_r4 (too few threads otherwise: B = 1, L = 128).
+//                      before the current chunk's arithmetic; K = 2-4, dilation 1, any padding, x and y
+//                      on 8-byte boundaries. Three configurations: cols_r16 (16 steps, chunks of 4: long
+//                      16-bit sequences), cols_r8 (fp32, shorter sequences), cols_r4 (too few threads
+//                      otherwise: B = 1, L = 128).
 //   dw1d_simple_kernel one thread per output, any K, stride, dilation, padding and layout: the simple
 //                      kernel beside the tuned ones, and the path for shapes they do not take.
 // Each value is bias + sum_k w[d, k] * x[d, o*stride - pad + k*dilation] (zeros outside x), then the
@@ -32,19 +34,7 @@ __host__ __device__ constexpr int row_elems() { return 16 / (int)sizeof(T); }
 // A cols thread loads 8 bytes of channels per time step.
 constexpr int kColBytes = 8;
 
-// ---- N-element vectors in any dtype, as floats (16-byte loads; stores as wide as N elements allow) ----
-template <class T, int N>
-__device__ __forceinline__ void load_vec(const T* p, float* v) {
-    static_assert(N * sizeof(T) % 16 == 0, "whole 16-byte words");
-    constexpr int kWords = N * sizeof(T) / 16;
-    uint4 u[kWords];
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) u[i] = __ldg(reinterpret_cast<const uint4*>(p) + i);
-    const T* e = reinterpret_cast<const T*>(u);
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = conv_load(e, i);
-}
-
+// ---- N elements of any dtype stored from floats, in words as wide as N elements allow ----
 template <class T, int N>
 __device__ __forceinline__ void store_vec(T* p, const float* v) {
     constexpr int kBytes = N * sizeof(T);
@@ -64,7 +54,7 @@ struct Dw1dArgs {
     int D, L, OL;      // channels, input and output length
     int K, stride, dilation, pad;  // pad: zeros before the first input
     int act;           // conv_epilogue: none, ReLU or SiLU
-    bool vec_x, vec_y; // x / y rows (NCHW) or channel runs (NHWC) start on the boundaries of the kernel's words
+    bool vec_x, vec_y; // x / y rows (NCHW) start on 16-byte boundaries (the rows kernel's pieces)
 };
 
 template <class TY>
@@ -73,54 +63,96 @@ __device__ __forceinline__ float bias_at(const TY* bias, int d) {
 }
 
 // ---- NCHW rows, K = 2-4, dilation 1, pad = K-1 ----
+// Piece `o0` of row xr (its E elements from o0) as 32-bit words: one 16-byte load where the row is aligned
+// and the piece whole, element by element otherwise (zeros past L).
+template <class TX>
+__device__ __forceinline__ uint4 load_piece(const TX* xr, int o0, int L, bool vec) {
+    constexpr int E = row_elems<TX>();
+    if (vec && o0 + E <= L) return __ldg(reinterpret_cast<const uint4*>(xr + o0));
+    uint4 u;
+    TX* e = reinterpret_cast<TX*>(&u);
+#pragma unroll
+    for (int j = 0; j < E; ++j) e[j] = o0 + j < L ? conv_ldg(xr + o0 + j) : conv_store_as<TX>(0.0f);
+    return u;
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& u, int i) { return reinterpret_cast<const uint32_t*>(&u)[i]; }
+
 // Rows are cut into 16-byte pieces of outputs, numbered row after row; a warp takes 32 * P consecutive
 // pieces, lane l pieces l, l + 32, ..., so that each of its 16-byte loads and stores covers 512
 // consecutive bytes. (A thread owning 32 consecutive bytes stored them as two 16-byte halves 32 bytes
 // apart a lane: L2 saw every sector written twice, 21.3 M write sectors for 8.4 M of y at fp32
 // D = 4096, B = 8, L = 2048, 81% of the floor. Pieces numbered within a row left lanes idle on short
-// rows: 36 against 16 us at bf16 L = 128.) A piece's K-1 inputs before it are the previous lane's: L1 hits.
+// rows: 36 against 16 us at bf16 L = 128.)
+// A thread loads its P pieces (and their rows' taps and bias) first, then computes them: their bytes are in
+// flight together, and no load waits on another. A piece's
+// K-1 inputs before it end the previous piece, which the previous lane holds (lane 0: lane 31's previous
+// piece; its first piece's comes from memory), so they come by shuffle, not by load. Sums start at the
+// bias. (bf16 rows_p4 at D = 4096, B = 8, L = 2048 ran 25 instructions an output with a load per piece
+// at a time and the K-1 inputs loaded: 83 us, 62% of the HBM bandwidth, issue slots 61% busy.)
 template <class TX, class TY, int K, int P>
 __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider by_pieces, ConvDivider by_d,
                                                         const TX* __restrict__ x, const TX* __restrict__ w,
                                                         const TY* __restrict__ bias, TY* __restrict__ y) {
-    constexpr int E = row_elems<TX>();  // outputs a piece
+    constexpr int E = row_elems<TX>();      // outputs a piece
+    constexpr int kPer = 4 / (int)sizeof(TX);  // elements a 32-bit word
+    constexpr int kTail = (K - 1 + kPer - 1) / kPer;  // a piece's last words, which hold the next's K-1 inputs
     // 32-bit index arithmetic: supports_rows keeps the piece count below 2^31
     const unsigned total = (unsigned)a.rows * by_pieces.divisor;
+    const unsigned lane = threadIdx.x & 31u;
     const unsigned stride = gridDim.x * blockDim.x * P;  // a multiple of 32 * P: lanes stay in step
-    for (unsigned first = (blockIdx.x * blockDim.x + (threadIdx.x & ~31u)) * P + (threadIdx.x & 31u);
-         first < total; first += stride) {
+    // the loop is the warp's, so that every lane takes part in the shuffles
+    for (unsigned warp_first = (blockIdx.x * blockDim.x + (threadIdx.x & ~31u)) * P; warp_first < total;
+         warp_first += stride) {
+        uint4 raw[P];
+        uint32_t row[P], piece[P];
+        float taps[P][K], b[P];
 #pragma unroll
         for (int p = 0; p < P; ++p) {
-            const unsigned g = first + 32 * p;
-            if (g >= total) break;
-            uint32_t piece, d;
-            const uint32_t r = by_pieces.divmod(g, &piece);
-            by_d.divmod(r, &d);
-            const int o0 = (int)piece * E;
-            const TX* xr = x + (long long)r * a.L;
-            // win[j] = x[o0 - (K-1) + j]: the K-1 values before the piece, then its E (zeros outside x)
-            float win[E + K - 1];
-            if (a.vec_x && o0 + E <= a.L) {
-                load_vec<TX, E>(xr + o0, win + K - 1);
-            } else {
+            const unsigned g = warp_first + lane + 32 * p;
+            raw[p] = make_uint4(0, 0, 0, 0);
+            row[p] = piece[p] = 0;
+            if (g < total) {
+                row[p] = by_pieces.divmod(g, &piece[p]);
+                raw[p] = load_piece<TX>(x + (long long)row[p] * a.L, (int)piece[p] * E, a.L, a.vec_x);
+                uint32_t d;
+                by_d.divmod(row[p], &d);
 #pragma unroll
-                for (int j = 0; j < E; ++j) win[K - 1 + j] = o0 + j < a.L ? conv_load(xr, o0 + j) : 0.0f;
+                for (int k = 0; k < K; ++k) taps[p][k] = conv_load(w, (long long)d * K + k);
+                b[p] = bias_at(bias, (int)d);
             }
+        }
+        uint4 before = make_uint4(0, 0, 0, 0);  // lane 0: the piece before its first
+        if (lane == 0 && warp_first < total && piece[0] > 0)
+            before = load_piece<TX>(x + (long long)row[0] * a.L, ((int)piece[0] - 1) * E, a.L, a.vec_x);
 #pragma unroll
-            for (int j = 0; j < K - 1; ++j) {
-                const int i = o0 - (K - 1) + j;
-                win[j] = i >= 0 && i < a.L ? conv_load(xr, i) : 0.0f;
+        for (int p = 0; p < P; ++p) {
+            uint32_t tail[kTail];
+#pragma unroll
+            for (int j = 0; j < kTail; ++j) {
+                const int i = 4 - kTail + j;
+                const uint32_t up = __shfl_up_sync(0xffffffffu, word_of(raw[p], i), 1);
+                const uint32_t wrap =
+                    p > 0 ? __shfl_sync(0xffffffffu, word_of(raw[p > 0 ? p - 1 : 0], i), 31) : word_of(before, i);
+                tail[j] = lane > 0 ? up : wrap;
             }
-            const float b = bias_at(bias, (int)d);
+            if (warp_first + lane + 32 * p >= total) continue;
+            // win[j] = x[o0 - (K-1) + j]: the K-1 values before the piece (zeros before the row), then its E
+            float before_v[kTail * kPer], win[K - 1 + E];
+            dw1d_widen_words<TX, kTail>(tail, before_v);
+#pragma unroll
+            for (int j = 0; j < K - 1; ++j) win[j] = piece[p] > 0 ? before_v[kTail * kPer - (K - 1) + j] : 0.0f;
+            dw1d_widen_words<TX, 4>(reinterpret_cast<const uint32_t*>(&raw[p]), win + K - 1);
             float out[E];
 #pragma unroll
             for (int t = 0; t < E; ++t) {
-                float acc = 0.0f;
+                float acc = b[p];
 #pragma unroll
-                for (int k = 0; k < K; ++k) acc = fmaf(win[t + k], conv_load(w, (long long)d * K + k), acc);
-                out[t] = conv_activation_value(acc, b, a.act);
+                for (int k = 0; k < K; ++k) acc = fmaf(win[t + k], taps[p][k], acc);
+                out[t] = conv_activate(acc, a.act);
             }
-            TY* yr = y + (long long)r * a.OL;
+            const int o0 = (int)piece[p] * E;
+            TY* yr = y + (long long)row[p] * a.OL;
             if (a.vec_y && o0 + E <= a.OL) {
                 store_vec<TY, E>(yr + o0, out);
             } else {
@@ -139,38 +171,37 @@ __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider 
 // so that its loads stay in flight while it computes. Measured on the H200 (bf16, D = 4096, B = 8,
 // L = 2048, SiLU): 16-byte words and all 11 steps loaded at once 129 us (2 blocks an SM at 128
 // registers); 8-byte words 102 us (r8), 92 us (r16 in chunks of 4); the floor 65 us.
+// x and y are 8-byte aligned (run_cols sends other operands to the simple kernel); steps outside x or
+// past y are predicated loads and stores, not branches; a step's address is the thread's first one plus a
+// 32-bit offset; the index splits with ConvDivider. (With a fallback for misaligned words, a branch and a
+// 64-bit multiply a step and two integer divisions, the kernel ran 25 instructions an output: bf16 r16 at
+// the shape above 86 us; now 75.) by_groups divides by D / N (a step's words), by_runs by a row's runs.
 template <class TX, class TY, int K, int RUN, int CHUNK>
-__global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, const TX* __restrict__ x,
-                                                        const TX* __restrict__ w, const TY* __restrict__ bias,
-                                                        TY* __restrict__ y) {
+__global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, ConvDivider by_groups, ConvDivider by_runs,
+                                                        const TX* __restrict__ x, const TX* __restrict__ w,
+                                                        const TY* __restrict__ bias, TY* __restrict__ y) {
     static_assert(RUN % CHUNK == 0, "whole chunks");
+    static_assert(sizeof(TX) == sizeof(TY), "x and y of one dtype: a thread's channels are a word of each");
     constexpr int N = kColBytes / (int)sizeof(TX);
-    using Raw = uint2;
-    const unsigned groups = a.D / N, runs = (a.OL + RUN - 1) / RUN;
-    const unsigned total = (unsigned)(a.rows / a.D) * runs * groups;  // < 2^31: the dispatcher's chunks
+    using Word = uint2;
+    const int groups = (int)by_groups.divisor;  // a step's words
+    const unsigned total = (unsigned)(a.rows / a.D) * by_runs.divisor * groups;  // < 2^31: the dispatcher's chunks
     for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
         // channel group fastest: a warp's words are 256 consecutive bytes of one time step
-        const int g = (int)(idx % groups);
-        const unsigned rest = idx / groups;
-        const int o0 = (int)(rest % runs) * RUN, batch = (int)(rest / runs), c0 = g * N;
-        const TX* xb = x + (long long)batch * a.L * a.D + c0;
-        TY* yb = y + (long long)batch * a.OL * a.D + c0;
-        // x[o0 - pad + j] as loaded, zeros outside x (+0 in every dtype)
+        uint32_t g, run;
+        const uint32_t batch = by_runs.divmod(by_groups.divmod(idx, &g), &run);
+        const int o0 = (int)run * RUN, c0 = (int)g * N;
+        // the thread's words of x step o0 - pad and of y step o0; a step further is `groups` words on
+        const Word* xw = reinterpret_cast<const Word*>(x + ((long long)batch * a.L + o0 - a.pad) * a.D + c0);
+        Word* yw = reinterpret_cast<Word*>(y + ((long long)batch * a.OL + o0) * a.D + c0);
+        // x[o0 - pad + j], zeros outside x (+0 in every dtype)
         auto fetch = [&](int j) {
-            const int i = o0 - a.pad + j;
-            Raw r{};
-            if (i >= 0 && i < a.L) {
-                if (a.vec_x) {
-                    r = __ldg(reinterpret_cast<const Raw*>(xb + (long long)i * a.D));
-                } else {
-#pragma unroll
-                    for (int c = 0; c < N; ++c) reinterpret_cast<TX*>(&r)[c] = xb[(long long)i * a.D + c];
-                }
-            }
+            Word r = make_uint2(0, 0);
+            if ((unsigned)(o0 - a.pad + j) < (unsigned)a.L) r = __ldg(xw + j * groups);
             return r;
         };
         // win[j]: the input step of output o0 + chunk start + j - (K-1)
-        Raw win[K - 1 + CHUNK], next[CHUNK];
+        Word win[K - 1 + CHUNK], next[CHUNK];
 #pragma unroll
         for (int j = 0; j < K - 1 + CHUNK; ++j) win[j] = fetch(j);
         float taps[K][N], b[N];
@@ -190,23 +221,18 @@ __global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, const TX* __
             }
 #pragma unroll
             for (int t = 0; t < CHUNK; ++t) {
-                if (first + t >= a.OL) break;
-                float out[N];
+                float in[K][N], out[N];
+#pragma unroll
+                for (int k = 0; k < K; ++k)
+                    dw1d_widen_words<TX, kColBytes / 4>(reinterpret_cast<const uint32_t*>(&win[t + k]), in[k]);
 #pragma unroll
                 for (int c = 0; c < N; ++c) {
-                    float acc = 0.0f;
+                    float acc = b[c];  // sums start at the bias: one addition fewer an output
 #pragma unroll
-                    for (int k = 0; k < K; ++k)
-                        acc = fmaf(conv_load(reinterpret_cast<const TX*>(&win[t + k]), c), taps[k][c], acc);
-                    out[c] = conv_activation_value(acc, b[c], a.act);
+                    for (int k = 0; k < K; ++k) acc = fmaf(in[k][c], taps[k][c], acc);
+                    out[c] = conv_activate(acc, a.act);
                 }
-                TY* yo = yb + (long long)(first + t) * a.D;
-                if (a.vec_y) {
-                    store_vec<TY, N>(yo, out);
-                } else {
-#pragma unroll
-                    for (int c = 0; c < N; ++c) yo[c] = conv_store_as<TY>(out[c]);
-                }
+                if (first + t < a.OL) store_vec<TY, N>(reinterpret_cast<TY*>(yw + (chunk * CHUNK + t) * groups), out);
             }
 #pragma unroll
             for (int j = 0; j < K - 1; ++j) win[j] = win[CHUNK + j];
@@ -296,6 +322,17 @@ int supports_rows(const conv_problem* p) {
     return one_dtype(p, "rows");
 }
 
+// rows_p4 is built for fp32 alone: loading four pieces with their taps at once takes 64-76 registers in
+// 16-bit, and rows_p1 was faster on every 16-bit shape measured (bf16 D = 4096, B = 8, L = 2048: 72 against
+// 82 us).
+int supports_rows_p4(const conv_problem* p) {
+    const int status = supports_rows(p);
+    if (status != CONV_OK) return status;
+    if (p->x_dtype != CONV_F32)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "depthwise_conv1d[rows_p4] takes fp32 x and y (16-bit rows: rows_p1)");
+    return CONV_OK;
+}
+
 // The cols configurations: a thread owns 8 bytes of channels, so C must be a multiple of them.
 int supports_cols(const conv_problem* p) {
     const int per_thread = kColBytes / (int)conv_dtype_size(p->x_dtype);
@@ -307,8 +344,7 @@ int supports_cols(const conv_problem* p) {
     return one_dtype(p, "cols");
 }
 
-// x_word / y_word: the bytes a kernel moves at once (16 for rows; 8 and up to 16 for cols).
-Dw1dArgs args_of(const conv_problem* p, const conv_tensors* t, int x_word = 16, int y_word = 16) {
+Dw1dArgs args_of(const conv_problem* p, const conv_tensors* t) {
     Dw1dArgs a;
     a.rows = (int)(p->B * p->C);
     a.D = (int)p->C;
@@ -319,13 +355,10 @@ Dw1dArgs args_of(const conv_problem* p, const conv_tensors* t, int x_word = 16, 
     a.dilation = (int)p->dilation_w;
     a.pad = (int)p->pad_w;
     a.act = p->epilogue;
-    const bool nhwc = p->x_layout == CONV_NHWC;
-    // vectors: every row (NCHW) or time step (NHWC) starts on a word boundary when the base does and a
-    // row's bytes are a multiple of the word (a thread's part of a row starts a multiple of words in)
-    const long long x_row = (nhwc ? p->C : p->W) * (long long)conv_dtype_size(p->x_dtype);
-    const long long y_row = (nhwc ? p->C : conv_out_w(p)) * (long long)conv_dtype_size(p->y_dtype);
-    a.vec_x = dw1d_aligned(t->x, x_word) && x_row % x_word == 0;
-    a.vec_y = dw1d_aligned(t->y, y_word) && y_row % y_word == 0;
+    // rows in 16-byte pieces: every row starts on a piece boundary when the base does and a row's bytes
+    // are a multiple of 16 (NCHW; the cols kernel's 8-byte words are checked by run_cols)
+    a.vec_x = dw1d_aligned(t->x, 16) && p->W * conv_dtype_size(p->x_dtype) % 16 == 0;
+    a.vec_y = dw1d_aligned(t->y, 16) && conv_out_w(p) * conv_dtype_size(p->y_dtype) % 16 == 0;
     return a;
 }
 
@@ -373,11 +406,10 @@ struct Cols {
     struct Kernel {
         static void launch(const conv_problem* p, const conv_tensors* t, cudaStream_t s, const TX* x, const TX* w,
                            const TY* b, TY* y) {
-            // a thread stores its channels' outputs of one step in one word of up to 16 bytes
-            constexpr int y_word = (int)(kColBytes / sizeof(TX) * sizeof(TY));
-            const Dw1dArgs a = args_of(p, t, kColBytes, y_word < 16 ? y_word : 16);
+            const long long groups = p->C / (kColBytes / (long long)sizeof(TX));
             dw1d_cols_kernel<TX, TY, K, RUN, CHUNK><<<conv_grid_for(cols_threads(p, RUN), 256), 256, 0, s>>>(
-                a, x, w, b, y);
+                args_of(p, t), ConvDivider::of((uint32_t)groups), ConvDivider::of((uint32_t)((conv_out_w(p) + RUN - 1) / RUN)),
+                x, w, b, y);
         }
     };
 };
@@ -395,36 +427,40 @@ struct SimpleLaunch {
     }
 };
 
-template <int P>
-int run_rows(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return dispatch_one_dtype<FastLaunch<Rows<P>::template Kernel>>(p, p, t, conv_stream(stream));
+int run_rows_p4(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return FastLaunch<Rows<4>::template Kernel>::run<float, float>(p, t, conv_stream(stream));
 }
-template <int RUN, int CHUNK>
-int run_cols(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return dispatch_one_dtype<FastLaunch<Cols<RUN, CHUNK>::template Kernel>>(p, p, t, conv_stream(stream));
+int run_rows_p1(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return dispatch_one_dtype<FastLaunch<Rows<1>::template Kernel>>(p, p, t, conv_stream(stream));
 }
 int run_simple(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
     return conv_dispatch_dtypes<SimpleLaunch>(p, p, t, conv_stream(stream));
 }
+// x or y off an 8-byte boundary (a tensor sliced at an odd channel, say): the simple kernel computes it.
+template <int RUN, int CHUNK>
+int run_cols(const conv_problem* p, const conv_tensors* t, void* ws, size_t ws_size, void* stream) {
+    if (!dw1d_aligned(t->x, kColBytes) || !dw1d_aligned(t->y, kColBytes))
+        return run_simple(p, t, ws, ws_size, stream);
+    return dispatch_one_dtype<FastLaunch<Cols<RUN, CHUNK>::template Kernel>>(p, p, t, conv_stream(stream));
+}
 
-// The cols configuration by how many threads it would run (H200, bf16 / fp32, SiLU; bench/PERF_NOTES.md,
-// depthwise_conv1d):
-// at B = 1, L = 128, D = 1536 cols_r4 runs 12K threads (3.3 us bf16) where cols_r8 runs 6K (4.2 us); in
-// 16-bit, cols_r16 wins once it has 128K threads (D = 4096, B = 8, L = 2048: 92 against 102 us for r8)
-// and ties below; in fp32 cols_r8 is within 4% of the best but at L = 16384 (r16 10% faster).
+// The cols configuration by how many threads it would run (H200, SiLU; bench/PERF_NOTES.md,
+// depthwise_conv1d): at B = 1, L = 128, D = 1536 cols_r4 runs 12K threads (bf16 2.7 us) where cols_r8 runs
+// 6K (3.1); in 16-bit cols_r16 and cols_r8 are within 3% of each other from 128K threads of r16 (D = 4096,
+// B = 8, L = 2048: 75.2 and 75.6 us; D = 12288, L = 16384: 215 and 219); in fp32 cols_r8 is the fastest
+// or within 1% of it.
 const char* default_cols(const conv_problem* p) {
     if (cols_threads(p, 8) < 32 * 1024) return "cols_r4";
     if (conv_dtype_size(p->x_dtype) == 2 && cols_threads(p, 16) >= 128 * 1024) return "cols_r16";
     return "cols_r8";
 }
 
-// 16-bit rows: rows_p4 (a lane takes 4 pieces) once it has 64K threads, rows_p1 below; fp32 rows: rows_p1.
-// H200, SiLU: bf16 D = 12288, L = 16384: p4 245 against p1 278 us, D = 12288, L = 2048: 32 against 37 us;
-// bf16 B = 1, L = 128, D = 1536: p1 2.3 against p4 3.6 us. In fp32 p1 is as fast or faster everywhere
-// measured (D = 5120, B = 8, L = 128: 10.1 against 10.9 us; L = 16384: 411 against 409).
+// fp32 rows: rows_p4 (a lane takes 4 pieces) once it has 64K threads, rows_p1 below; 16-bit rows: rows_p1.
+// H200, SiLU: fp32 D = 12288, L = 16384: p4 385 against p1 402 us, D = 4096, B = 8, L = 2048: 130 against
+// 135; B = 1, L = 128, D = 1536: p1 1.9 against p4 2.7 us.
 const char* default_rows(const conv_problem* p) {
-    if (conv_dtype_size(p->x_dtype) == 4) return "rows_p1";
-    return p->B * p->C * row_pieces(p) / 4 >= 64 * 1024 ? "rows_p4" : "rows_p1";
+    if (conv_dtype_size(p->x_dtype) == 4 && p->B * p->C * row_pieces(p) / 4 >= 64 * 1024) return "rows_p4";
+    return "rows_p1";
 }
 
 const char* default_config(const conv_problem* p) {
@@ -437,8 +473,8 @@ const char* default_config(const conv_problem* p) {
 }  // namespace
 
 static const conv_config DW1D_CONFIGS[] = {
-    {"rows_p4", run_rows<4>, supports_rows},
-    {"rows_p1", run_rows<1>, supports_rows},
+    {"rows_p4", run_rows_p4, supports_rows_p4},
+    {"rows_p1", run_rows_p1, supports_rows},
     {"cols_r16", run_cols<16, 4>, supports_cols},
     {"cols_r8", run_cols<8, 8>, supports_cols},
     {"cols_r4", run_cols<4, 4>, supports_cols},
