@@ -69,7 +69,7 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
-         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8"]]
+         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",
@@ -81,9 +81,9 @@ ALL_DTYPE_TILES = ["m1_t16x16", "m1_t8x8", "m4_t16x16"]
 
 def dtypes_of(config):
     """The x / y dtypes a configuration is built for (grouped_direct.cu, grouped_direct.h): the small
-    one-map tiles, m4_t16x16 and the NCHW depthwise kernels every dtype, the other tiles and the wide NHWC
+    one-map tiles, m4_t16x16, the NCHW depthwise kernels and plane every dtype, the other tiles and the wide NHWC
     depthwise ones fp32, the narrow NHWC ones f16 / bf16 (and fp32 in the one-pixel tile)."""
-    if config in ALL_DTYPE_TILES or config.startswith("nchw") or config == "nhwc_narrow_p1_t128":
+    if config in ALL_DTYPE_TILES or config.startswith("nchw") or config in ("nhwc_narrow_p1_t128", "plane"):
         return DTYPES
     if config.startswith("nhwc_narrow"):
         return ["f16", "bf16"]
@@ -113,7 +113,8 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
         # Refusals are the configuration's own limits: map quads need 2+ maps per group, the NHWC
         # kernel depthwise NHWC with C % 4 == 0, the NCHW one a channel per group in NCHW.
         assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise",
-                                                   "depthwise layers (groups = C = M)", "no dilation")), str(exc)
+                                                   "depthwise layers (groups = C = M)", "no dilation",
+                                                   "stages whole planes")), str(exc)
         pytest.skip(f"{config} does not take {shape}: {exc}")
 
 
@@ -264,7 +265,13 @@ LK_SHAPES = {
 LK_LAYOUTS = [("NCHW", "NCHW"), ("NHWC", "NHWC"), ("NHWC", "NCHW"), ("NCHW", "NHWC")]
 
 
-@pytest.mark.parametrize("config", ["lk_q16", "lk_q8"])
+# The kernels for large filters: the window-staging lk_q* (depthwise_large.cu) and plane, which stages whole
+# planes (depthwise_small_plane.cu) and refuses those that do not fit (the 300 x 41 plane).
+LK_CONFIGS = ["lk_q16", "lk_q8", "plane"]
+PLANE_TOO_BIG = {"31x31_tall_plane_c2"}
+
+
+@pytest.mark.parametrize("config", LK_CONFIGS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", LK_SHAPES)
 def test_large_filter_kernel(shape, dtype, config, rng):
@@ -275,6 +282,10 @@ def test_large_filter_kernel(shape, dtype, config, rng):
     x_layout, y_layout = LK_LAYOUTS[(k + DTYPES.index(dtype)) % len(LK_LAYOUTS)]
     case = LK_SHAPES[shape].with_(x_layout=x_layout, y_layout=y_layout, w_layout="MKKC" if k % 2 else "MCKK",
                                   x_dtype=dtype, y_dtype=dtype, bias=bool(k % 2), epilogue="relu" if k % 2 else "none")
+    if config == "plane" and shape in PLANE_TOO_BIG:
+        status, message = supports(case, config)
+        assert status == UNSUPPORTED and "stages whole planes" in message, message
+        return
     pr.check_config(NAME, config, case, rng)
 
 
@@ -283,7 +294,7 @@ def test_large_filter_kernel_mixed_dtypes(x_dtype, y_dtype, rng):
     """y (and bias) in another dtype than x: the store converts."""
     pr.skip_unless_available(NAME)
     case = LK_SHAPES["13x13_s2_c10"].with_(x_dtype=x_dtype, y_dtype=y_dtype, bias=True, epilogue="relu")
-    for config in ("lk_q16", "lk_q8"):
+    for config in LK_CONFIGS:
         pr.check_config(NAME, config, case, rng)
 
 
@@ -294,9 +305,12 @@ def test_large_filter_kernel_many_blocks(rng):
                     w_layout="MKKC", x_dtype="bf16", y_dtype="bf16", bias=True)
     pr.check_config(NAME, "lk_q16", case, rng)
     pr.check_config(NAME, "lk_q8", case.with_(x_layout="NCHW", y_layout="NCHW", x_dtype="f32", y_dtype="f32"), rng)
+    pr.check_config(NAME, "plane", case, rng)
+    pr.check_config(NAME, "plane", case.with_(B=6, x_layout="NCHW", y_layout="NCHW", x_dtype="f32", y_dtype="f32"), rng)
+    pr.check_config(NAME, "plane", case.with_(B=3, y_layout="NCHW", x_dtype="f16", y_dtype="f32"), rng)
 
 
-@pytest.mark.parametrize("config", ["lk_q16", "lk_q8"])
+@pytest.mark.parametrize("config", LK_CONFIGS)
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(layout, config, rng):
     """A NaN, a +Inf and a -Inf in x reach exactly the outputs whose windows hold them (NaN where +Inf and
@@ -315,7 +329,7 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(layout, config, rn
     assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50  # the bad values reach many outputs
 
 
-@pytest.mark.parametrize("config", ["lk_q16", "lk_q8"])
+@pytest.mark.parametrize("config", LK_CONFIGS)
 def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in the
     oracle and PyTorch: the kernel skips padding taps only where the block's weights are all finite. The
@@ -381,6 +395,16 @@ def test_default_config_per_shape():
     assert not default_of(LK_SHAPES["1x11_c12"]).startswith("lk")  # 11 taps: the tiles
     assert not default_of(LK_SHAPES["11x1_c12"].with_(**nhwc)).startswith("lk")
     assert default_of(LK_SHAPES["13x13_s2_c10"].with_(dilation=(2, 2))) == "nchw_r4"  # dilated: the plain kernel
+    # Small planes (49 values or 64; from batch 4, 196 or 256 in NCHW or where half the taps or fewer meet x):
+    # the small-plane kernel.
+    small = ConvCase(32, 768, 7, 7, 768, 13, 13, padding=(6, 6), groups=768)
+    assert default_of(small) == "plane" and default_of(small.with_(B=1, **nhwc)) == "plane"
+    mid = ConvCase(32, 512, 14, 14, 512, 27, 27, padding=(13, 13), groups=512)  # 27% of the taps meet x
+    assert default_of(mid) == "plane" and default_of(mid.with_(B=4, **nhwc)) == "plane"
+    assert default_of(mid.with_(B=1)) == "lk_q8"
+    mid13 = ConvCase(32, 384, 14, 14, 384, 13, 13, padding=(6, 6), groups=384)  # 63%
+    assert default_of(mid13) == "plane" and default_of(mid13.with_(**nhwc)) == "lk_q8"
+    assert default_of(ConvCase(32, 160, 28, 28, 160, 13, 13, padding=(6, 6), groups=160)) == "lk_q16"
 
 
 def supports(case, config=None):
@@ -406,6 +430,10 @@ def supports(case, config=None):
     (ConvCase(1, 4, 400, 400, 4, 3, 3, dilation=(60, 60), groups=4), "m1_t32x32", ["shared memory"]),
     (SHAPES["resnext_g8_cg4"], "lk_q16", ["depthwise layers", "groups=8"]),
     (SHAPES["dw_3x5_dil2_same"], "lk_q8", ["no dilation", "2x2"]),
+    (SHAPES["resnext_g8_cg4"], "plane", ["depthwise layers", "groups=8"]),
+    (SHAPES["dw_3x5_dil2_same"], "plane", ["no dilation", "2x2"]),
+    (LK_SHAPES["31x31_tall_plane_c2"], "plane", ["whole planes", "1*12300 + 961"]),
+    (LK_SHAPES["27x27_wider_than_plane"].with_(B=4, H=40, W=60), "plane", ["4 images", "4*2400 + 729"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
     pr.skip_unless_available(NAME)

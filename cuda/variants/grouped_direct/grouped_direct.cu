@@ -52,6 +52,14 @@ constexpr int GD_MAX_TILE = 32;
 // default (the unrolled kernels stop at 7x7; InceptionNeXt's 1x11 and 11x1 bands, 11 taps over 12-96
 // channels, ran 2-4x faster on the tiles: H200, batch 1 and 32).
 constexpr int64_t DWL_MIN_FILTER = 9, DWL_MIN_TAPS = 64;
+// Of those, planes of at most DWP_SMALL_PLANE values (7x7 and 8x8), or DWP_SMALL_PLANE_BATCHED (14x14,
+// 16x16) at batch 4 or more where x is NCHW or half the taps or fewer meet x, go to the small-plane
+// kernel, which sums only the taps that meet x. H200, batch 32: RepLKNet-31B's 13x13 on 7x7 fp32 31 against
+// lk_q8's 123 us (cuDNN 62), fp16 NHWC 35 against 103 (cuDNN 393); its 27x27 on 14x14 (27% of the taps meet
+// x) fp32 144 against 292, fp16 146 against 266; UniRepLKNet-S's 13x13 on 14x14 (63%) fp32 82 against 85,
+// but fp16 NHWC 123 against lk_q16's 100. Batch 1: 13x13 on 7x7 fp32 6.3 against 7.1; on 14x14 fp32 8.9
+// against 6.6 (fp16 NHWC 9.6 against 17.1: not taken). 28x28 planes: 127 against lk_q16's 108.
+constexpr int64_t DWP_SMALL_PLANE = 64, DWP_SMALL_PLANE_BATCHED = 256;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
@@ -482,6 +490,13 @@ int gd_large_run(const conv_problem* p, const conv_tensors* t, void*, size_t, vo
 
 int gd_large_supports(const conv_problem* p) { return dwl_fits(p, 1); }
 
+// The small-plane depthwise configuration (depthwise_small_plane.cu).
+int gd_plane_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return dwp_run(p, t, conv_stream(stream));
+}
+
+int gd_plane_supports(const conv_problem* p) { return dwp_fits(p, 1); }
+
 // Names: maps per thread (m1: depthwise, one map per group; m4, m8: grouped, LDS.128 of 4 maps) and map
 // slices per block where more than one (m8x4: 4 slices of 8 maps share a window), the output tile
 // (columns x rows), rows per thread where not the tile's default, channel slices where more than one
@@ -490,7 +505,8 @@ int gd_large_supports(const conv_problem* p) { return dwl_fits(p, 1); }
 // 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids, and with b4 registers
 // capped so that 4 blocks fit an SM. The nchw_r* ones:
 // output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
-// depthwise_nchw_tiled.cu; the lk_q* ones: outputs a thread of depthwise_large.cu.
+// depthwise_nchw_tiled.cu; the lk_q* ones: outputs a thread of depthwise_large.cu; plane: whole planes a
+// block of depthwise_small_plane.cu.
 const conv_config GD_CONFIGS[] = {
     {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
     {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
@@ -523,10 +539,12 @@ const conv_config GD_CONFIGS[] = {
     {"nchw_t32x32", gd_nchw_tiled_run<32, 32>, gd_nchw_supports},
     {"lk_q16", gd_large_run<16>, gd_large_supports},
     {"lk_q8", gd_large_run<8>, gd_large_supports},
+    {"plane", gd_plane_run, gd_plane_supports},
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
-// (without dilation) to the large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on
+// (without dilation) on small planes (DWP_SMALL_PLANE) to the small-plane kernel; larger planes to the
+// large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on
 // both sides, the plane 28 or more along its sliding side and the grid has 64K such threads or more
 // (RepLKNet's 31x31 and 29x29, fp16 UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch
 // 1 everywhere); else the NHWC kernel for depthwise NHWC, with 4-byte vectors, one pixel each where 16-byte
@@ -547,7 +565,12 @@ const conv_config GD_CONFIGS[] = {
 // to the smallest, which gd_supports checked.
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
-    if (std::max(p->KH, p->KW) >= DWL_MIN_FILTER && p->KH * p->KW >= DWL_MIN_TAPS && dwl_fits(p, 0) == CONV_OK) {
+    const bool large_filter = std::max(p->KH, p->KW) >= DWL_MIN_FILTER && p->KH * p->KW >= DWL_MIN_TAPS;
+    const int64_t plane = p->H * p->W;
+    const bool batched = p->B >= 4 && plane <= DWP_SMALL_PLANE_BATCHED &&
+                         (p->x_layout == CONV_NCHW || dwp_tap_share(p) <= 0.5);
+    if (large_filter && (plane <= DWP_SMALL_PLANE || batched) && dwp_fits(p, 0) == CONV_OK) return "plane";
+    if (large_filter && dwl_fits(p, 0) == CONV_OK) {
         const bool tall = p->KH > p->KW;  // the longer side slides
         const int64_t along = tall ? conv_out_h(p) : OW, across = tall ? OW : conv_out_h(p);
         const int64_t strips16 = p->B * p->C * across * ((along + 15) / 16);

@@ -82,6 +82,20 @@ int dwl_fits(const conv_problem* p, int report);
 template <int Q>
 int dwl_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
+// CONV_OK if the small-plane depthwise kernel (depthwise_small_plane.cu) takes the problem: depthwise
+// (groups == C == M), no dilation, one plane and its filter within a block's shared memory (H*W + KH*KW
+// fp32 values in 40 KB); any stride, padding, layouts and dtypes. Else CONV_ERR_UNSUPPORTED, naming the
+// reason where `report`.
+int dwp_fits(const conv_problem* p, int report);
+
+// Runs it: a block stages whole planes and their filters, a thread sums one output over the taps that meet
+// x (the "plane" configuration).
+int dwp_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+
+// The share of the filter's taps that meet x (not its padding), averaged over the outputs: the work the
+// small-plane kernel does against a kernel that runs every tap.
+double dwp_tap_share(const conv_problem* p);
+
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
 // generic kernel, run-time filter loops) for every other shape.
