@@ -29,6 +29,7 @@
 #include <cfloat>
 
 #include "conv_shape.cuh"
+#include "depthwise_store.cuh"
 #include "grid_dependency.cuh"
 #include "grouped_direct.h"
 #include "int_divider.cuh"
@@ -61,18 +62,6 @@ struct DwlShape {
     // the staging and store loops' flat indices split by these (ConvDivider: no division instructions)
     ConvDivider by_apad, by_sv, by_ku, by_run, by_rows, by_tile, by_ovt, by_ou;
 };
-
-template <class TY>
-__device__ __forceinline__ void dwl_store(void* y, int i, float v) {
-    static_cast<TY*>(y)[i] = conv_store_as<TY>(v);
-}
-
-__device__ __forceinline__ float dwl_bias(const void* bias, int dtype, int c) {
-    if (!bias) return 0.0f;
-    if (dtype == CONV_F16) return conv_load(static_cast<const __half*>(bias), c);
-    if (dtype == CONV_BF16) return conv_load(static_cast<const __nv_bfloat16*>(bias), c);
-    return conv_load(static_cast<const float*>(bias), c);
-}
 
 // Four taps a0 + j .. a0 + j + 3 of the walk (j a multiple of 4 below Q): one LDS.128 of weights, 4 x Q FMAs,
 // and the four spent window slots refilled.
@@ -269,10 +258,7 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
         for (int k = 0; k < s.KS; ++k) acc += part[((k * s.CB + c) * s.OUt + ou) * s.OVst + ov];
         const int oh = s.vertical ? ov_g : ou_g, ow = s.vertical ? ou_g : ov_g;
         const int yi = s.y_nhwc ? ((b * s.OH + oh) * s.OW + ow) * s.C + c0 + c : ((b * s.C + c0 + c) * s.OH + oh) * s.OW + ow;
-        const float v = conv_epilogue_value(acc, dwl_bias(bias, s.y_dtype, c0 + c), s.relu);
-        if (s.y_dtype == CONV_F16) dwl_store<__half>(y, yi, v);
-        else if (s.y_dtype == CONV_BF16) dwl_store<__nv_bfloat16>(y, yi, v);
-        else dwl_store<float>(y, yi, v);
+        gd_store_in_dtype(y, s.y_dtype, yi, conv_epilogue_value(acc, gd_bias_as_float(bias, s.y_dtype, c0 + c), s.relu));
     }
 }
 
@@ -393,18 +379,24 @@ struct DwlLaunch {
 
 }  // namespace
 
-int dwl_fits(const conv_problem* p, int report) {
+int dw_undilated_fits(const conv_problem* p, const char* configs, int report) {
     if (p->groups != p->C || p->M != p->C) {
         if (!report) return CONV_ERR_UNSUPPORTED;
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "grouped_direct: the lk_* configurations take depthwise layers (groups = C = M), got "
-                              "C=%lld M=%lld groups=%lld", (long long)p->C, (long long)p->M, (long long)p->groups);
+                              "grouped_direct: %s: depthwise layers (groups = C = M) only, got C=%lld M=%lld groups=%lld",
+                              configs, (long long)p->C, (long long)p->M, (long long)p->groups);
     }
     if (p->dilation_h != 1 || p->dilation_w != 1) {
         if (!report) return CONV_ERR_UNSUPPORTED;
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: the lk_* configurations take no dilation, got %lldx%lld",
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: %s: no dilation, got %lldx%lld", configs,
                               (long long)p->dilation_h, (long long)p->dilation_w);
     }
+    return CONV_OK;
+}
+
+int dwl_fits(const conv_problem* p, int report) {
+    const int status = dw_undilated_fits(p, "the lk_* configurations", report);
+    if (status != CONV_OK) return status;
     DwlShape s;
     if (dwl_plan(p, 16, 1, DWL_SMEM_BUDGET, &s) == 0) {  // host arithmetic only: the same answer without a GPU
         if (!report) return CONV_ERR_UNSUPPORTED;

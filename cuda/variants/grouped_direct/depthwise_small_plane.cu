@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "conv_shape.cuh"
+#include "depthwise_store.cuh"
 #include "grouped_direct.h"
 #include "launch_util.cuh"
 #include "tensor_io.cuh"
@@ -40,18 +41,6 @@ struct DwpShape {
     int wstride, cstride;
     int x_nhwc, y_nhwc, y_dtype, relu;
 };
-
-template <class TY>
-__device__ __forceinline__ void dwp_store(void* y, long long i, float v) {
-    static_cast<TY*>(y)[i] = conv_store_as<TY>(v);
-}
-
-__device__ __forceinline__ float dwp_bias(const void* bias, int dtype, int c) {
-    if (!bias) return 0.0f;
-    if (dtype == CONV_F16) return conv_load(static_cast<const __half*>(bias), c);
-    if (dtype == CONV_BF16) return conv_load(static_cast<const __nv_bfloat16*>(bias), c);
-    return conv_load(static_cast<const float*>(bias), c);
-}
 
 // A block takes PC channels of NI images: their filters are staged once for the NI images, and a thread
 // sums one output position of one channel for all NI at once (one weight load for NI multiply-adds, NI
@@ -136,18 +125,13 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
             }
         }
         const int c = c0 + cl;
-        const float bv = dwp_bias(bias, s.y_dtype, c);
+        const float bv = gd_bias_as_float(bias, s.y_dtype, c);
 #pragma unroll
         for (int j = 0; j < NI; ++j) {
             if (j >= nb) break;
             const int b = b0 + j;
-            const float v = conv_epilogue_value(acc[j], bv, s.relu);
             const long long at = s.y_nhwc ? ((long long)b * ohw + q) * s.C + c : ((long long)b * s.C + c) * ohw + q;
-            switch (s.y_dtype) {
-            case CONV_F16: dwp_store<__half>(y, at, v); break;
-            case CONV_BF16: dwp_store<__nv_bfloat16>(y, at, v); break;
-            default: dwp_store<float>(y, at, v); break;
-            }
+            gd_store_in_dtype(y, s.y_dtype, at, conv_epilogue_value(acc[j], bv, s.relu));
         }
     }
 }
@@ -211,17 +195,8 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
 }  // namespace
 
 int dwp_fits(const conv_problem* p, int report) {
-    if (p->groups != p->C || p->M != p->C) {
-        if (!report) return CONV_ERR_UNSUPPORTED;
-        return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "grouped_direct: the plane configuration takes depthwise layers (groups = C = M), got "
-                              "C=%lld M=%lld groups=%lld", (long long)p->C, (long long)p->M, (long long)p->groups);
-    }
-    if (p->dilation_h != 1 || p->dilation_w != 1) {
-        if (!report) return CONV_ERR_UNSUPPORTED;
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: the plane configuration takes no dilation, got %lldx%lld",
-                              (long long)p->dilation_h, (long long)p->dilation_w);
-    }
+    const int status = dw_undilated_fits(p, "the plane configuration", report);
+    if (status != CONV_OK) return status;
     const int images = dwp_images(p);
     if (dwp_bytes(p, 1, images) > DWP_SMEM_BUDGET) {
         if (!report) return CONV_ERR_UNSUPPORTED;

@@ -72,6 +72,10 @@ int dwt_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 // 1 if dwt_run has a kernel of its own for the problem's filter and dtypes (else it takes dw_nchw_run<4>).
 int dwt_unrolled(const conv_problem* p);
 
+// CONV_OK if the problem is depthwise (groups == C == M) without dilation, what the large-filter kernels
+// take; else CONV_ERR_UNSUPPORTED, naming `configs` and the reason where `report`.
+int dw_undilated_fits(const conv_problem* p, const char* configs, int report);
+
 // CONV_OK if the large-filter depthwise kernel (depthwise_large.cu) takes the problem: depthwise
 // (groups == C == M), no dilation, a filter whose one-row window fits a block's shared memory; any stride,
 // layouts and dtypes. Else CONV_ERR_UNSUPPORTED, naming the reason where `report`.
