@@ -84,12 +84,12 @@ __device__ __forceinline__ uint32_t word_of(const uint4& u, int i) { return rein
 // apart a lane: L2 saw every sector written twice, 21.3 M write sectors for 8.4 M of y at fp32
 // D = 4096, B = 8, L = 2048, 81% of the floor. Pieces numbered within a row left lanes idle on short
 // rows: 36 against 16 us at bf16 L = 128.)
-// A thread loads its P pieces (and their rows' taps and bias) first, then computes them: their bytes are in
-// flight together, and no load waits on another. A piece's
-// K-1 inputs before it end the previous piece, which the previous lane holds (lane 0: lane 31's previous
-// piece; its first piece's comes from memory), so they come by shuffle, not by load. Sums start at the
-// bias. (bf16 rows_p4 at D = 4096, B = 8, L = 2048 ran 25 instructions an output with a load per piece
-// at a time and the K-1 inputs loaded: 83 us, 62% of the HBM bandwidth, issue slots 61% busy.)
+// A thread loads its P pieces (and their rows' taps and bias) first, then computes them: their bytes are
+// in flight together, and no load waits on another. A piece's K-1 inputs before it end the previous
+// piece, which the previous lane holds (lane 0: lane 31's previous piece; its first piece's comes from
+// memory), so they come by shuffle, not by load. Sums start at the bias. (bf16 rows_p4 at D = 4096,
+// B = 8, L = 2048 ran 25 instructions an output with a load per piece at a time and the K-1 inputs
+// loaded: 83 us, 62% of the HBM bandwidth, issue slots 61% busy; rows_p1 now 72 us.)
 template <class TX, class TY, int K, int P>
 __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider by_pieces, ConvDivider by_d,
                                                         const TX* __restrict__ x, const TX* __restrict__ w,
