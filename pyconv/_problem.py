@@ -43,6 +43,18 @@ class ReluMaxPool:
 Epilogue = Union[None, str, ReluMaxPool]
 
 
+def conv1d_as_2d(stride, padding, dilation, epilogue):
+    """conv1d's arguments as conv2d's on (B, C, 1, L): (stride, padding, dilation, epilogue), each a pair
+    along (H, W) (a string padding stays a string; ReluMaxPool pools along L)."""
+    one = _args.int1d
+    if isinstance(epilogue, ReluMaxPool):
+        k = one(epilogue.kernel, "epilogue kernel")
+        epilogue = ReluMaxPool((1, k), (1, one(epilogue.stride if epilogue.stride is not None else k,
+                                               "epilogue stride")), epilogue.ceil_mode)
+    padding = padding if isinstance(padding, str) else (0, one(padding, "padding"))
+    return (1, one(stride, "stride")), padding, (1, one(dilation, "dilation")), epilogue
+
+
 def integer(value, name: str) -> int:
     """An int argument of the geometry (sizes, stride, padding, groups): ConvError for any other type."""
     return _args.integer(value, name, ConvError)

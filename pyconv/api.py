@@ -596,12 +596,7 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     xo = as_operand(x, "x", 3, "(B, C, L)")
     wo = as_operand(w, "w", 3, "(M, C/groups, K)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
-    s, d = _args.int1d(stride, "stride"), _args.int1d(dilation, "dilation")
-    pad = padding if isinstance(padding, str) else (0, _args.int1d(padding, "padding"))
-    if isinstance(epilogue, ReluMaxPool):
-        k = _args.int1d(epilogue.kernel, "epilogue kernel")
-        ks = _args.int1d(epilogue.stride if epilogue.stride is not None else k, "epilogue stride")
-        epilogue = ReluMaxPool((1, k), (1, ks), epilogue.ceil_mode)
+    stride2, pad, dilation2, epilogue = _problem.conv1d_as_2d(stride, padding, dilation, epilogue)
     (B, C, L), (M, Cg, K) = xo.shape, wo.shape
     if L < 1 or K < 1:
         raise ConvError(f"x's length L and w's width K must be >= 1, got x {xo.shape} and w {wo.shape}")
@@ -610,7 +605,7 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     if out is not None:
         oo = as_operand(out, "out", 3, "(B, M, L_out)")
         out4 = _Reshaped(oo, (oo.shape[0], oo.shape[1], 1, oo.shape[2]))
-    y = _run(x4, w4, bo, out4, stride=(1, s), padding=pad, dilation=(1, d), groups=groups, epilogue=epilogue,
+    y = _run(x4, w4, bo, out4, stride=stride2, padding=pad, dilation=dilation2, groups=groups, epilogue=epilogue,
              variant=variant, precision=precision, out_dtype=out_dtype, stream=stream, config=config, sync=sync,
              device=device)
     if out is not None:

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import _args, _problem, api
+from .. import _problem, api
 from .._lib import ConvError
 from . import _engine
 from ._engine import Spec
@@ -393,23 +393,12 @@ def conv2d_positional(input, weight, bias, stride, padding, dilation, groups, ep
     return conv2d_spec(input, weight, bias, spec, extra)
 
 
-def conv1d_arguments(stride, padding, dilation, epilogue):
-    """conv1d's int arguments and 1-D pool as conv2d's on (B, C, 1, L): (stride, padding, dilation, epilogue)."""
-    one = _args.int1d
-    if isinstance(epilogue, _problem.ReluMaxPool):
-        k = one(epilogue.kernel, "epilogue kernel")
-        epilogue = _problem.ReluMaxPool((1, k), (1, one(epilogue.stride if epilogue.stride is not None else k,
-                                                        "epilogue stride")), epilogue.ceil_mode)
-    padding = padding if isinstance(padding, str) else (0, one(padding, "padding"))
-    return (1, one(stride, "stride")), padding, (1, one(dilation, "dilation")), epilogue
-
-
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilogue=None,
            variant: str = _VARIANT_DEFAULT, precision: Optional[str] = None, engine: str = _ENGINE_DEFAULT,
            fallback: bool = True):
     """torch.nn.functional.conv1d on pyconv's kernels: (B, C, L) or (C, L) signals, (M, C/groups, K) filters;
     arguments as conv2d's (ints; ReluMaxPool pools along L)."""
-    s, p, d, ep = conv1d_arguments(stride, padding, dilation, epilogue)
+    s, p, d, ep = _problem.conv1d_as_2d(stride, padding, dilation, epilogue)
     spec, extra = cached_spec((1,) + tuple(weight.shape[2:]) if isinstance(padding, str) else None, s, p, d, groups,
                               ep, variant, precision, engine, fallback)
     return conv1d_spec(input, weight, bias, spec, extra)
