@@ -129,10 +129,28 @@ def layouts_of(config):
     return ["NCHW"] if config.startswith("rows") else ["NHWC"] if config.startswith("cols") else ["NCHW", "NHWC"]
 
 
+KERNEL_DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}  # and their bytes
+
+
+def takes(config, shape, dtype):
+    """Whether a configuration computes the shape (depthwise_conv1d.cu's supports_*): the fast kernels
+    K = 2-4 without dilation (rows_p4 fp32 only; cols_* channels a multiple of a thread's 8 bytes), simple
+    every one."""
+    B, D, L, K, dilation = shape
+    if config == "simple":
+        return True
+    if not 2 <= K <= 4 or dilation != 1:
+        return False
+    if config == "rows_p4":
+        return dtype == "float32"
+    return not config.startswith("cols") or D % (8 // KERNEL_DTYPES[dtype]) == 0
+
+
+KERNEL_CASES = [(c, lay, dt, sh) for c in CONFIGS for lay in layouts_of(c) for dt in KERNEL_DTYPES for sh in SHAPES]
+
+
 @requires_gpu
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("config, layout", [(c, lay) for c in CONFIGS for lay in layouts_of(c)])
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("config, layout, dtype, shape", [case for case in KERNEL_CASES if takes(case[0], case[3], case[2])])
 def test_depthwise_conv1d_kernels_match_oracle(config, layout, dtype, shape, rng):
     torch = _cuda_torch()
     B, D, L, K, dilation = shape
@@ -147,18 +165,26 @@ def test_depthwise_conv1d_kernels_match_oracle(config, layout, dtype, shape, rng
     w, b = w.cuda(), b.cuda()
     for epilogue in (None, "silu", "relu"):
         out = torch.full((B, D, 1, L), float("nan"), dtype=tdtype, device="cuda").contiguous(memory_format=fmt)
-        try:
-            pyconv.conv2d(x, w, b, padding="causal", dilation=(1, dilation), groups=D, epilogue=epilogue,
-                          variant="depthwise_conv1d", config=config, out=out, sync=True)
-        except pyconv.ConvUnsupportedError as exc:
-            assert config != "simple", exc  # the simple kernel takes every depthwise conv1d
-            assert "depthwise_conv1d[" in str(exc)
-            pytest.skip(f"{config}: {exc}")
+        pyconv.conv2d(x, w, b, padding="causal", dilation=(1, dilation), groups=D, epilogue=epilogue,
+                      variant="depthwise_conv1d", config=config, out=out, sync=True)
         ref = causal_reference(x64[:, :, 0, :], w64[:, :, 0, :], b64, dilation, epilogue)
         got = out.float().cpu().numpy()[:, :, 0, :]
         assert np.isfinite(got).all()
         bound = 1e-5 if dtype == "float32" else 4e-3 if dtype == "float16" else 2e-2
         assert rel_l2(got, ref) <= bound, (epilogue, rel_l2(got, ref))
+
+
+@requires_gpu
+def test_fast_configurations_refuse_what_they_do_not_take():
+    """The shapes, dtypes and layouts the kernel test leaves out are refused in words, naming the
+    configuration (the default then takes the simple kernel)."""
+    pr.skip_unless_available("depthwise_conv1d")
+    refused = [case for case in KERNEL_CASES if not takes(case[0], case[3], case[2])]
+    assert refused
+    for config, layout, dtype, (B, D, L, K, dilation) in refused:
+        with pytest.raises(pyconv.ConvUnsupportedError, match=r"depthwise_conv1d\[(rows|cols)"):
+            pyconv.Conv2dPlan((B, D, 1, L), (D, 1, 1, K), padding="causal", dilation=(1, dilation), groups=D,
+                              variant="depthwise_conv1d", config=config, dtype=dtype, layout=layout)
 
 
 def test_every_configuration_is_swept():
