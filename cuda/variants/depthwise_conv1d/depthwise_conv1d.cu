@@ -362,11 +362,11 @@ Dw1dArgs args_of(const conv_problem* p, const conv_tensors* t) {
     return a;
 }
 
-// Threads of a cols launch: B x channel groups x runs of RUN steps.
-long long cols_threads(const conv_problem* p, int run) {
-    const long long groups = p->C / (kColBytes / conv_dtype_size(p->x_dtype));
-    return p->B * groups * ((conv_out_w(p) + run - 1) / run);
-}
+// A cols launch's channel groups (a thread's 8 bytes of channels each) and runs of RUN steps a row, and
+// its threads: B x groups x runs.
+long long cols_groups(const conv_problem* p) { return p->C / (kColBytes / conv_dtype_size(p->x_dtype)); }
+long long cols_runs(const conv_problem* p, int run) { return (conv_out_w(p) + run - 1) / run; }
+long long cols_threads(const conv_problem* p, int run) { return p->B * cols_groups(p) * cols_runs(p, run); }
 
 // A fast kernel's launch for x / y of TX / TY: Kernel<TX, TY, K>::launch, by the problem's K.
 template <template <class, class, int> class Kernel>
@@ -406,9 +406,8 @@ struct Cols {
     struct Kernel {
         static void launch(const conv_problem* p, const conv_tensors* t, cudaStream_t s, const TX* x, const TX* w,
                            const TY* b, TY* y) {
-            const long long groups = p->C / (kColBytes / (long long)sizeof(TX));
             dw1d_cols_kernel<TX, TY, K, RUN, CHUNK><<<conv_grid_for(cols_threads(p, RUN), 256), 256, 0, s>>>(
-                args_of(p, t), ConvDivider::of((uint32_t)groups), ConvDivider::of((uint32_t)((conv_out_w(p) + RUN - 1) / RUN)),
+                args_of(p, t), ConvDivider::of((uint32_t)cols_groups(p)), ConvDivider::of((uint32_t)cols_runs(p, RUN)),
                 x, w, b, y);
         }
     };

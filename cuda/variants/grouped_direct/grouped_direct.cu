@@ -566,10 +566,13 @@ const conv_config GD_CONFIGS[] = {
 const char* gd_default_config(const conv_problem* p) {
     const int64_t OW = conv_out_w(p);
     const bool large_filter = std::max(p->KH, p->KW) >= DWL_MIN_FILTER && p->KH * p->KW >= DWL_MIN_TAPS;
-    const int64_t plane = p->H * p->W;
-    const bool batched = p->B >= 4 && plane <= DWP_SMALL_PLANE_BATCHED &&
-                         (p->x_layout == CONV_NCHW || dwp_tap_share(p) <= 0.5);
-    if (large_filter && (plane <= DWP_SMALL_PLANE || batched) && dwp_fits(p, 0) == CONV_OK) return "plane";
+    if (large_filter) {
+        const int64_t plane = p->H * p->W;
+        const bool small = plane <= DWP_SMALL_PLANE ||
+                           (p->B >= 4 && plane <= DWP_SMALL_PLANE_BATCHED &&
+                            (p->x_layout == CONV_NCHW || dwp_tap_share(p) <= 0.5));
+        if (small && dwp_fits(p, 0) == CONV_OK) return "plane";
+    }
     if (large_filter && dwl_fits(p, 0) == CONV_OK) {
         const bool tall = p->KH > p->KW;  // the longer side slides
         const int64_t along = tall ? conv_out_h(p) : OW, across = tall ? OW : conv_out_h(p);

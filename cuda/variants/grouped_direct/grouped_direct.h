@@ -87,9 +87,9 @@ template <int Q>
 int dwl_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
 // CONV_OK if the small-plane depthwise kernel (depthwise_small_plane.cu) takes the problem: depthwise
-// (groups == C == M), no dilation, one plane and its filter within a block's shared memory (H*W + KH*KW
-// fp32 values in 40 KB); any stride, padding, layouts and dtypes. Else CONV_ERR_UNSUPPORTED, naming the
-// reason where `report`.
+// (groups == C == M), no dilation, one channel's planes (of 4 images from batch 4, else 1) and its filter
+// within a block's shared memory (40 KB of fp32); any stride, padding, layouts and dtypes. Else
+// CONV_ERR_UNSUPPORTED, naming the reason where `report`.
 int dwp_fits(const conv_problem* p, int report);
 
 // Runs it: a block stages whole planes and their filters, a thread sums one output over the taps that meet
