@@ -99,23 +99,42 @@ def test_config_list_is_the_swept_one():
     pr.check_swept_configs(NAME, [row.values[2] for row in ROWS])
 
 
-@pytest.mark.parametrize("shape,layout,config", ROWS)
-def test_suite_shapes_every_config(shape, layout, config, rng):
-    pr.skip_unless_available(NAME)
+def suite_case(shape, layout, config):
+    """The sweep's case for a suite shape in `layout`, in a dtype the configuration is built for (refusals of
+    other dtypes: test_depthwise_kernels_every_dtype)."""
     k = list(SHAPES).index(shape)
     case = variant_of(k, SHAPES[shape], layout)
-    if case.x_dtype not in dtypes_of(config):  # refusals of other dtypes: test_depthwise_kernels_every_dtype
+    if case.x_dtype not in dtypes_of(config):
         dtype = dtypes_of(config)[k % len(dtypes_of(config))]
         case = case.with_(x_dtype=dtype, y_dtype=dtype)
+    return case
+
+
+@pytest.mark.parametrize("shape,layout,config", ROWS)
+def test_suite_shapes_every_config(shape, layout, config, rng):
+    """The configuration computes the shape, or refuses it by its own limits: map quads need 2+ maps per
+    group, the NHWC kernels depthwise NHWC with C % 4 == 0, the NCHW ones a channel per group in NCHW, the
+    large-filter ones depthwise without dilation, plane a plane that fits. (That each configuration computes
+    some of the shapes: test_every_config_takes_suite_shapes.)"""
+    pr.skip_unless_available(NAME)
+    case = suite_case(shape, layout, config)
     try:
         pr.check_config(NAME, config, case, rng)
     except ConvUnsupportedError as exc:
-        # Refusals are the configuration's own limits: map quads need 2+ maps per group, the NHWC
-        # kernel depthwise NHWC with C % 4 == 0, the NCHW one a channel per group in NCHW.
         assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise",
                                                    "depthwise layers (groups = C = M)", "no dilation",
                                                    "stages whole planes")), str(exc)
-        pytest.skip(f"{config} does not take {shape}: {exc}")
+
+
+def test_every_config_takes_suite_shapes():
+    """No configuration refuses the whole sweep (its rows above would then test refusals alone)."""
+    pr.skip_unless_available(NAME)
+    taken = {}
+    for row in ROWS:
+        shape, layout, config = row.values
+        status, _ = supports(suite_case(shape, layout, config), config)
+        taken[config] = taken.get(config, 0) + (status == 0)
+    assert all(taken.values()), [config for config, n in taken.items() if not n]
 
 
 # Depthwise shapes for the depthwise kernels' paths (C % 8 == 0 takes 8-channel vectors in f16 / bf16).

@@ -309,8 +309,16 @@ int dispatch_one_dtype(const conv_problem* p, Args&&... args) {
     }
 }
 
+// x and y in `layout`, or of a shape whose NCHW and NHWC orders are one memory order (one position or
+// one channel: the Python layer reports such an operand as NCHW), so either kernel family reads it.
+bool in_layout(const conv_problem* p, int layout) {
+    const bool coincide_x = p->C == 1 || p->H * p->W == 1;
+    const bool coincide_y = p->C == 1 || conv_out_h(p) * conv_out_w(p) == 1;
+    return (p->x_layout == layout || coincide_x) && (p->y_layout == layout || coincide_y);
+}
+
 int supports_rows(const conv_problem* p) {
-    if (p->x_layout != CONV_NCHW || p->y_layout != CONV_NCHW || p->KW < 2 || p->KW > 4 || p->stride_w != 1 ||
+    if (!in_layout(p, CONV_NCHW) || p->KW < 2 || p->KW > 4 || p->stride_w != 1 ||
         p->dilation_w != 1 || p->pad_w != p->KW - 1)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "depthwise_conv1d[rows] takes NCHW x and y, K = 2-4, stride 1, dilation 1 and K-1 zeros "
@@ -336,8 +344,8 @@ int supports_rows_p4(const conv_problem* p) {
 // The cols configurations: a thread owns 8 bytes of channels, so C must be a multiple of them.
 int supports_cols(const conv_problem* p) {
     const int per_thread = kColBytes / (int)conv_dtype_size(p->x_dtype);
-    if (p->x_layout != CONV_NHWC || p->y_layout != CONV_NHWC || p->KW < 2 || p->KW > 4 || p->stride_w != 1 ||
-        p->dilation_w != 1 || p->C % per_thread != 0)
+    if (!in_layout(p, CONV_NHWC) || p->KW < 2 || p->KW > 4 || p->stride_w != 1 || p->dilation_w != 1 ||
+        p->C % per_thread != 0)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "depthwise_conv1d[cols] takes NHWC x and y, K = 2-4, stride 1, dilation 1 and "
                               "channels a multiple of %d (8 bytes)", per_thread);
