@@ -276,6 +276,8 @@ LK_SHAPES = {
     "11x1_c12": ConvCase(3, 12, 19, 14, 12, 11, 1, padding=(5, 0), groups=12),
     "1x11_c12": ConvCase(2, 12, 15, 26, 12, 1, 11, padding=(0, 5), groups=12),
     "9x14_s3x2_uneven": ConvCase(1, 7, 31, 37, 7, 9, 14, stride=(3, 2), padding=(2, 7), extra=(1, 2), groups=7),
+    # row stride 2, column stride 1 (plane's runs of outputs), a run of 4 / 8 past the row's end
+    "11x7_s2x1_uneven": ConvCase(2, 5, 17, 13, 5, 11, 7, stride=(2, 1), padding=(5, 3), extra=(0, 1), groups=5),
     "27x27_wider_than_plane": ConvCase(2, 17, 7, 9, 17, 27, 27, padding=(13, 13), groups=17),
     "63x63_valid_c3": ConvCase(1, 3, 70, 66, 3, 63, 63, groups=3),
     "31x31_tall_plane_c2": ConvCase(1, 2, 300, 41, 2, 31, 31, padding=(15, 15), groups=2),
@@ -414,17 +416,20 @@ def test_default_config_per_shape():
     assert not default_of(LK_SHAPES["1x11_c12"]).startswith("lk")  # 11 taps: the tiles
     assert not default_of(LK_SHAPES["11x1_c12"].with_(**nhwc)).startswith("lk")
     assert default_of(LK_SHAPES["13x13_s2_c10"].with_(dilation=(2, 2))) == "nchw_r4"  # dilated: the plain kernel
-    # Small planes (49 values or 64; from batch 4, 196 or 256 in NCHW or where half the taps or fewer meet x):
-    # the small-plane kernel.
+    # Small planes (49 values or 64; 196 or 256 from batch 4 or in NHWC; 784 or 1024 from batch 4 where filter
+    # rows have 9 taps or more): the small-plane kernel.
     small = ConvCase(32, 768, 7, 7, 768, 13, 13, padding=(6, 6), groups=768)
     assert default_of(small) == "plane" and default_of(small.with_(B=1, **nhwc)) == "plane"
-    mid = ConvCase(32, 512, 14, 14, 512, 27, 27, padding=(13, 13), groups=512)  # 27% of the taps meet x
+    mid = ConvCase(32, 512, 14, 14, 512, 27, 27, padding=(13, 13), groups=512)
     assert default_of(mid) == "plane" and default_of(mid.with_(B=4, **nhwc)) == "plane"
-    assert default_of(mid.with_(B=1)) == "lk_q8"
-    mid13 = ConvCase(32, 384, 14, 14, 384, 13, 13, padding=(6, 6), groups=384)  # 63%
-    assert default_of(mid13) == "plane" and default_of(mid13.with_(**nhwc)) == "lk_q8"
-    assert default_of(ConvCase(32, 160, 28, 28, 160, 13, 13, padding=(6, 6), groups=160)) == "lk_q16"
-
+    assert default_of(mid.with_(B=1)) == "lk_q8" and default_of(mid.with_(B=1, **nhwc)) == "plane"
+    mid13 = ConvCase(32, 384, 14, 14, 384, 13, 13, padding=(6, 6), groups=384)
+    assert default_of(mid13) == "plane" and default_of(mid13.with_(**nhwc)) == "plane"
+    s1 = ConvCase(32, 160, 28, 28, 160, 13, 13, padding=(6, 6), groups=160)
+    assert default_of(s1) == "plane" and default_of(s1.with_(B=2)) == "lk_q8"
+    assert default_of(s1.with_(KH=49, KW=5, padding=(24, 2))) == "lk_q8"  # rows of 5 taps
+    assert default_of(s1.with_(KH=5, KW=49, padding=(2, 24))) == "plane"
+    assert default_of(big.with_(H=32, W=32)) == "plane" and default_of(big.with_(H=33, W=32)) == "lk_q16"
 
 def supports(case, config=None):
     vid = pr.variant_id(NAME)
@@ -451,8 +456,8 @@ def supports(case, config=None):
     (SHAPES["dw_3x5_dil2_same"], "lk_q8", ["no dilation", "2x2"]),
     (SHAPES["resnext_g8_cg4"], "plane", ["depthwise layers", "groups=8"]),
     (SHAPES["dw_3x5_dil2_same"], "plane", ["no dilation", "2x2"]),
-    (LK_SHAPES["31x31_tall_plane_c2"], "plane", ["whole planes", "1*12300 + 961"]),
-    (LK_SHAPES["27x27_wider_than_plane"].with_(B=4, H=40, W=60), "plane", ["4 images", "4*2400 + 729"]),
+    (LK_SHAPES["31x31_tall_plane_c2"], "plane", ["whole planes", "1*12300 + 1023", "2 zeros"]),
+    (LK_SHAPES["27x27_wider_than_plane"].with_(B=4, H=40, W=60), "plane", ["4 images", "4*2400 + 891", "6 zeros"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
     pr.skip_unless_available(NAME)

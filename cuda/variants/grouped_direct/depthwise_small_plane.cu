@@ -6,17 +6,23 @@
 // With padding (K-1)/2, a 13x13 filter meets a 7x7 plane with 49 of its 169 taps at every output; the
 // window-staging kernel (depthwise_large.cu) walks a strip's taps against staged zeros, 3.4x the
 // multiply-adds, and spent 123 us where cuDNN spent 62 (fp32, batch 32, 768 channels, H200). Here a block
-// stages whole planes of x and their filters in shared memory (fp32), and a thread sums one output over
-// the taps that meet x only: for output (oh, ow) the filter rows kh with 0 <= oh*SH - PH + kh < H, and the
-// columns likewise, with no test inside the loops.
-// Taps on padding are skipped where the block's weights are all finite; with an Inf or NaN weight every
-// tap runs (x = 0 outside the plane), so that one on padding gives NaN (0 * Inf), as in PyTorch.
+// stages whole planes of x (fp32, the images of a position side by side) and their filters in shared memory,
+// and a thread sums R consecutive outputs of one row for NI images over the filter rows that meet x.
+// Along a row it walks x's columns that meet any of its R outputs: each column is one load of NI images'
+// values and one new weight, for R x NI multiply-adds; the R weights a column needs slide along the filter
+// row in registers (stride 1: output r's tap is the next output's one step later). Filter rows are stored
+// with R-1 zeros on each side, so that an output whose window ends before (or starts after) the column
+// multiplies a zero weight. That is exact only where x and w are finite (0 * Inf = NaN): a block with an
+// Inf or NaN in its planes or filters, or at column stride 2 or more, sums each output on its own over the
+// taps that meet x (every tap where a weight is not finite, so that one on padding gives NaN, as in
+// PyTorch).
 
 #include <algorithm>
 
 #include "conv_shape.cuh"
 #include "depthwise_store.cuh"
 #include "grouped_direct.h"
+#include "int_divider.cuh"
 #include "launch_util.cuh"
 #include "tensor_io.cuh"
 
@@ -30,108 +36,224 @@ constexpr int DWP_SMEM_BUDGET = 40 * 1024;
 constexpr int DWP_NHWC_PLANES = 32;
 // Images a block (and a thread) takes where the batch has them.
 constexpr int DWP_IMAGES = 4;
+// Values a thread loads at once when it stages x and w, so that their latencies overlap: on 7x7 planes,
+// staging one value at a time took longer than the sums (H200, fp32 batch 32, UniRepLKNet-S's 13x13 on 7x7:
+// 24.2 us one at a time, 20.9 four, 20.3 eight).
+constexpr int DWP_STAGE_LOADS = 8;
+
+// Outputs of a row a thread sums: 4 for 4 images (16 sums), 2 for one (batch 1-3 has few outputs: more
+// threads).
+template <int NI>
+constexpr int dwp_run_of() { return NI == 1 ? 2 : 4; }
+int dwp_run_for(int images) { return images == 1 ? dwp_run_of<1>() : dwp_run_of<DWP_IMAGES>(); }
 
 // Every count < 2^31 (the dispatcher's batch chunks).
 struct DwpShape {
     int B, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
     int PC;       // channels a block (its images: the kernel's NI)
     int cgroups;  // blocks along C
-    // shared-memory strides of a channel's filter (taps, odd) and planes (NI planes, 1 mod 32): a warp's
-    // threads on 32 channels at one position read 32 banks
-    int wstride, cstride;
+    int runs;     // runs of R outputs in an output row
+    // shared memory, in floats: a channel's planes (H*W positions of NI images; odd in NI-float units, so
+    // that a warp's threads on 32 channels at one position read distinct banks), a filter row (R-1 zeros,
+    // KW taps, R-1 zeros) and a channel's filter (KH rows; odd)
+    int cstride, wrow, wstride;
     int x_nhwc, y_nhwc, y_dtype, relu;
+    ConvDivider by_hw, by_pc, by_wrow, by_wstride;  // the staging loops' flat indices split
 };
 
+// Stages n values: a thread loads DWP_STAGE_LOADS of them (load(i)) before it stores them (store(i, v)).
+// (Rows of contiguous values a warp each, with no index to split a value, were slower: NHWC rows are a
+// block's few channels, most lanes idle; H200, 27x27 on 14x14 fp16 NHWC 80 -> 125 us.)
+template <class Load, class Store>
+__device__ __forceinline__ void dwp_stage(int n, Load load, Store store) {
+    for (int i0 = threadIdx.x; i0 < n; i0 += DWP_STAGE_LOADS * blockDim.x) {
+        float v[DWP_STAGE_LOADS];
+#pragma unroll
+        for (int u = 0; u < DWP_STAGE_LOADS; ++u) {
+            const int i = i0 + u * (int)blockDim.x;
+            v[u] = i < n ? load(i) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < DWP_STAGE_LOADS; ++u) {
+            const int i = i0 + u * (int)blockDim.x;
+            if (i < n) store(i, v[u]);
+        }
+    }
+}
+
+// x's NI images at one staged position.
+template <int NI>
+__device__ __forceinline__ void dwp_images_at(const float* at, float (&v)[NI]) {
+    if constexpr (NI == 4) {
+        const float4 q = *reinterpret_cast<const float4*>(at);
+        v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+    } else {
+#pragma unroll
+        for (int i = 0; i < NI; ++i) v[i] = at[i];
+    }
+}
+
+// Column J of a group of R: the new weight into slot J, x's images, R x NI multiply-adds (output r's weight
+// is the one that came in r columns ago).
+template <int NI, int R, int J>
+__device__ __forceinline__ void dwp_column(float (&acc)[R][NI], float (&wv)[R], const float* xr, const float* wr,
+                                           int t) {
+    wv[J] = wr[t + J];
+    float xv[NI];
+    dwp_images_at<NI>(xr + (t + J) * NI, xv);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int i = 0; i < NI; ++i) acc[r][i] = fmaf(xv[i], wv[(J - r + R) % R], acc[r][i]);
+}
+
+template <int NI, int R, int J = 0>
+__device__ __forceinline__ void dwp_columns(float (&acc)[R][NI], float (&wv)[R], const float* xr, const float* wr,
+                                            int t, int n) {
+    if constexpr (J < R) {
+        if (n >= R || J < n) dwp_column<NI, R, J>(acc, wv, xr, wr, t);  // n >= R: a whole group
+        dwp_columns<NI, R, J + 1>(acc, wv, xr, wr, t, n);
+    }
+}
+
+// One filter row against one row of x, n >= 1 columns: xr at the first column, wr at output 0's tap for
+// it (output r's is wr[-r]; the row's zeros keep every index in it).
+template <int NI, int R>
+__device__ __forceinline__ void dwp_row(float (&acc)[R][NI], const float* xr, const float* wr, int n) {
+    float wv[R];
+#pragma unroll
+    for (int j = 1; j < R; ++j) wv[R - j] = wr[-j];  // slot (-j mod R): the tap j columns before the first
+    int t = 0;
+    for (; t + R <= n; t += R) dwp_columns<NI, R>(acc, wv, xr, wr, t, R);
+    if (t < n) dwp_columns<NI, R>(acc, wv, xr, wr, t, n - t);
+}
+
+// One output's sum over the taps that meet x (all taps: every one, x = 0 outside the plane): the path for
+// non-finite values and column strides of 2 or more.
+template <int NI>
+__device__ void dwp_one_output(float (&acc)[NI], const DwpShape& s, const float* xp, const float* wp, int oh, int ow,
+                               bool all_taps) {
+    const int ih0 = oh * s.SH - s.PH, iw0 = ow * s.SW - s.PW;  // x under tap (0, 0)
+    const int kh0 = all_taps ? 0 : max(0, -ih0), kh1 = all_taps ? s.KH : min(s.KH, s.H - ih0);
+    const int kw0 = all_taps ? 0 : max(0, -iw0), kw1 = all_taps ? s.KW : min(s.KW, s.W - iw0);
+    for (int kh = kh0; kh < kh1; ++kh) {
+        const int ih = ih0 + kh;
+        for (int kw = kw0; kw < kw1; ++kw) {
+            const int iw = iw0 + kw;
+            const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
+            const float wv = wp[kh * s.wrow + kw];
+#pragma unroll
+            for (int i = 0; i < NI; ++i) acc[i] = fmaf(in ? xp[(ih * s.W + iw) * NI + i] : 0.0f, wv, acc[i]);
+        }
+    }
+}
+
 // A block takes PC channels of NI images: their filters are staged once for the NI images, and a thread
-// sums one output position of one channel for all NI at once (one weight load for NI multiply-adds, NI
-// independent sums). Flat indices run channel fastest where the layout is NHWC (whole sectors of x and y),
-// position fastest in NCHW.
+// sums a run of R outputs of one channel for all NI at once. Flat indices run channel fastest where the
+// layout is NHWC (whole sectors of x and y), position fastest in NCHW.
 template <class TX, int NI>
 __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* __restrict__ x,
                                                           const TX* __restrict__ w, const void* __restrict__ bias,
                                                           void* __restrict__ y) {
-    extern __shared__ float dwp_smem[];
-    const int hw = s.H * s.W, taps = s.KH * s.KW, ohw = s.OH * s.OW;
+    constexpr int R = dwp_run_of<NI>();
+    extern __shared__ float4 dwp_smem[];
+    const int hw = s.H * s.W, taps = s.KH * s.KW, ohw = s.OH * s.OW, items = s.OH * s.runs;
     const int c0 = (int)(blockIdx.x % (unsigned)s.cgroups) * s.PC, b0 = (int)(blockIdx.x / (unsigned)s.cgroups) * NI;
     const int nc = min(s.PC, s.C - c0), nb = min(NI, s.B - b0);
-    float* ws = dwp_smem;                // PC filters of KH x KW
-    float* xs = ws + s.PC * s.wstride;   // PC x NI planes of H x W, channel-major
-    int nonfinite = 0;
-    for (int i = threadIdx.x; i < nc * taps; i += blockDim.x) {
-        const int cl = i / taps, k = i - cl * taps;  // depthwise filters (C, 1, KH, KW): MCKK and MKKC alike
-        const float v = conv_load(w, (long long)(c0 + cl) * taps + k);
-        ws[cl * s.wstride + k] = v;
-        nonfinite |= !isfinite(v);
-    }
-    for (int i = threadIdx.x; i < nc * NI * hw; i += blockDim.x) {
-        int cl, bi, q;
+    float* xs = reinterpret_cast<float*>(dwp_smem);  // PC channels of H x W positions x NI images
+    float* ws = xs + s.PC * s.cstride;               // PC filters of KH rows of wrow
+    // The filters, rows of R-1 zeros, KW taps, R-1 zeros (depthwise (C, 1, KH, KW): MCKK and MKKC alike).
+    bool w_bad = false, x_bad = false;
+    auto tap_of = [&](int i, int& cl, int& kh, int& kw) {
+        uint32_t j, col;
+        cl = (int)s.by_wstride.divmod(i, &j);
+        kh = (int)s.by_wrow.divmod(j, &col);
+        kw = (int)col - (R - 1);
+        return kh < s.KH && kw >= 0 && kw < s.KW;
+    };
+    dwp_stage(nc * s.wstride, [&](int i) {
+        int cl, kh, kw;
+        return tap_of(i, cl, kh, kw) ? conv_load(w, (long long)(c0 + cl) * taps + kh * s.KW + kw) : 0.0f;
+    }, [&](int i, float v) {
+        w_bad |= !isfinite(v);
+        ws[i] = v;
+    });
+    // x: PC channels x NI images x H*W positions, channel fastest in NHWC, position fastest in NCHW; channels
+    // past C and images past B are not loaded (images: zeros, never stored)
+    auto position_of = [&](int i, int& cl, int& bi, int& q) {
+        uint32_t a, r;
         if (s.x_nhwc) {
-            cl = i % nc;
-            const int r = i / nc;
-            bi = r / hw;
-            q = r - bi * hw;
+            const uint32_t rest = s.by_pc.divmod(i, &a);
+            bi = (int)s.by_hw.divmod(rest, &r);
+            cl = (int)a;
+            q = (int)r;
         } else {
-            q = i % hw;
-            const int r = i / hw;
-            bi = r / nc;
-            cl = r - bi * nc;
+            const uint32_t rest = s.by_hw.divmod(i, &r);
+            bi = (int)s.by_pc.divmod(rest, &a);
+            cl = (int)a;
+            q = (int)r;
         }
+        return cl < nc;
+    };
+    dwp_stage(s.PC * NI * hw, [&](int i) {
+        int cl, bi, q;
+        if (!position_of(i, cl, bi, q) || bi >= nb) return 0.0f;
         const int b = b0 + bi, c = c0 + cl;
-        float v = 0.0f;  // images past B: zeros, never stored
-        if (bi < nb) v = conv_load(x, s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q);
-        xs[cl * s.cstride + bi * hw + q] = v;
-    }
-    const bool all_taps = __syncthreads_or(nonfinite);
-    for (int i = threadIdx.x; i < nc * ohw; i += blockDim.x) {
-        int cl, q;
+        return conv_load(x, s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q);
+    }, [&](int i, float v) {
+        int cl, bi, q;
+        if (!position_of(i, cl, bi, q)) return;
+        x_bad |= !isfinite(v);
+        xs[cl * s.cstride + q * NI + bi] = v;
+    });
+    // finite: every tap may run against zero weights (the runs); else each output alone, on the taps that
+    // meet x where the weights are finite, all of them where one is not
+    const bool w_finite = !__syncthreads_or(w_bad);
+    const bool all_finite = !__syncthreads_or(x_bad) && w_finite;
+    for (int i = threadIdx.x; i < nc * items; i += blockDim.x) {
+        int cl, it;
         if (s.y_nhwc) {
-            q = i / nc;
-            cl = i - q * nc;
+            it = i / nc;
+            cl = i - it * nc;
         } else {
-            cl = i / ohw;
-            q = i - cl * ohw;
+            cl = i / items;
+            it = i - cl * items;
         }
-        const int oh = q / s.OW, ow = q - oh * s.OW;
-        const int ih0 = oh * s.SH - s.PH, iw0 = ow * s.SW - s.PW;  // x under tap (0, 0)
+        const int oh = it / s.runs, ow0 = (it - oh * s.runs) * R;
         const float* xp = xs + cl * s.cstride;
-        const float* wp = ws + cl * s.wstride;
-        float acc[NI];
+        const float* wp = ws + cl * s.wstride + (R - 1);  // tap (0, 0)
+        float acc[R][NI];
 #pragma unroll
-        for (int j = 0; j < NI; ++j) acc[j] = 0.0f;
-        if (!all_taps) {
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int j = 0; j < NI; ++j) acc[r][j] = 0.0f;
+        if (all_finite && s.SW == 1) {
+            const int ih0 = oh * s.SH - s.PH;
             const int kh0 = max(0, -ih0), kh1 = min(s.KH, s.H - ih0);
-            const int kw0 = max(0, -iw0), kw1 = min(s.KW, s.W - iw0);
-            for (int kh = kh0; kh < kh1; ++kh) {
-                const float* xr = xp + (ih0 + kh) * s.W + iw0;
-                const float* wr = wp + kh * s.KW;
-#pragma unroll 2
-                for (int kw = kw0; kw < kw1; ++kw) {
-                    const float wv = wr[kw];
-#pragma unroll
-                    for (int j = 0; j < NI; ++j) acc[j] = fmaf(xr[j * hw + kw], wv, acc[j]);
-                }
-            }
+            // x's columns that meet one of the run's outputs, and output 0's tap for the first
+            const int iw0 = max(0, ow0 - s.PW), iw1 = min(s.W, ow0 + R - 1 - s.PW + s.KW);
+            if (iw1 > iw0)
+                for (int kh = kh0; kh < kh1; ++kh)
+                    dwp_row<NI, R>(acc, xp + ((ih0 + kh) * s.W + iw0) * NI, wp + kh * s.wrow + iw0 - ow0 + s.PW,
+                                   iw1 - iw0);
         } else {
-            for (int kh = 0; kh < s.KH; ++kh) {
-                const int ih = ih0 + kh;
-                const bool row_in = ih >= 0 && ih < s.H;
-                for (int kw = 0; kw < s.KW; ++kw) {
-                    const int iw = iw0 + kw;
-                    const bool in = row_in && iw >= 0 && iw < s.W;
-                    const float wv = wp[kh * s.KW + kw];
 #pragma unroll
-                    for (int j = 0; j < NI; ++j) acc[j] = fmaf(in ? xp[j * hw + ih * s.W + iw] : 0.0f, wv, acc[j]);
-                }
-            }
+            for (int r = 0; r < R; ++r)
+                if (ow0 + r < s.OW) dwp_one_output<NI>(acc[r], s, xp, wp, oh, ow0 + r, !w_finite);
         }
         const int c = c0 + cl;
         const float bv = gd_bias_as_float(bias, s.y_dtype, c);
 #pragma unroll
-        for (int j = 0; j < NI; ++j) {
-            if (j >= nb) break;
-            const int b = b0 + j;
-            const long long at = s.y_nhwc ? ((long long)b * ohw + q) * s.C + c : ((long long)b * s.C + c) * ohw + q;
-            gd_store_in_dtype(y, s.y_dtype, at, conv_epilogue_value(acc[j], bv, s.relu));
+        for (int r = 0; r < R; ++r) {
+            const int q = oh * s.OW + ow0 + r;
+            if (ow0 + r >= s.OW) break;
+#pragma unroll
+            for (int j = 0; j < NI; ++j) {
+                if (j >= nb) break;
+                const int b = b0 + j;
+                const long long at = s.y_nhwc ? ((long long)b * ohw + q) * s.C + c : ((long long)b * s.C + c) * ohw + q;
+                gd_store_in_dtype(y, s.y_dtype, at, conv_epilogue_value(acc[r][j], bv, s.relu));
+            }
         }
     }
 }
@@ -139,13 +261,15 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
 // Images a block takes: four where the batch has them (the filters staged once for four), else one.
 int dwp_images(const conv_problem* p) { return p->B >= DWP_IMAGES ? DWP_IMAGES : 1; }
 
-// A channel's filter and planes of `images` images in shared memory, in floats (DwpShape's strides).
-int64_t dwp_wstride(const conv_problem* p) { return p->KH * p->KW | 1; }
-int64_t dwp_cstride(const conv_problem* p, int images) { return (images * p->H * p->W + 31) / 32 * 32 + 1; }
+// Shared memory, in floats (DwpShape): a channel's planes of `images` images, a filter row with its
+// zeros, a channel's filter.
+int64_t dwp_cstride(const conv_problem* p, int images) { return images * (p->H * p->W | 1); }
+int64_t dwp_wrow(const conv_problem* p, int images) { return p->KW + 2 * (dwp_run_for(images) - 1); }
+int64_t dwp_wstride(const conv_problem* p, int images) { return p->KH * dwp_wrow(p, images) | 1; }
 
 // Shared memory of PC channels' filters and their planes of NI images.
 size_t dwp_bytes(const conv_problem* p, int64_t channels, int images) {
-    return (size_t)channels * (size_t)(dwp_wstride(p) + dwp_cstride(p, images)) * sizeof(float);
+    return (size_t)channels * (size_t)(dwp_cstride(p, images) + dwp_wstride(p, images)) * sizeof(float);
 }
 
 template <class TX, int NI>
@@ -167,21 +291,27 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
     s.y_nhwc = p->y_layout == CONV_NHWC;
     s.y_dtype = p->y_dtype;
     s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
-    // Channels a block: enough output positions for its threads (NHWC: at least a sector's channels),
-    // fewer while they would not fit shared memory or the grid would have fewer than two blocks an SM.
-    const int64_t ohw = (int64_t)s.OH * s.OW, image_blocks = (s.B + NI - 1) / NI;
-    int64_t pc = std::max<int64_t>(s.x_nhwc || s.y_nhwc ? DWP_NHWC_PLANES : 1, DWP_THREADS / ohw);
+    // Channels a block: enough runs of outputs for its threads (NHWC: at least a sector's channels), fewer
+    // while they would not fit shared memory or the grid would have fewer than two blocks an SM.
+    s.runs = (s.OW + dwp_run_of<NI>() - 1) / dwp_run_of<NI>();
+    const int64_t items = (int64_t)s.OH * s.runs, image_blocks = (s.B + NI - 1) / NI;
+    int64_t pc = std::max<int64_t>(s.x_nhwc || s.y_nhwc ? DWP_NHWC_PLANES : 1, DWP_THREADS / items);
     pc = std::min<int64_t>(pc, s.C);
     while (pc > 1 && (dwp_bytes(p, pc, NI) > DWP_SMEM_BUDGET || (s.C + pc - 1) / pc * image_blocks < 2 * (int64_t)sms))
         pc = (pc + 1) / 2;
     s.PC = (int)pc;
     s.cgroups = (int)((s.C + pc - 1) / pc);
-    s.wstride = (int)dwp_wstride(p);
     s.cstride = (int)dwp_cstride(p, NI);
+    s.wrow = (int)dwp_wrow(p, NI);
+    s.wstride = (int)dwp_wstride(p, NI);
+    s.by_hw = ConvDivider::of((uint32_t)(s.H * s.W));
+    s.by_pc = ConvDivider::of((uint32_t)s.PC);
+    s.by_wrow = ConvDivider::of((uint32_t)s.wrow);
+    s.by_wstride = ConvDivider::of((uint32_t)s.wstride);
     const int64_t blocks = s.cgroups * image_blocks;
     if (blocks >= (1ll << 31))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: plane's blocks of this batch pass int range");
-    const int threads = (int)std::min<int64_t>(DWP_THREADS, (pc * ohw + 31) / 32 * 32);
+    const int threads = (int)std::min<int64_t>(DWP_THREADS, (pc * items + 31) / 32 * 32);
     const size_t smem = dwp_bytes(p, pc, NI);
     switch (p->x_dtype) {
     case CONV_F16: dwp_launch<__half, NI>(t, s, (unsigned)blocks, threads, smem, stream); break;
@@ -202,24 +332,12 @@ int dwp_fits(const conv_problem* p, int report) {
         if (!report) return CONV_ERR_UNSUPPORTED;
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "grouped_direct: the plane configuration stages whole planes (%d images) and their filter "
-                              "in %d KB of shared memory: %d*H*W + KH*KW = %d*%lld + %lld values are too many", images,
-                              DWP_SMEM_BUDGET / 1024, images, images, (long long)(p->H * p->W),
-                              (long long)(p->KH * p->KW));
+                              "(rows with %d zeros) in %d KB of shared memory: %d*H*W + KH*(KW + %d) = %d*%lld + %lld "
+                              "values are too many", images, (int)(dwp_wrow(p, images) - p->KW), DWP_SMEM_BUDGET / 1024,
+                              images, (int)(dwp_wrow(p, images) - p->KW), images, (long long)(p->H * p->W),
+                              (long long)(p->KH * dwp_wrow(p, images)));
     }
     return CONV_OK;
-}
-
-double dwp_tap_share(const conv_problem* p) {
-    auto along = [](int64_t n, int64_t outs, int64_t k, int64_t stride, int64_t pad) {
-        int64_t met = 0;
-        for (int64_t o = 0; o < outs; ++o) {
-            const int64_t i0 = o * stride - pad;
-            met += std::max<int64_t>(0, std::min(k, n - i0) - std::max<int64_t>(0, -i0));
-        }
-        return (double)met / ((double)outs * (double)k);
-    };
-    return along(p->H, conv_out_h(p), p->KH, p->stride_h, p->pad_h) *
-           along(p->W, conv_out_w(p), p->KW, p->stride_w, p->pad_w);
 }
 
 int dwp_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {

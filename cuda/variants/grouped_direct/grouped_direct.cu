@@ -52,14 +52,15 @@ constexpr int GD_MAX_TILE = 32;
 // default (the unrolled kernels stop at 7x7; InceptionNeXt's 1x11 and 11x1 bands, 11 taps over 12-96
 // channels, ran 2-4x faster on the tiles: H200, batch 1 and 32).
 constexpr int64_t DWL_MIN_FILTER = 9, DWL_MIN_TAPS = 64;
-// Of those, planes of at most DWP_SMALL_PLANE values (7x7 and 8x8), or DWP_SMALL_PLANE_BATCHED (14x14,
-// 16x16) at batch 4 or more where x is NCHW or half the taps or fewer meet x, go to the small-plane
-// kernel, which sums only the taps that meet x. H200, batch 32: RepLKNet-31B's 13x13 on 7x7 fp32 31 against
-// lk_q8's 123 us (cuDNN 62), fp16 NHWC 35 against 103 (cuDNN 393); its 27x27 on 14x14 (27% of the taps meet
-// x) fp32 144 against 292, fp16 146 against 266; UniRepLKNet-S's 13x13 on 14x14 (63%) fp32 82 against 85,
-// but fp16 NHWC 123 against lk_q16's 100. Batch 1: 13x13 on 7x7 fp32 6.3 against 7.1; on 14x14 fp32 8.9
-// against 6.6 (fp16 NHWC 9.6 against 17.1: not taken). 28x28 planes: 127 against lk_q16's 108.
-constexpr int64_t DWP_SMALL_PLANE = 64, DWP_SMALL_PLANE_BATCHED = 256;
+// Of those, planes of at most DWP_SMALL_PLANE values (7x7, 8x8), DWP_SMALL_PLANE_BATCHED (14x14, 16x16)
+// from batch 4 or in NHWC, or DWP_MID_PLANE (28x28, 32x32) from batch 4 where filter rows are DWP_MID_ROW
+// taps or longer go to the small-plane kernel, which sums only the taps that meet x, in runs of outputs
+// along rows. H200, batch 32, fp32 / fp16 NHWC (lk_* in brackets, us): RepLKNet-31B's 13x13 on 7x7 25 / 27
+// (123 / 103; cuDNN 62 / 393), 27x27 on 14x14 69 / 80 (293 / 265), 29x29 on 28x28 324 / 301 (587 / 583);
+// UniRepLKNet-S's 13x13 on 14x14 46 / 50 (85 / 100), on 28x28 115 / 112 (120 / 148); SLaK's 5x49 on 28x28 89
+// (188) but 49x5 191 (183: rows of 5 taps, 3 zeros each side). Batch 1, fp32: 13x13 on 7x7 7.0 against
+// 7.2, on 14x14 9.5 against 6.6; fp16 NHWC 10.4 against 16.8.
+constexpr int64_t DWP_SMALL_PLANE = 64, DWP_SMALL_PLANE_BATCHED = 256, DWP_MID_PLANE = 1024, DWP_MID_ROW = 9;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
@@ -543,7 +544,7 @@ const conv_config GD_CONFIGS[] = {
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
-// (without dilation) on small planes (DWP_SMALL_PLANE) to the small-plane kernel; larger planes to the
+// (without dilation) on small planes (DWP_*_PLANE) to the small-plane kernel; larger planes to the
 // large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on
 // both sides, the plane 28 or more along its sliding side and the grid has 64K such threads or more
 // (RepLKNet's 31x31 and 29x29, fp16 UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch
@@ -569,8 +570,8 @@ const char* gd_default_config(const conv_problem* p) {
     if (large_filter) {
         const int64_t plane = p->H * p->W;
         const bool small = plane <= DWP_SMALL_PLANE ||
-                           (p->B >= 4 && plane <= DWP_SMALL_PLANE_BATCHED &&
-                            (p->x_layout == CONV_NCHW || dwp_tap_share(p) <= 0.5));
+                           (plane <= DWP_SMALL_PLANE_BATCHED && (p->B >= 4 || p->x_layout == CONV_NHWC)) ||
+                           (p->B >= 4 && plane <= DWP_MID_PLANE && p->KW >= DWP_MID_ROW);
         if (small && dwp_fits(p, 0) == CONV_OK) return "plane";
     }
     if (large_filter && dwl_fits(p, 0) == CONV_OK) {

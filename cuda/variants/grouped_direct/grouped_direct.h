@@ -92,13 +92,10 @@ int dwl_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 // CONV_ERR_UNSUPPORTED, naming the reason where `report`.
 int dwp_fits(const conv_problem* p, int report);
 
-// Runs it: a block stages whole planes and their filters, a thread sums one output over the taps that meet
-// x (the "plane" configuration).
+// Runs it: a block stages whole planes and their filters, a thread sums a run of outputs of one row over the
+// columns that meet x (the "plane" configuration).
 int dwp_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
-// The share of the filter's taps that meet x (not its padding), averaged over the outputs: the work the
-// small-plane kernel does against a kernel that runs every tap.
-double dwp_tap_share(const conv_problem* p);
 
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
