@@ -55,11 +55,11 @@ constexpr int64_t DWL_MIN_FILTER = 9, DWL_MIN_TAPS = 64;
 // Of those, planes of at most DWP_SMALL_PLANE values (7x7, 8x8), DWP_SMALL_PLANE_BATCHED (14x14, 16x16)
 // from batch 4 or in NHWC, or DWP_MID_PLANE (28x28, 32x32) from batch 4 where filter rows are DWP_MID_ROW
 // taps or longer go to the small-plane kernel, which sums only the taps that meet x, in runs of outputs
-// along rows. H200, batch 32, fp32 / fp16 NHWC (lk_* in brackets, us): RepLKNet-31B's 13x13 on 7x7 25 / 27
-// (123 / 103; cuDNN 62 / 393), 27x27 on 14x14 69 / 80 (293 / 265), 29x29 on 28x28 324 / 301 (587 / 583);
-// UniRepLKNet-S's 13x13 on 14x14 46 / 50 (85 / 100), on 28x28 115 / 112 (120 / 148); SLaK's 5x49 on 28x28 89
-// (188) but 49x5 191 (183: rows of 5 taps, 3 zeros each side). Batch 1, fp32: 13x13 on 7x7 7.0 against
-// 7.2, on 14x14 9.5 against 6.6; fp16 NHWC 10.4 against 16.8.
+// along rows. H200, batch 32, fp32 / fp16 NHWC (lk_* in brackets, us): RepLKNet-31B's 13x13 on 7x7 26 / 28
+// (125 / 104; cuDNN 62 / 395), 27x27 on 14x14 69 / 81 (296 / 267), 29x29 on 28x28 329 / 296 (590 / 587);
+// UniRepLKNet-S's 13x13 on 14x14 47 / 50 (86 / 100), on 28x28 114 / 118 (121 / 150); SLaK's 5x49 on 28x28 86
+// (190) but 49x5 189 (185: rows of 5 taps, 3 zeros each side). Batch 1 (one output a thread), fp32: 13x13
+// on 7x7 5.5 against 7.2, on 14x14 8.8 against 6.7; fp16 NHWC on 14x14 9.7 against 16.8.
 constexpr int64_t DWP_SMALL_PLANE = 64, DWP_SMALL_PLANE_BATCHED = 256, DWP_MID_PLANE = 1024, DWP_MID_ROW = 9;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
