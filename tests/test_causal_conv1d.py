@@ -313,6 +313,9 @@ def test_auto_and_other_variants_on_causal_problems(rng):
     (1, 64, 1, 4, 3), (3, 37, 1, 4, 5), (2, 16, 3, 2, 1), (4, 8, 6, 3, 2),
     # one token with K-1 or K state values: the one-step kernel (odd D too)
     (5, 40, 1, 4, 4), (2, 19, 1, 3, 2), (2, 24, 1, 3, 3), (3, 16, 1, 2, 1), (1, 9, 1, 2, 2),
+    # states of 3 values (6-byte rows in 16-bit) over grids ending in a partial warp (111 rows: 3 warps
+    # and 15 rows; 400 rows: two blocks, the second ending in a warp of 16)
+    (3, 37, 1, 4, 3), (2, 200, 1, 4, 3),
 ])
 @pytest.mark.parametrize("activation", [None, "silu"])
 @pytest.mark.parametrize("aligned", [True, False])
