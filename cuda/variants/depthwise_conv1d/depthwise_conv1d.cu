@@ -90,12 +90,12 @@ __device__ __forceinline__ uint32_t word_of(const uint4& u, int i) { return rein
 // memory), so they come by shuffle, not by load. Sums start at the bias. (bf16 rows_p4 at D = 4096,
 // B = 8, L = 2048 ran 25 instructions an output with a load per piece at a time and the K-1 inputs
 // loaded: 83 us, 62% of the HBM bandwidth, issue slots 61% busy; rows_p1 now 72 us.)
-template <class TX, class TY, int K, int P>
+template <class T, int K, int P>
 __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider by_pieces, ConvDivider by_d,
-                                                        const TX* __restrict__ x, const TX* __restrict__ w,
-                                                        const TY* __restrict__ bias, TY* __restrict__ y) {
-    constexpr int E = row_elems<TX>();      // outputs a piece
-    constexpr int kPer = 4 / (int)sizeof(TX);  // elements a 32-bit word
+                                                        const T* __restrict__ x, const T* __restrict__ w,
+                                                        const T* __restrict__ bias, T* __restrict__ y) {
+    constexpr int E = row_elems<T>();      // outputs a piece
+    constexpr int kPer = 4 / (int)sizeof(T);  // elements a 32-bit word
     constexpr int kTail = (K - 1 + kPer - 1) / kPer;  // a piece's last words, which hold the next's K-1 inputs
     // 32-bit index arithmetic: supports_rows keeps the piece count below 2^31
     const unsigned total = (unsigned)a.rows * by_pieces.divisor;
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider 
             row[p] = piece[p] = 0;
             if (g < total) {
                 row[p] = by_pieces.divmod(g, &piece[p]);
-                raw[p] = load_piece<TX>(x + (long long)row[p] * a.L, (int)piece[p] * E, a.L, a.vec_x);
+                raw[p] = load_piece<T>(x + (long long)row[p] * a.L, (int)piece[p] * E, a.L, a.vec_x);
                 uint32_t d;
                 by_d.divmod(row[p], &d);
 #pragma unroll
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider 
         }
         uint4 before = make_uint4(0, 0, 0, 0);  // lane 0: the piece before its first
         if (lane == 0 && warp_first < total && piece[0] > 0)
-            before = load_piece<TX>(x + (long long)row[0] * a.L, ((int)piece[0] - 1) * E, a.L, a.vec_x);
+            before = load_piece<T>(x + (long long)row[0] * a.L, ((int)piece[0] - 1) * E, a.L, a.vec_x);
 #pragma unroll
         for (int p = 0; p < P; ++p) {
             uint32_t tail[kTail];
@@ -139,10 +139,10 @@ __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider 
             if (warp_first + lane + 32 * p >= total) continue;
             // win[j] = x[o0 - (K-1) + j]: the K-1 values before the piece (zeros before the row), then its E
             float before_v[kTail * kPer], win[K - 1 + E];
-            dw1d_widen_words<TX, kTail>(tail, before_v);
+            dw1d_widen_words<T, kTail>(tail, before_v);
 #pragma unroll
             for (int j = 0; j < K - 1; ++j) win[j] = piece[p] > 0 ? before_v[kTail * kPer - (K - 1) + j] : 0.0f;
-            dw1d_widen_words<TX, 4>(reinterpret_cast<const uint32_t*>(&raw[p]), win + K - 1);
+            dw1d_widen_words<T, 4>(reinterpret_cast<const uint32_t*>(&raw[p]), win + K - 1);
             float out[E];
 #pragma unroll
             for (int t = 0; t < E; ++t) {
@@ -152,13 +152,13 @@ __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider 
                 out[t] = conv_activate(acc, a.act);
             }
             const int o0 = (int)piece[p] * E;
-            TY* yr = y + (long long)row[p] * a.OL;
+            T* yr = y + (long long)row[p] * a.OL;
             if (a.vec_y && o0 + E <= a.OL) {
-                store_vec<TY, E>(yr + o0, out);
+                store_vec<T, E>(yr + o0, out);
             } else {
 #pragma unroll
                 for (int t = 0; t < E; ++t)
-                    if (o0 + t < a.OL) yr[o0 + t] = conv_store_as<TY>(out[t]);
+                    if (o0 + t < a.OL) yr[o0 + t] = conv_store_as<T>(out[t]);
             }
         }
     }
@@ -176,13 +176,12 @@ __global__ void __launch_bounds__(256) dw1d_rows_kernel(Dw1dArgs a, ConvDivider 
 // 32-bit offset; the index splits with ConvDivider. (With a fallback for misaligned words, a branch and a
 // 64-bit multiply a step and two integer divisions, the kernel ran 25 instructions an output: bf16 r16 at
 // the shape above 86 us; now 75.) by_groups divides by D / N (a step's words), by_runs by a row's runs.
-template <class TX, class TY, int K, int RUN, int CHUNK>
+template <class T, int K, int RUN, int CHUNK>
 __global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, ConvDivider by_groups, ConvDivider by_runs,
-                                                        const TX* __restrict__ x, const TX* __restrict__ w,
-                                                        const TY* __restrict__ bias, TY* __restrict__ y) {
+                                                        const T* __restrict__ x, const T* __restrict__ w,
+                                                        const T* __restrict__ bias, T* __restrict__ y) {
     static_assert(RUN % CHUNK == 0, "whole chunks");
-    static_assert(sizeof(TX) == sizeof(TY), "x and y of one dtype: a thread's channels are a word of each");
-    constexpr int N = kColBytes / (int)sizeof(TX);
+    constexpr int N = kColBytes / (int)sizeof(T);
     using Word = uint2;
     const int groups = (int)by_groups.divisor;  // a step's words
     const unsigned total = (unsigned)(a.rows / a.D) * by_runs.divisor * groups;  // < 2^31: the dispatcher's chunks
@@ -224,7 +223,7 @@ __global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, ConvDivider 
                 float in[K][N], out[N];
 #pragma unroll
                 for (int k = 0; k < K; ++k)
-                    dw1d_widen_words<TX, kColBytes / 4>(reinterpret_cast<const uint32_t*>(&win[t + k]), in[k]);
+                    dw1d_widen_words<T, kColBytes / 4>(reinterpret_cast<const uint32_t*>(&win[t + k]), in[k]);
 #pragma unroll
                 for (int c = 0; c < N; ++c) {
                     float acc = b[c];  // sums start at the bias: one addition fewer an output
@@ -232,7 +231,7 @@ __global__ void __launch_bounds__(256) dw1d_cols_kernel(Dw1dArgs a, ConvDivider 
                     for (int k = 0; k < K; ++k) acc = fmaf(in[k][c], taps[k][c], acc);
                     out[c] = conv_activate(acc, a.act);
                 }
-                if (first + t < a.OL) store_vec<TY, N>(reinterpret_cast<TY*>(yw + (chunk * CHUNK + t) * groups), out);
+                if (first + t < a.OL) store_vec<T, N>(reinterpret_cast<T*>(yw + (chunk * CHUNK + t) * groups), out);
             }
 #pragma unroll
             for (int j = 0; j < K - 1; ++j) win[j] = win[CHUNK + j];
@@ -303,9 +302,9 @@ int one_dtype(const conv_problem* p, const char* config) {
 template <class F, class... Args>
 int dispatch_one_dtype(const conv_problem* p, Args&&... args) {
     switch (p->x_dtype) {
-    case CONV_F16: return F::template run<__half, __half>(args...);
-    case CONV_BF16: return F::template run<__nv_bfloat16, __nv_bfloat16>(args...);
-    default: return F::template run<float, float>(args...);
+    case CONV_F16: return F::template run<__half>(args...);
+    case CONV_BF16: return F::template run<__nv_bfloat16>(args...);
+    default: return F::template run<float>(args...);
     }
 }
 
@@ -376,19 +375,19 @@ long long cols_groups(const conv_problem* p) { return p->C / (kColBytes / conv_d
 long long cols_runs(const conv_problem* p, int run) { return (conv_out_w(p) + run - 1) / run; }
 long long cols_threads(const conv_problem* p, int run) { return p->B * cols_groups(p) * cols_runs(p, run); }
 
-// A fast kernel's launch for x / y of TX / TY: Kernel<TX, TY, K>::launch, by the problem's K.
-template <template <class, class, int> class Kernel>
+// A fast kernel's launch for x and y of T: Kernel<T, K>::launch, by the problem's K.
+template <template <class, int> class Kernel>
 struct FastLaunch {
-    template <class TX, class TY>
+    template <class T>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
-        const TX* x = static_cast<const TX*>(t->x);
-        const TX* w = static_cast<const TX*>(t->w);
-        const TY* bias = static_cast<const TY*>(t->bias);
-        TY* y = static_cast<TY*>(t->y);
+        const T* x = static_cast<const T*>(t->x);
+        const T* w = static_cast<const T*>(t->w);
+        const T* bias = static_cast<const T*>(t->bias);
+        T* y = static_cast<T*>(t->y);
         switch (p->KW) {
-        case 2: Kernel<TX, TY, 2>::launch(p, t, stream, x, w, bias, y); break;
-        case 3: Kernel<TX, TY, 3>::launch(p, t, stream, x, w, bias, y); break;
-        default: Kernel<TX, TY, 4>::launch(p, t, stream, x, w, bias, y); break;
+        case 2: Kernel<T, 2>::launch(p, t, stream, x, w, bias, y); break;
+        case 3: Kernel<T, 3>::launch(p, t, stream, x, w, bias, y); break;
+        default: Kernel<T, 4>::launch(p, t, stream, x, w, bias, y); break;
         }
         CONV_LAUNCH_CHECK(depthwise_conv1d);
         return CONV_OK;
@@ -397,12 +396,12 @@ struct FastLaunch {
 
 template <int P>
 struct Rows {
-    template <class TX, class TY, int K>
+    template <class T, int K>
     struct Kernel {
-        static void launch(const conv_problem* p, const conv_tensors* t, cudaStream_t s, const TX* x, const TX* w,
-                           const TY* b, TY* y) {
+        static void launch(const conv_problem* p, const conv_tensors* t, cudaStream_t s, const T* x, const T* w,
+                           const T* b, T* y) {
             const long long per_row = row_pieces(p), pieces = p->B * p->C * per_row;
-            dw1d_rows_kernel<TX, TY, K, P><<<conv_grid_for((pieces + P - 1) / P, 256), 256, 0, s>>>(
+            dw1d_rows_kernel<T, K, P><<<conv_grid_for((pieces + P - 1) / P, 256), 256, 0, s>>>(
                 args_of(p, t), ConvDivider::of((uint32_t)per_row), ConvDivider::of((uint32_t)p->C), x, w, b, y);
         }
     };
@@ -410,11 +409,11 @@ struct Rows {
 
 template <int RUN, int CHUNK>
 struct Cols {
-    template <class TX, class TY, int K>
+    template <class T, int K>
     struct Kernel {
-        static void launch(const conv_problem* p, const conv_tensors* t, cudaStream_t s, const TX* x, const TX* w,
-                           const TY* b, TY* y) {
-            dw1d_cols_kernel<TX, TY, K, RUN, CHUNK><<<conv_grid_for(cols_threads(p, RUN), 256), 256, 0, s>>>(
+        static void launch(const conv_problem* p, const conv_tensors* t, cudaStream_t s, const T* x, const T* w,
+                           const T* b, T* y) {
+            dw1d_cols_kernel<T, K, RUN, CHUNK><<<conv_grid_for(cols_threads(p, RUN), 256), 256, 0, s>>>(
                 args_of(p, t), ConvDivider::of((uint32_t)cols_groups(p)), ConvDivider::of((uint32_t)cols_runs(p, RUN)),
                 x, w, b, y);
         }
@@ -435,7 +434,7 @@ struct SimpleLaunch {
 };
 
 int run_rows_p4(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return FastLaunch<Rows<4>::template Kernel>::run<float, float>(p, t, conv_stream(stream));
+    return FastLaunch<Rows<4>::template Kernel>::run<float>(p, t, conv_stream(stream));
 }
 int run_rows_p1(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
     return dispatch_one_dtype<FastLaunch<Rows<1>::template Kernel>>(p, p, t, conv_stream(stream));
