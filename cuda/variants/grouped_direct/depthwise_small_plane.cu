@@ -38,12 +38,12 @@ constexpr int DWP_NHWC_PLANES = 32;
 constexpr int DWP_IMAGES = 4;
 // Values a thread loads at once when it stages x and w, so that their latencies overlap: on 7x7 planes,
 // staging one value at a time took longer than the sums (H200, fp32 batch 32, UniRepLKNet-S's 13x13 on 7x7:
-// 24.2 us one at a time, 20.9 four, 20.3 eight).
+// 28.2 us one at a time, 20.7 four, 20.3 eight).
 constexpr int DWP_STAGE_LOADS = 8;
 
 // Outputs of a row a thread sums: 4 for 4 images (16 sums); 1 for one image, since batches of 1-3 have few
-// outputs and a thread's serial work is their time (H200, batch 1, 13x13 on 7x7 fp16 NHWC: 6.1 us at 1,
-// 8.4 at 2).
+// outputs and a thread's serial work is their time (H200, batch 1, 13x13 on 7x7: fp32 5.5 us at 1, 7.0 at
+// 2; fp16 NHWC 6.6 at 1, 8.4 at 2).
 template <int NI>
 constexpr int dwp_run_of() { return NI == 1 ? 1 : 4; }
 int dwp_run_for(int images) { return images == 1 ? dwp_run_of<1>() : dwp_run_of<DWP_IMAGES>(); }
