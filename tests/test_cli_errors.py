@@ -164,10 +164,18 @@ def test_a_library_that_does_not_load_is_one_line(tmp_path):
         assert_refused(result, args[0], "cannot load libconv", str(missing))
 
 
+def _sigint_as_at_a_terminal():
+    """In the child before exec: SIGINT's default action, which Python turns into KeyboardInterrupt. A suite
+    started in the background of a non-interactive shell (`pytest &`, as some CI runners do) inherits SIGINT
+    ignored, and Python keeps an ignored SIGINT ignored: Ctrl-C would never reach the command."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_exits_130_without_a_traceback(tmp_path):
     # 70,000 images: minutes on a CPU, long enough on a GPU for the signal to land inside the run.
     proc = pyconv_cli(tmp_path, "lenet", "--images", "70000", "--repeats", "100", "--no-torch", "--quiet",
-                      env={"PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                      env={"PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      preexec_fn=_sigint_as_at_a_terminal)
     try:
         assert proc.stdout.readline().startswith("LeNet-5")  # the header: the run has started
         proc.send_signal(signal.SIGINT)
