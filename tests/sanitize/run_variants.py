@@ -100,8 +100,9 @@ GROUPED_SHAPES = [
     ((2, 6, 33, 29), (6, 1, 31, 31), 1, 15, 6, np.float32, False),   # large filters (grouped_direct's lk_*):
     ((1, 12, 40, 23), (12, 1, 11, 5), 2, 3, 12, np.float32, True),   # square, tall at stride 2 (columns slide),
     ((2, 16, 21, 19), (16, 1, 13, 13), 1, 6, 16, np.float16, True),  # f16 channel blocks
-    ((5, 40, 7, 7), (40, 1, 13, 13), 1, 6, 40, np.float32, True),    # small planes (plane): 4 images a block,
-    ((2, 24, 7, 7), (24, 1, 13, 13), 2, 6, 24, np.float16, False),   # the last block one image; one a block
+    ((5, 40, 7, 7), (40, 1, 13, 13), 1, 6, 40, np.float32, True),    # small planes (plane): runs of 4 outputs x
+    ((2, 24, 7, 7), (24, 1, 13, 13), 2, 6, 24, np.float16, False),   # 4 images, the last block 1 image; 1 image at
+    ((1, 20, 14, 13), (20, 1, 27, 27), 1, 13, 20, np.float16, True), # stride 2 (each output alone), and stride 1
 ]
 
 
