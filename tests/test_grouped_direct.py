@@ -276,7 +276,8 @@ LK_SHAPES = {
     "11x1_c12": ConvCase(3, 12, 19, 14, 12, 11, 1, padding=(5, 0), groups=12),
     "1x11_c12": ConvCase(2, 12, 15, 26, 12, 1, 11, padding=(0, 5), groups=12),
     "9x14_s3x2_uneven": ConvCase(1, 7, 31, 37, 7, 9, 14, stride=(3, 2), padding=(2, 7), extra=(1, 2), groups=7),
-    # row stride 2, column stride 1 (plane's runs of outputs), a run of 4 / 8 past the row's end
+    # row stride 2, column stride 1 (plane's runs of outputs: one a thread at B = 2; runs of 4, the last
+    # past the row's end, at B = 5 in test_large_filter_kernel_many_blocks)
     "11x7_s2x1_uneven": ConvCase(2, 5, 17, 13, 5, 11, 7, stride=(2, 1), padding=(5, 3), extra=(0, 1), groups=5),
     "27x27_wider_than_plane": ConvCase(2, 17, 7, 9, 17, 27, 27, padding=(13, 13), groups=17),
     "63x63_valid_c3": ConvCase(1, 3, 70, 66, 3, 63, 63, groups=3),
@@ -320,7 +321,8 @@ def test_large_filter_kernel_mixed_dtypes(x_dtype, y_dtype, rng):
 
 
 def test_large_filter_kernel_many_blocks(rng):
-    """Enough images and channels that blocks take several channels and the grid is many waves."""
+    """Enough images and channels that blocks take several channels and the grid is many waves; plane with
+    full and partial groups of four images, and its runs of four outputs at row stride 2."""
     pr.skip_unless_available(NAME)
     case = ConvCase(16, 96, 14, 14, 96, 27, 27, padding=(13, 13), groups=96, x_layout="NHWC", y_layout="NHWC",
                     w_layout="MKKC", x_dtype="bf16", y_dtype="bf16", bias=True)
@@ -329,6 +331,7 @@ def test_large_filter_kernel_many_blocks(rng):
     pr.check_config(NAME, "plane", case, rng)
     pr.check_config(NAME, "plane", case.with_(B=6, x_layout="NCHW", y_layout="NCHW", x_dtype="f32", y_dtype="f32"), rng)
     pr.check_config(NAME, "plane", case.with_(B=3, y_layout="NCHW", x_dtype="f16", y_dtype="f32"), rng)
+    pr.check_config(NAME, "plane", LK_SHAPES["11x7_s2x1_uneven"].with_(B=5, bias=True, epilogue="relu"), rng)
 
 
 @pytest.mark.parametrize("config", LK_CONFIGS)
@@ -430,6 +433,7 @@ def test_default_config_per_shape():
     assert default_of(s1.with_(KH=49, KW=5, padding=(24, 2))) == "lk_q8"  # rows of 5 taps
     assert default_of(s1.with_(KH=5, KW=49, padding=(2, 24))) == "plane"
     assert default_of(big.with_(H=32, W=32)) == "plane" and default_of(big.with_(H=33, W=32)) == "lk_q16"
+
 
 def supports(case, config=None):
     vid = pr.variant_id(NAME)

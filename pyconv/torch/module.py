@@ -187,7 +187,7 @@ class Conv1d(_PyconvOptions, nn.Conv1d):
     def _make_spec(self):  # a Spec on (B, C, 1, L)
         padding = self.padding if self.padding_mode == "zeros" else 0
         stride, padding, dilation, epilogue = _problem.conv1d_as_2d(self.stride, padding, self.dilation,
-                                                                   self.epilogue)
+                                                                    self.epilogue)
         return _op.cached_spec((1,) + tuple(self.kernel_size) if isinstance(padding, str) else None, stride, padding,
                                dilation, self.groups, epilogue, self.variant, self.precision, self.engine,
                                self.fallback)

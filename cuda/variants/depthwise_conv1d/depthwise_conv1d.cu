@@ -312,7 +312,7 @@ int dispatch_one_dtype(const conv_problem* p, Args&&... args) {
 // one channel: the Python layer reports such an operand as NCHW), so either kernel family reads it.
 bool in_layout(const conv_problem* p, int layout) {
     const bool coincide_x = p->C == 1 || p->H * p->W == 1;
-    const bool coincide_y = p->C == 1 || conv_out_h(p) * conv_out_w(p) == 1;
+    const bool coincide_y = p->M == 1 || conv_out_h(p) * conv_out_w(p) == 1;
     return (p->x_layout == layout || coincide_x) && (p->y_layout == layout || coincide_y);
 }
 

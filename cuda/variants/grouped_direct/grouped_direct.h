@@ -96,7 +96,6 @@ int dwp_fits(const conv_problem* p, int report);
 // columns that meet x (the "plane" configuration).
 int dwp_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
-
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
 // generic kernel, run-time filter loops) for every other shape.
