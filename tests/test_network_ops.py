@@ -1,7 +1,7 @@
 """The whole-network pieces of issue 13 on the device, through the C ABI.
 
 - The fused conv layers: every launch configuration of direct_regblock and of mma_fp16 (bias, ReLU,
-  ReLU + max-pool; mma_fp16 with fp32 and fp16 x and y) on LeNet-like shapes (C1 and C3 at their real
+  ReLU + max-pool; mma_fp16 with fp32 and fp16 x and y, NCHW and NHWC) on LeNet-like shapes (C1 and C3 at their real
   geometry and scaled down: 2x2 pool, 4x4 ceil-mode pool with partial windows; F5: 9x9 conv to 1x1 + bias
   + ReLU, F6: 1x1 + bias) and on shapes that take the fallbacks (padding, overlapping windows,
   rectangular pools), against the float64 oracle; against conv + bias followed by ReLU / max-pool in
@@ -68,40 +68,40 @@ def variant_configs(name):
 
 
 def run_config(variant, config, case, x, w, bias):
-    """case through a plan pinned to one launch configuration; y as float64 NCHW (poisoned first)."""
-    problem = pr.make_problem(case)
-    plan = ffi().new("conv_plan**")
-    check(lib().conv2d_plan_create(pr.variant_id(variant), problem, config.encode(), -1, plan))
-    try:
-        info = ffi().new("conv_plan_info*")
-        check(lib().conv2d_plan_get_info(plan[0], info))
-        d_x = DeviceArray.from_host(pr.to_storage(x, case.x_dtype))
-        d_w = DeviceArray.from_host(pr.to_storage(w, case.x_dtype))
-        d_b = None if bias is None else DeviceArray.from_host(pr.to_storage(bias, case.y_dtype))
-        d_y = DeviceArray(pr.output_shape(case), pr.STORAGE[case.y_dtype])
-        d_y.fill_bytes(0xFF)
-        ws = info.workspace_bytes
-        d_ws = DeviceArray((ws,), np.uint8) if ws else None
-        check(lib().conv2d_plan_run(plan[0], d_x.handle, d_w.handle, ffi().NULL if d_b is None else d_b.handle,
-                                    d_y.handle, ffi().NULL if d_ws is None else d_ws.handle, ws, ffi().NULL))
-        check(lib().conv_device_synchronize())
-        return pr.from_storage(d_y.get(), case.y_dtype)
-    finally:
-        check(lib().conv2d_plan_destroy(plan[0]))
+    """case through a plan pinned to one launch configuration, in the case's layouts; y as float64 NCHW
+    (poisoned first)."""
+    return pr.run_config(variant, config, case, x, w, bias)[0]
+
+
+# x, w, y layouts each variant takes: mma_fp16 in both, NHWC and MKKC, and y in the other layout than x.
+LAYOUT_SETS = {"direct_regblock": [("NCHW", "MCKK", "NCHW")],
+               "mma_fp16": [("NCHW", "MCKK", "NCHW"), ("NHWC", "MKKC", "NHWC"), ("NHWC", "MCKK", "NCHW"),
+                            ("NCHW", "MKKC", "NHWC")]}
+# What a launch configuration may refuse (shapes outside its kernel's limits), in its words; every
+# other refusal fails. The row window takes 5- and 7-row filters and x, y of one dtype; no mma_fp16
+# configuration keeps F5's 16*9*9 taps x 32 maps of weights in shared memory.
+MAY_REFUSE = {"rowwin_r12": "mma_fp16 row window:", "rowwin_r16": "mma_fp16 row window:",
+              "n4_w8": "A-fragment tiles in shared memory", "n4_w8_short": "A-fragment tiles in shared memory",
+              "n8_w8_grid": "A-fragment tiles in shared memory"}
 
 
 def fused_rows():
     rows = []
     for name in ("direct_regblock", "mma_fp16"):
-        cases = FUSED_CASES
         caps = pr.variant_caps(name)
         for config in variant_configs(name):
-            for case_id, case in cases.items():
-                for y_dtype in caps["out_dtypes"]:
-                    for x_dtype in caps["in_dtypes"]:
-                        rows.append(pytest.param(name, config, case.with_(x_dtype=x_dtype, y_dtype=y_dtype,
-                                                                          compute=caps["compute"]),
-                                                 id=f"{name}-{config}-{case_id}-{x_dtype}_{y_dtype}"))
+            for case_id, case in FUSED_CASES.items():
+                for k, (x_layout, w_layout, y_layout) in enumerate(LAYOUT_SETS[name]):
+                    for y_dtype in caps["out_dtypes"]:
+                        for x_dtype in caps["in_dtypes"]:
+                            if k >= 2 and (x_dtype, y_dtype) != ("f16", "f16"):
+                                continue  # the mixed layouts in one dtype pair
+                            layouts = "" if k == 0 else f"-{x_layout}_{w_layout}_{y_layout}"
+                            rows.append(pytest.param(
+                                name, config, case.with_(x_dtype=x_dtype, y_dtype=y_dtype, x_layout=x_layout,
+                                                         w_layout=w_layout, y_layout=y_layout,
+                                                         compute=caps["compute"]),
+                                id=f"{name}-{config}-{case_id}-{x_dtype}_{y_dtype}{layouts}"))
     return rows
 
 
@@ -112,7 +112,9 @@ def test_fused_layer_every_config(name, config, case, rng):
     try:
         y = run_config(name, config, case, x, w, bias)
     except ConvUnsupportedError as exc:
-        pytest.skip(f"{name}[{config}] does not take {case}: {exc}")
+        assert name == "mma_fp16" and config in MAY_REFUSE, f"{name}[{config}] refused {case}: {exc}"
+        assert MAY_REFUSE[config] in str(exc), f"{name}[{config}] refused {case} in other words: {exc}"
+        return
     ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
     assert y.shape == ref.shape
     assert not np.isnan(y).any(), f"{name}[{config}]: {int(np.isnan(y).sum())} outputs not written on {case}"
@@ -125,6 +127,26 @@ def test_fused_layer_every_config(name, config, case, rng):
         if case.epilogue == "relu_maxpool":
             separate = max_pool_reference(separate, case.pool, case.pool_stride, case.pool_ceil)
         pr.assert_fused_matches(y, separate, 1e-6, f"{name}[{config}] on {case}")
+
+
+@requires_gpu
+@pytest.mark.parametrize("config", ["rowwin_r12", "rowwin_r16"])
+@pytest.mark.parametrize("layouts", LAYOUT_SETS["mma_fp16"][:2], ids=lambda t: "_".join(t))
+@pytest.mark.parametrize("value", [np.inf, np.nan], ids=["inf", "nan"])
+def test_row_window_non_finite_input(value, layouts, config, rng):
+    """The row window's 4-row groups (C1: M <= 4) also multiply the group's other input rows by zero
+    weights, so an Inf or NaN in x reaches outputs whose windows do not hold it; those lanes recompute in
+    fp32 from x and w (in x's and w's layouts): non-finite exactly where the oracle is."""
+    x_layout, w_layout, y_layout = layouts
+    case = ConvCase(2, 3, 22, 30, 4, 5, 7, bias=True, x_layout=x_layout,
+                    w_layout=w_layout, y_layout=y_layout, compute=pr.variant_caps("mma_fp16")["compute"])
+    x, w, bias = pr.random_operands(case, rng)
+    x[1, 2, 9, 11] = value  # one image and channel, inside the plane: 5x7 outputs see it
+    y = run_config("mma_fp16", config, case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert not np.isfinite(ref).all()
+    pr.check_non_finite(f"mma_fp16[{config}] {value} in x, {case}", y, ref, pr.error_bound("mma_fp16", "f32", "f32"))
 
 
 def test_fused_capabilities_declared():

@@ -1,6 +1,8 @@
 // mma_fp16.cu — implicit GEMM on the tensor cores through mma.sync.aligned.m16n8k16 (fp16
 // operands, fp32 accumulation; sm_80 and newer), x and w in fp32 or fp16, y in fp32 or fp16 (+ bias,
-// ReLU and max-pool where asked, in the store: mma_out in mma_rowwin.h). fp32 operands
+// ReLU and max-pool where asked, in the store: mma_out in mma_rowwin.h), x and y NCHW or NHWC and w
+// MCKK or MKKC: the kernels address every operand through its strides (mma_strides, mma_out), so
+// one instance serves every layout; the staging and the fragments are the same. fp32 operands
 // are rounded to fp16 where the kernels pack them into pairs; fp16 operands go into the pairs as
 // they are, never through fp32. Two kernel families, as launch
 // configurations: the banded kernel below (any shape the variant supports) and the row-window
@@ -58,8 +60,10 @@ constexpr int MMA_SMEM_LIMIT = 96 * 1024;
 constexpr int MMA_SMEM_TARGET = 72 * 1024;
 constexpr int MMA_SMEM_TARGET_SHORT = 36 * 1024;
 
-// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31.
+// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW), each in its layout (st: x's and w's
+// strides; y's are in mma_out); every count below < 2^31.
 struct mma_shape : ConvShape32 {
+    mma_strides st;
     int kwp;                   // KW rounded up to even: k = (c*KH + kh)*kwp + kw
     int ksteps;                // ceil(C*KH*kwp / 16)
     int tile_rows;             // output rows per unit (at most; the last unit of an image may have fewer)
@@ -70,7 +74,7 @@ struct mma_shape : ConvShape32 {
     int units;                 // B * tiles
     int band_rows, band_cols;  // input rows and columns (as fp16 pairs) one unit stages, per channel
     int raw_cols;              // band_cols + dil_w: the columns of x the pairs are made of
-    int pair_stores;           // 1: every even pixel index of y is 8-byte aligned
+    int pair_stores;           // 1: y NCHW and every even pixel index of y 8-byte aligned
 };
 
 // (c, kh, kw) of tap k in the padded order; c == C past the last tap.
@@ -103,7 +107,8 @@ template <class TX>
 __device__ TX mma_weight(const mma_shape& s, const TX* __restrict__ w, int m, int k) {
     int c, kh, kw;
     mma_tap(s, k, c, kh, kw);
-    return m < s.M && c < s.C && kw < s.KW ? conv_ldg(w + ((m * s.C + c) * s.KH + kh) * s.KW + kw) : TX(0.0f);
+    return m < s.M && c < s.C && kw < s.KW ? conv_ldg(w + m * s.st.wm + c * s.st.wc + kh * s.st.wkh + kw * s.st.wkw)
+                                           : TX(0.0f);
 }
 
 // Issues the copies of unit's input band (x's type, [c][row][raw_cols], zeros outside the image)
@@ -115,15 +120,15 @@ __device__ void mma_issue_band(const mma_shape& s, const TX* __restrict__ x, int
     for (int q = warp; q < s.C * s.band_rows; q += nwarps) {
         const int c = q / s.band_rows, ih = ih_first + q - c * s.band_rows;
         const bool row_ok = (unsigned)ih < (unsigned)s.H;
-        const TX* src = x + ((b * s.C + c) * s.H + (row_ok ? ih : 0)) * s.W;
+        const TX* src = x + b * s.C * s.H * s.W + c * s.st.xc + (row_ok ? ih : 0) * s.st.xh;
         TX* dst = s_raw + q * s.raw_cols;
         for (int j = lane; j < s.raw_cols; j += 32) {
             const int iw = j - s.pad_w;
             const bool ok = row_ok && (unsigned)iw < (unsigned)s.W;
             if constexpr (std::is_same_v<TX, float>)
-                cp_async_4_zfill(dst + j, ok ? src + iw : x, ok);
+                cp_async_4_zfill(dst + j, ok ? src + iw * s.st.xw : x, ok);
             else
-                dst[j] = ok ? src[iw] : TX(0.0f);
+                dst[j] = ok ? src[iw * s.st.xw] : TX(0.0f);
         }
     }
     if constexpr (std::is_same_v<TX, float>) cp_async_commit();
@@ -163,7 +168,6 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
                               (int)mma_tap_mask(s, k + 8));
     }
 
-    const int OHW = s.OH * s.OW;
     for (int unit = blockIdx.x; unit < s.units; unit += gridDim.x) {
         const int b = unit / s.tiles, tile = unit - b * s.tiles, oh_first = tile * s.tile_step;
         const int npix = min(s.tile_rows, s.OH - oh_first) * s.OW;
@@ -179,7 +183,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
         __syncthreads();  // pairs ready, the band free for the next unit's copies
         if (unit + gridDim.x < s.units) mma_issue_band(s, x, unit + gridDim.x, s_raw);
 
-        TY* y_unit = out.y + b * s.M * OHW + oh_first * s.OW;
+        TY* y_unit = out.at(b, 0, oh_first * s.OW);
         const int passes = (npix + 8 * NT - 1) / (8 * NT);
         for (int pass = warp; pass < passes; pass += nwarps) {
             const int p0 = pass * 8 * NT;
@@ -229,7 +233,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
                         }
                         continue;
                     }
-                    TY* ym = y_unit + m * OHW;
+                    TY* ym = y_unit + m * out.map;
                     const float bias_m = out.bias_at(m);
 #pragma unroll
                     for (int j = 0; j < NT; ++j) {
@@ -238,8 +242,8 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
                         if (s.pair_stores && p + 1 < npix) {
                             out.store_pair(ym + p, v0, v1, bias_m);
                         } else {
-                            if (p < npix) ym[p] = out.value(v0, bias_m);
-                            if (p + 1 < npix) ym[p + 1] = out.value(v1, bias_m);
+                            if (p < npix) ym[p * out.pixel] = out.value(v0, bias_m);
+                            if (p + 1 < npix) ym[(p + 1) * out.pixel] = out.value(v1, bias_m);
                         }
                     }
                 }
@@ -315,6 +319,7 @@ static int mma_supports(const conv_problem* p) {
 static mma_shape mma_shape_for(const conv_problem* p, const void* y, int sms, int64_t target) {
     mma_shape s;
     static_cast<ConvShape32&>(s) = conv_shape32(p);
+    s.st = mma_strides_of(p);
     s.kwp = (int)mma_kwp(p);
     s.ksteps = (int)mma_ksteps(p);
     // The tallest band within the target, but small enough for about four units per SM on small
@@ -334,7 +339,8 @@ static mma_shape mma_shape_for(const conv_problem* p, const void* y, int sms, in
     s.band_cols = (int)mma_band_cols(p);
     s.raw_cols = s.band_cols + s.dil_w;
     const int64_t OHW = (int64_t)s.OH * s.OW;  // unpooled stores only
-    s.pair_stores = OHW % 2 == 0 && (s.OW % 2 == 0 || s.tiles == 1) && ((uintptr_t)y & 7) == 0;
+    s.pair_stores = p->y_layout == CONV_NCHW && OHW % 2 == 0 && (s.OW % 2 == 0 || s.tiles == 1) &&
+                    ((uintptr_t)y & 7) == 0;
     return s;
 }
 

@@ -1,6 +1,7 @@
 // mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, fp16 operands, fp32
 // accumulation; x and w in fp32, rounded to fp16 as they are loaded, or in fp16, taken as they
-// are) with a sliding window of input rows held in registers; stride 1 down the rows,
+// are; NCHW or NHWC, through strides as in mma_fp16.cu) with a sliding window of input rows held in
+// registers; stride 1 down the rows,
 // dilation 1, stride_w <= 3, KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
 // launch configurations (mma_fp16.cu keeps the banded kernel for every other shape). Built for LeNet's
 // 5- and 7-row filters: the tuner picked the banded kernel or another variant on every 3x3 suite layer,
@@ -56,14 +57,16 @@ constexpr int ROWWIN_MAX_MAPS = 32;
 // One warp-wide load per input row covers the 7*stride_w + 9 columns a tile's pairs come from.
 constexpr int ROWWIN_MAX_STRIDE_W = 3;
 
-// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW); every count below < 2^31. KH is
-// also a template parameter of the kernel, which uses that one.
+// x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW), each in its layout (st: x's and w's
+// strides; y's are in mma_out); every count below < 2^31. KH is also a template parameter of the
+// kernel, which uses that one.
 struct rowwin_shape : ConvShape32 {
+    mma_strides st;
     int strips, xtiles, items;  // items = B * strips: one strip of one image per block pass
     int strip_step;             // conv rows between strips' first rows (the last one moves up to end on OH)
     int pool_rows;              // max-pool: pooled rows per strip (their windows lie in its R rows)
     int ystride;                // floats per map in the shared output tile (>= R * OW, even)
-    int pair_stores;            // 1: OW is even and y 8-byte aligned: float2 stores
+    int pair_stores;            // 1: y NCHW, OW even and y 8-byte aligned: float2 stores
     int direct_stores;          // 1: OW % 8 == 0: tiles are whole sectors, stored from the fragments
 };
 
@@ -72,19 +75,20 @@ struct rowwin_shape : ConvShape32 {
 template <class TX>
 __device__ TX rowwin_weight(const rowwin_shape& s, int KH, const TX* __restrict__ w, int m, int c, int kh, int kw) {
     const bool tap = m < s.M && (unsigned)kh < (unsigned)KH && kw < s.KW;
-    return tap ? conv_ldg(w + ((m * s.C + c) * KH + kh) * s.KW + kw) : TX(0.0f);
+    return tap ? conv_ldg(w + m * s.st.wm + c * s.st.wc + kh * s.st.wkh + kw * s.st.wkw) : TX(0.0f);
 }
 
 // One warp's unit: where its strip lies and what its lanes load.
 //   Each lane loads one value per input row, column col0 + lane (clamped into the image, so every
-//   load is in bounds), and pairs it with its right neighbour's; lane (g, t) then takes the pair of
+//   load is in bounds; in NHWC a warp's loads of one channel are C values apart, and the other
+//   channels' loads of the same rows find those lines in L1), and pairs it with its right neighbour's; lane (g, t) then takes the pair of
 //   lane src = g*stride_w + 2t (kw = 2t, 2t + 1 at pixel g). Halves outside the image or past KW are
 //   masked to +0 after the shuffle: one load per row and lane, where loading both halves of its own
 //   pair costs two loads and two 64-bit addresses.
 template <class TX>
 struct rowwin_unit {
     int b, ox0, oy0, ih0;
-    const TX* xc;      // channel 0, row 0, this lane's (clamped) column
+    const TX* xc;      // channel 0, row 0, this lane's (clamped) column; the next channel is s.st.xc further
     uint32_t mask;     // the halves of lane (g, t)'s pair that are real taps inside the image
     unsigned rows_ok;  // bit i: input row ih0 + i lies in the image
 };
@@ -99,7 +103,7 @@ __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s,
     u.oy0 = min(strip * s.strip_step, s.OH - R);
     u.ih0 = u.oy0 - s.pad_h;
     const int col0 = u.ox0 * s.stride_w - s.pad_w;
-    u.xc = x + u.b * s.C * s.H * s.W + min(max(col0 + lane, 0), s.W - 1);
+    u.xc = x + u.b * s.C * s.H * s.W + min(max(col0 + lane, 0), s.W - 1) * s.st.xw;
     const bool lo_ok = 2 * t < s.KW && (unsigned)(col0 + src) < (unsigned)s.W;
     const bool hi_ok = 2 * t + 1 < s.KW && (unsigned)(col0 + src + 1) < (unsigned)s.W;
     u.mask = (lo_ok ? 0x0000ffffu : 0u) | (hi_ok ? 0xffff0000u : 0u);
@@ -114,7 +118,8 @@ __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s,
 template <int ROWS, bool CHECKED, class TX>
 __device__ __forceinline__ void rowwin_load(const rowwin_shape& s, const TX* xc, int ih0, TX (&raw)[ROWS]) {
 #pragma unroll
-    for (int i = 0; i < ROWS; ++i) raw[i] = conv_ldg(xc + (CHECKED ? min(max(ih0 + i, 0), s.H - 1) : ih0 + i) * s.W);
+    for (int i = 0; i < ROWS; ++i)
+        raw[i] = conv_ldg(xc + (CHECKED ? min(max(ih0 + i, 0), s.H - 1) : ih0 + i) * s.st.xh);
 }
 
 // A lane's loaded value and its right neighbour's as one fp16 pair: fp32 values are shuffled, then
@@ -155,9 +160,10 @@ __device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const TX* __r
             const bool row_in = (unsigned)ih < (unsigned)s.H;
             for (int kw = 0; kw < s.KW; ++kw) {
                 const int iw = ox * s.stride_w - s.pad_w + kw;
-                const float v = row_in && (unsigned)iw < (unsigned)s.W
-                                    ? rowwin_ldg_f32(x + ((b * s.C + c) * s.H + ih) * s.W + iw) : 0.0f;
-                sum = fmaf(v, rowwin_ldg_f32(w + ((m * s.C + c) * KH + kh) * s.KW + kw), sum);
+                const float v =
+                    row_in && (unsigned)iw < (unsigned)s.W
+                        ? rowwin_ldg_f32(x + b * s.C * s.H * s.W + c * s.st.xc + ih * s.st.xh + iw * s.st.xw) : 0.0f;
+                sum = fmaf(v, rowwin_ldg_f32(w + m * s.st.wm + c * s.st.wc + kh * s.st.wkh + kw * s.st.wkw), sum);
             }
         }
     return sum;
@@ -175,7 +181,7 @@ __device__ __forceinline__ void rowwin_pool2_store(const rowwin_shape& s, const 
                                                    int dr, int oy0, int col) {
     const float bias_m = m < s.M ? out.bias_at(m) : 0.0f;
     const bool owner = m < s.M && !(GR > 1 && (dr & 1));
-    TY* ym = out.y + ((b * s.M + (owner ? m : 0)) * out.pool.YH + (oy0 + dr) / 2) * out.pool.YW + col / 2;
+    TY* ym = out.at(b, owner ? m : 0, (oy0 + dr) / 2 * out.pool.YW + col / 2);
 #pragma unroll
     for (int q = 0; q < NG; q += GR > 1 ? 1 : 2) {  // the window's top row: oy0 + q*GR + dr
         float v = conv_max_nan(conv_epilogue_value(acc[q][mt][2 * h], bias_m, true),
@@ -186,7 +192,7 @@ __device__ __forceinline__ void rowwin_pool2_store(const rowwin_shape& s, const 
             v = conv_max_nan(v, conv_max_nan(conv_epilogue_value(acc[q + 1][mt][2 * h], bias_m, true),
                                              conv_epilogue_value(acc[q + 1][mt][2 * h + 1], bias_m, true)));
         }
-        if (owner) ym[q * GR / 2 * out.pool.YW] = conv_store_as<TY>(v);
+        if (owner) ym[q * GR / 2 * out.pool.YW * out.pixel] = conv_store_as<TY>(v);
     }
 }
 
@@ -236,7 +242,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     // channel, or the next tile's first) are issued before this step's MMAs, so that a warp has a
     // window of loads in flight while it computes, and across the block's barriers.
     float* s_y = reinterpret_cast<float*>(s_a + s.C * KP * MT * 32);  // [map][row][column]
-    const int nwarps = blockDim.x >> 5, HW = s.H * s.W, OHW = s.OH * s.OW, src = g * s.stride_w + 2 * t;
+    const int nwarps = blockDim.x >> 5, src = g * s.stride_w + 2 * t;
     // Where a warp works: (item, column tile). Staged, a block's warps share an item (the barriers
     // below): tiles xt, xt + nwarps, ... of it, then the block's next item. Direct, every warp walks
     // the flat (item, tile) order on its own, a whole grid of warps apart.
@@ -267,7 +273,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
             uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
             rowwin_pairs<ROWS, CHECKED>(u, raw, src, v);
             if (c + 1 < s.C) {
-                rowwin_load<ROWS, CHECKED>(s, u.xc + (c + 1) * HW, u.ih0, raw);
+                rowwin_load<ROWS, CHECKED>(s, u.xc + (c + 1) * s.st.xc, u.ih0, raw);
             } else if (next_item < s.items) {
                 next = rowwin_unit_at<R, ROWS>(s, x, next_item, next_xt, lane, src, t);
                 rowwin_load<ROWS, CHECKED>(s, next.xc, next.ih0, raw);
@@ -320,11 +326,12 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
                 }
                 if (m >= s.M) continue;
                 if (direct) {
-                    TY* ym = out.y + (u.b * s.M + m) * OHW + (u.oy0 + dr) * s.OW + col;
+                    TY* ym = out.at(u.b, m, (u.oy0 + dr) * s.OW + col);
                     const float bias_m = out.bias_at(m);
 #pragma unroll
                     for (int q = 0; q < NG; ++q)
-                        out.store_pair(ym + q * GR * s.OW, acc[q][mt][2 * h], acc[q][mt][2 * h + 1], bias_m);
+                        out.store_two(ym + q * GR * s.OW * out.pixel, acc[q][mt][2 * h], acc[q][mt][2 * h + 1],
+                                      bias_m, s.pair_stores);
                     continue;
                 }
                 float* sm = s_y + m * s.ystride + dr * s.OW + col;
@@ -341,10 +348,17 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
             if (out.pool.h) {  // the strip's pooled rows (strip_step = their windows' stride)
                 const int pr0 = strip * s.pool_rows;
                 out.store_pooled(s_y, s.ystride, s.M, s.OH, s.OW, b, oy0, pr0, min(s.pool_rows, out.pool.YH - pr0));
-            } else {  // each map's R rows are R*OW consecutive values of y
+            } else if (out.pixel != 1) {  // NHWC: the strip's R rows are R*OW*M consecutive values of y
+                const int n = R * s.OW * s.M;
+                TY* ys = out.at(b, 0, oy0 * s.OW);
+                for (int e = threadIdx.x; e < n; e += blockDim.x) {
+                    const int pix = e / s.M, m = e - pix * s.M;
+                    ys[e] = out.value(s_y[m * s.ystride + pix], out.bias_at(m));
+                }
+            } else {  // NCHW: each map's R rows are R*OW consecutive values of y
                 const int n = R * s.OW;
                 for (int m = 0; m < s.M; ++m) {
-                    TY* ym = out.y + (b * s.M + m) * OHW + oy0 * s.OW;
+                    TY* ym = out.at(b, m, oy0 * s.OW);
                     const float* sm = s_y + m * s.ystride;
                     const float bias_m = out.bias_at(m);
                     if (s.pair_stores) {
@@ -375,11 +389,12 @@ static int rowwin_kernel_rows(const conv_problem* p, int rows) { return p->M <= 
 static int rowwin_group_rows(const conv_problem* p) { return p->M <= 4 ? 4 : 1; }
 // Floats per map in the output tile: even (float2 reads), and 8 banks apart for successive maps.
 static int64_t rowwin_ystride(const conv_problem* p, int r) { return (r * conv_out_w(p) + 31) / 32 * 32 + 8; }
-// Straight from the fragments: whole sectors (OW % 8 == 0, pairs 8-byte aligned), or 2x2/2 windows
-// within each tile (OW % 8 == 0, OH even; single stores). Other pools go through the shared tile.
+// Straight from the fragments: whole sectors (OW % 8 == 0; NCHW: pairs 8-byte aligned; NHWC: single
+// stores, a lane's maps of four pixels), or 2x2/2 windows within each tile (OW % 8 == 0, OH even;
+// single stores). Other pools go through the shared tile.
 static bool rowwin_direct_stores(const conv_problem* p, const void* y) {
     if (conv_out_w(p) % ROWWIN_COLS != 0) return false;
-    if (!mma_pooled(p)) return ((uintptr_t)y & 7) == 0;
+    if (!mma_pooled(p)) return p->y_layout == CONV_NHWC || ((uintptr_t)y & 7) == 0;
     return p->pool_h == 2 && p->pool_w == 2 && p->pool_stride_h == 2 && p->pool_stride_w == 2 && conv_out_h(p) % 2 == 0;
 }
 static int64_t rowwin_smem_bytes(const conv_problem* p, int r, bool direct_stores) {
@@ -471,6 +486,7 @@ int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_ou
     const int r = rowwin_kernel_rows(p, rows);
     rowwin_shape s;
     static_cast<ConvShape32&>(s) = conv_shape32(p);
+    s.st = mma_strides_of(p);
     const int64_t units = rowwin_strip_units(p, r);
     s.strips = (int)mma_units_per_image(p, units);
     s.strip_step = (int)mma_unit_step(p, units);
@@ -478,7 +494,7 @@ int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_ou
     s.xtiles = conv_ceil_div(s.OW, ROWWIN_COLS);
     s.items = (int)(p->B * s.strips);  // <= B*OH, which the dispatcher keeps < 2^31
     s.ystride = (int)rowwin_ystride(p, r);
-    s.pair_stores = s.OW % 2 == 0 && ((uintptr_t)y & 7) == 0;
+    s.pair_stores = p->y_layout == CONV_NCHW && s.OW % 2 == 0 && ((uintptr_t)y & 7) == 0;
     s.direct_stores = rowwin_direct_stores(p, y);
     rowwin_kernel<TX, TY> kernel = rows == 12 ? rowwin_kernel_for<TX, TY, 12>(p) : rowwin_kernel_for<TX, TY, 16>(p);
     const size_t smem = (size_t)rowwin_smem_bytes(p, r, s.direct_stores);

@@ -22,23 +22,53 @@ struct mma_pool {
     int YH, YW;  // y's plane: the pooled size (floor or ceil mode, as conv_y_h / conv_y_w)
 };
 
+// Element strides of x and w in their layouts (NCHW or NHWC; MCKK or MKKC): both kernel families
+// index them through these, so one kernel instance serves every layout. An image of x is C*H*W
+// values in either layout.
+struct mma_strides {
+    int xc, xh, xw;        // x: a channel, a row, a column
+    int wm, wc, wkh, wkw;  // w: a map, a channel, a kernel row, a kernel column
+};
+static inline mma_strides mma_strides_of(const conv_problem* p) {
+    const int C = (int)p->C, W = (int)p->W, KH = (int)p->KH, KW = (int)p->KW;
+    mma_strides st;
+    if (p->x_layout == CONV_NHWC) st.xc = 1, st.xh = W * C, st.xw = C;
+    else st.xc = (int)(p->H * p->W), st.xh = W, st.xw = 1;
+    if (p->w_layout == CONV_MKKC) st.wm = KH * KW * C, st.wc = 1, st.wkh = KW * C, st.wkw = C;
+    else st.wm = C * KH * KW, st.wc = KH * KW, st.wkh = KW, st.wkw = 1;
+    return st;
+}
+
 // y of both kernel families and the epilogue: TY (float or __half) is y's and bias's type.
 // Values go through conv_epilogue_value and conv_store_as, as in every other variant, so the fused
 // epilogue equals conv + bias followed by ReLU (and the max-pool) and the rounding to y's type;
 // without bias and ReLU the accumulator is stored as it is.
 template <class TY>
 struct mma_out {
-    TY* y;            // (B, M, OH, OW), or (B, M, pool.YH, pool.YW) under the max-pool epilogue
+    TY* y;            // (B, M, OH, OW), or (B, M, pool.YH, pool.YW) under the max-pool epilogue, NCHW or NHWC
     const TY* bias;   // M values, or NULL
     bool relu;
     mma_pool pool;
+    int image, map, pixel;  // y's element strides: an image (M*YH*YW), a map and a pixel of the plane (p = r*YW + c)
+
+    // y's element (b, m, pixel p of the plane).
+    __device__ __forceinline__ TY* at(int b, int m, int p) const { return y + b * image + m * map + p * pixel; }
 
     __device__ __forceinline__ float bias_at(int m) const { return bias ? conv_load(bias, m) : 0.0f; }
     __device__ __forceinline__ TY value(float acc, float bias_m) const {
         return conv_store_as<TY>(bias || relu ? conv_epilogue_value(acc, bias_m, relu) : acc);
     }
-    // y[i], y[i + 1] in one store (i even, y 8-byte aligned).
+    // y[i], y[i + 1] in one store (i even, y 8-byte aligned; NCHW: pixels p, p + 1 of one map).
     __device__ __forceinline__ void store_pair(TY* at, float v0, float v1, float bias_m) const;
+    // Pixels p, p + 1 of one map at `at` (pixel p): one store where pair (NCHW, aligned), else two.
+    __device__ __forceinline__ void store_two(TY* at, float v0, float v1, float bias_m, bool pair) const {
+        if (pair) {
+            store_pair(at, v0, v1, bias_m);
+        } else {
+            at[0] = value(v0, bias_m);
+            at[pixel] = value(v1, bias_m);
+        }
+    }
 
     // Pooled rows [pr0, pr0 + prows) of image b, every map, from a block's shared tile of the conv's
     // raw fp32 sums: tile[m * ystride + (oh - oy0) * OW + ow], holding every conv row their windows
@@ -46,12 +76,16 @@ struct mma_out {
     // output, a ceil-mode partial window's, enter no max: every window starts inside it), then the one
     // rounding to TY (monotonic, so the same as rounding first): the value of conv, bias, ReLU and
     // max-pool done one after another. The whole block, one pooled value per thread over (map, row,
-    // column), consecutive threads along y's rows: the few values per map (C3: 27) keep every thread busy.
+    // column), consecutive threads consecutive in y (NCHW: along a map's rows; NHWC: along a pixel's
+    // maps): the few values per map (C3: 27) keep every thread busy.
     __device__ void store_pooled(const float* tile, int ystride, int M, int OH, int OW, int b, int oy0, int pr0,
                                  int prows) const {
-        const int n = prows * pool.YW, YHW = pool.YH * pool.YW;
+        const int n = prows * pool.YW;
         for (int e = threadIdx.x; e < M * n; e += blockDim.x) {
-            const int m = e / n, rc = e - m * n, pr = rc / pool.YW, pc = rc - pr * pool.YW;
+            int m, rc;
+            if (pixel == 1) m = e / n, rc = e - m * n;
+            else rc = e / M, m = e - rc * M;
+            const int pr = rc / pool.YW, pc = rc - pr * pool.YW;
             const float bias_m = bias_at(m);
             const float* tm = tile + m * ystride;
             const int r0 = (pr0 + pr) * pool.stride_h, c0 = pc * pool.stride_w;
@@ -60,7 +94,7 @@ struct mma_out {
             for (int r = r0; r < r1; ++r)
                 for (int c = c0; c < c1; ++c)
                     best = conv_max_nan(best, conv_epilogue_value(tm[(r - oy0) * OW + c], bias_m, true));
-            y[(b * M + m) * YHW + pr0 * pool.YW + rc] = conv_store_as<TY>(best);
+            *at(b, m, pr0 * pool.YW + rc) = conv_store_as<TY>(best);
         }
     }
 };
@@ -80,8 +114,10 @@ static inline mma_out<TY> mma_out_of(const conv_problem* p, const conv_tensors* 
     mma_pool pool = {0, 0, 1, 1, (int)conv_y_h(p), (int)conv_y_w(p)};
     if (mma_pooled(p))
         pool = {(int)p->pool_h, (int)p->pool_w, (int)p->pool_stride_h, (int)p->pool_stride_w, pool.YH, pool.YW};
+    const int M = (int)p->M, plane = pool.YH * pool.YW;
+    const bool nhwc = p->y_layout == CONV_NHWC;
     return {static_cast<TY*>(t->y), p->bias ? static_cast<const TY*>(t->bias) : nullptr,
-            p->epilogue >= CONV_EPILOGUE_RELU, pool};
+            p->epilogue >= CONV_EPILOGUE_RELU, pool, M * plane, nhwc ? 1 : plane, nhwc ? M : 1};
 }
 
 // Both kernel families pool from a block's tile of conv rows whose windows they own: a unit (strip,
