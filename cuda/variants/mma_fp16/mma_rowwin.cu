@@ -67,6 +67,8 @@ struct rowwin_shape : ConvShape32 {
     int pool_rows;              // max-pool: pooled rows per strip (their windows lie in its R rows)
     int ystride;                // floats per map in the shared output tile (>= R * OW, even)
     int pair_stores;            // 1: y NCHW, OW even and y 8-byte aligned: float2 stores
+    int map_pairs;              // 1: y NHWC, M even, y 8-byte aligned and blockDim.x a multiple of M/2:
+                                // staged stores of map pairs
     int direct_stores;          // 1: OW % 8 == 0: tiles are whole sectors, stored from the fragments
 };
 
@@ -349,11 +351,18 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
                 const int pr0 = strip * s.pool_rows;
                 out.store_pooled(s_y, s.ystride, s.M, s.OH, s.OW, b, oy0, pr0, min(s.pool_rows, out.pool.YH - pr0));
             } else if (out.pixel != 1) {  // NHWC: the strip's R rows are R*OW*M consecutive values of y
-                const int n = R * s.OW * s.M;
                 TY* ys = out.at(b, 0, oy0 * s.OW);
-                for (int e = threadIdx.x; e < n; e += blockDim.x) {
-                    const int pix = e / s.M, m = e - pix * s.M;
-                    ys[e] = out.value(s_y[m * s.ystride + pix], out.bias_at(m));
+                if (s.map_pairs) {  // a thread keeps one pair of maps (and their biases) over every step-th pixel
+                    const int pairs = s.M / 2, m = 2 * (threadIdx.x % pairs), step = blockDim.x / pairs;
+                    const float bias0 = out.bias_at(m), bias1 = out.bias_at(m + 1);
+                    const float* sm = s_y + m * s.ystride;
+                    for (int pix = threadIdx.x / pairs; pix < R * s.OW; pix += step)
+                        out.store_pair(ys + pix * s.M + m, sm[pix], sm[s.ystride + pix], bias0, bias1);
+                } else {
+                    for (int e = threadIdx.x; e < R * s.OW * s.M; e += blockDim.x) {
+                        const int pix = e / s.M, m = e - pix * s.M;
+                        ys[e] = out.value(s_y[m * s.ystride + pix], out.bias_at(m));
+                    }
                 }
             } else {  // NCHW: each map's R rows are R*OW consecutive values of y
                 const int n = R * s.OW;
@@ -364,7 +373,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
                     if (s.pair_stores) {
                         for (int e = threadIdx.x; e < n / 2; e += blockDim.x) {
                             const float2 v = reinterpret_cast<const float2*>(sm)[e];
-                            out.store_pair(ym + 2 * e, v.x, v.y, bias_m);
+                            out.store_pair(ym + 2 * e, v.x, v.y, bias_m, bias_m);
                         }
                     } else {
                         for (int e = threadIdx.x; e < n; e += blockDim.x) ym[e] = out.value(sm[e], bias_m);
@@ -503,6 +512,7 @@ int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_ou
     const int max_warps =
         s.direct_stores ? ROWWIN_DIRECT_WARPS : rowwin_max_warps(r / rowwin_group_rows(p), p->M <= 16 ? 1 : 2);
     const int threads = 32 * (s.xtiles < max_warps ? s.xtiles : max_warps);
+    s.map_pairs = p->y_layout == CONV_NHWC && s.M % 2 == 0 && ((uintptr_t)y & 7) == 0 && threads % (s.M / 2) == 0;
     // One persistent wave: the A fragments are built once per block, not once per strip.
     int64_t wave = 0;
     int status = conv_wave_blocks(kernel, threads, smem, &wave);
