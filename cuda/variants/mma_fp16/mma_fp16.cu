@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
                         const int p = p0 + 8 * j + 2 * tig;
                         const float v0 = acc[t][j][2 * h], v1 = acc[t][j][2 * h + 1];
                         if (s.pair_stores && p + 1 < npix) {
-                            out.store_pair(ym + p, v0, v1, bias_m, bias_m);
+                            out.store_pair(ym + p, v0, v1, bias_m);
                         } else {
                             if (p < npix) ym[p * out.pixel] = out.value(v0, bias_m);
                             if (p + 1 < npix) ym[(p + 1) * out.pixel] = out.value(v1, bias_m);

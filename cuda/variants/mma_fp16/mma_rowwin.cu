@@ -67,8 +67,6 @@ struct rowwin_shape : ConvShape32 {
     int pool_rows;              // max-pool: pooled rows per strip (their windows lie in its R rows)
     int ystride;                // floats per map in the shared output tile (>= R * OW, even)
     int pair_stores;            // 1: y NCHW, OW even and y 8-byte aligned: float2 stores
-    int map_pairs;              // 1: y NHWC, M even, y 8-byte aligned and blockDim.x a multiple of M/2:
-                                // staged stores of map pairs
     int direct_stores;          // 1: OW % 8 == 0: tiles are whole sectors, stored from the fragments
 };
 
@@ -236,10 +234,11 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
 
     // A block takes strips (one image's R output rows, all maps) in turn; its warps take the 8-column
     // tiles of a strip. Where OW is a multiple of 8, each tile row is one 32-byte sector per map and
-    // is stored straight from the fragments (so are 2x2/2 max-pool windows, rowwin_pool2_store). Elsewhere the results go through shared memory, so that
-    // each map's R*OW outputs, contiguous in y, are written by consecutive threads: stored straight,
-    // tiles straddle sectors (C3, OW = 34, ran 3x slower than at OW = 32), while staging costs C1
-    // (OW = 80) a third (fewer warps per SM, and the barriers).
+    // is stored straight from the fragments (so are 2x2/2 max-pool windows, rowwin_pool2_store), and so
+    // is NHWC y without a pool at any OW (rowwin_direct_stores). Elsewhere the results go through
+    // shared memory, so that each map's R*OW outputs, contiguous in y, are written by consecutive
+    // threads: stored straight, NCHW tiles straddle sectors (C3, OW = 34, ran 3x slower than at
+    // OW = 32), while staging costs C1 (OW = 80) a third (fewer warps per SM, and the barriers).
     // Software pipeline over a warp's (tile, channel) steps: the loads of the next step (the next
     // channel, or the next tile's first) are issued before this step's MMAs, so that a warp has a
     // window of loads in flight while it computes, and across the block's barriers.
@@ -350,21 +349,8 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
             if (out.pool.h) {  // the strip's pooled rows (strip_step = their windows' stride)
                 const int pr0 = strip * s.pool_rows;
                 out.store_pooled(s_y, s.ystride, s.M, s.OH, s.OW, b, oy0, pr0, min(s.pool_rows, out.pool.YH - pr0));
-            } else if (out.pixel != 1) {  // NHWC: the strip's R rows are R*OW*M consecutive values of y
-                TY* ys = out.at(b, 0, oy0 * s.OW);
-                if (s.map_pairs) {  // a thread keeps one pair of maps (and their biases) over every step-th pixel
-                    const int pairs = s.M / 2, m = 2 * (threadIdx.x % pairs), step = blockDim.x / pairs;
-                    const float bias0 = out.bias_at(m), bias1 = out.bias_at(m + 1);
-                    const float* sm = s_y + m * s.ystride;
-                    for (int pix = threadIdx.x / pairs; pix < R * s.OW; pix += step)
-                        out.store_pair(ys + pix * s.M + m, sm[pix], sm[s.ystride + pix], bias0, bias1);
-                } else {
-                    for (int e = threadIdx.x; e < R * s.OW * s.M; e += blockDim.x) {
-                        const int pix = e / s.M, m = e - pix * s.M;
-                        ys[e] = out.value(s_y[m * s.ystride + pix], out.bias_at(m));
-                    }
-                }
-            } else {  // NCHW: each map's R rows are R*OW consecutive values of y
+            } else {  // NCHW (NHWC y without a pool is stored straight): each map's R rows are R*OW
+                      // consecutive values of y
                 const int n = R * s.OW;
                 for (int m = 0; m < s.M; ++m) {
                     TY* ym = out.at(b, m, oy0 * s.OW);
@@ -373,7 +359,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
                     if (s.pair_stores) {
                         for (int e = threadIdx.x; e < n / 2; e += blockDim.x) {
                             const float2 v = reinterpret_cast<const float2*>(sm)[e];
-                            out.store_pair(ym + 2 * e, v.x, v.y, bias_m, bias_m);
+                            out.store_pair(ym + 2 * e, v.x, v.y, bias_m);
                         }
                     } else {
                         for (int e = threadIdx.x; e < n; e += blockDim.x) ym[e] = out.value(sm[e], bias_m);
@@ -398,12 +384,15 @@ static int rowwin_kernel_rows(const conv_problem* p, int rows) { return p->M <= 
 static int rowwin_group_rows(const conv_problem* p) { return p->M <= 4 ? 4 : 1; }
 // Floats per map in the output tile: even (float2 reads), and 8 banks apart for successive maps.
 static int64_t rowwin_ystride(const conv_problem* p, int r) { return (r * conv_out_w(p) + 31) / 32 * 32 + 8; }
-// Straight from the fragments: whole sectors (OW % 8 == 0; NCHW: pairs 8-byte aligned; NHWC: single
-// stores, a lane's maps of four pixels), or 2x2/2 windows within each tile (OW % 8 == 0, OH even;
-// single stores). Other pools go through the shared tile.
+// Straight from the fragments: NHWC y without a pool at any OW (a pixel's maps are contiguous, so tiles
+// that straddle sectors cost nothing; the last tile, moved left, rewrites its neighbour's values bit for
+// bit: C3 in fp16 483 us against 571 staged, H200), NCHW y in whole sectors (OW % 8 == 0, pairs 8-byte
+// aligned), or 2x2/2 windows within each tile (OW % 8 == 0, OH even; single stores). Other pools and
+// NCHW widths go through the shared tile.
 static bool rowwin_direct_stores(const conv_problem* p, const void* y) {
+    if (p->y_layout == CONV_NHWC && !mma_pooled(p)) return true;
     if (conv_out_w(p) % ROWWIN_COLS != 0) return false;
-    if (!mma_pooled(p)) return p->y_layout == CONV_NHWC || ((uintptr_t)y & 7) == 0;
+    if (!mma_pooled(p)) return ((uintptr_t)y & 7) == 0;
     return p->pool_h == 2 && p->pool_w == 2 && p->pool_stride_h == 2 && p->pool_stride_w == 2 && conv_out_h(p) % 2 == 0;
 }
 static int64_t rowwin_smem_bytes(const conv_problem* p, int r, bool direct_stores) {
@@ -512,7 +501,6 @@ int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_ou
     const int max_warps =
         s.direct_stores ? ROWWIN_DIRECT_WARPS : rowwin_max_warps(r / rowwin_group_rows(p), p->M <= 16 ? 1 : 2);
     const int threads = 32 * (s.xtiles < max_warps ? s.xtiles : max_warps);
-    s.map_pairs = p->y_layout == CONV_NHWC && s.M % 2 == 0 && ((uintptr_t)y & 7) == 0 && threads % (s.M / 2) == 0;
     // One persistent wave: the A fragments are built once per block, not once per strip.
     int64_t wave = 0;
     int status = conv_wave_blocks(kernel, threads, smem, &wave);

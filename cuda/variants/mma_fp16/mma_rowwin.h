@@ -58,13 +58,12 @@ struct mma_out {
     __device__ __forceinline__ TY value(float acc, float bias_m) const {
         return conv_store_as<TY>(bias || relu ? conv_epilogue_value(acc, bias_m, relu) : acc);
     }
-    // y[i], y[i + 1] in one store (i even, y 8-byte aligned): NCHW pixels p, p + 1 of one map (bias0 ==
-    // bias1), NHWC maps m, m + 1 of one pixel.
-    __device__ __forceinline__ void store_pair(TY* at, float v0, float v1, float bias0, float bias1) const;
+    // y[i], y[i + 1] in one store (i even, y 8-byte aligned; NCHW: pixels p, p + 1 of one map).
+    __device__ __forceinline__ void store_pair(TY* at, float v0, float v1, float bias_m) const;
     // Pixels p, p + 1 of one map at `at` (pixel p): one store where pair (NCHW, aligned), else two.
     __device__ __forceinline__ void store_two(TY* at, float v0, float v1, float bias_m, bool pair) const {
         if (pair) {
-            store_pair(at, v0, v1, bias_m, bias_m);
+            store_pair(at, v0, v1, bias_m);
         } else {
             at[0] = value(v0, bias_m);
             at[pixel] = value(v1, bias_m);
@@ -100,14 +99,12 @@ struct mma_out {
     }
 };
 template <>
-__device__ __forceinline__ void mma_out<float>::store_pair(float* at, float v0, float v1, float bias0,
-                                                           float bias1) const {
-    *reinterpret_cast<float2*>(at) = make_float2(value(v0, bias0), value(v1, bias1));
+__device__ __forceinline__ void mma_out<float>::store_pair(float* at, float v0, float v1, float bias_m) const {
+    *reinterpret_cast<float2*>(at) = make_float2(value(v0, bias_m), value(v1, bias_m));
 }
 template <>
-__device__ __forceinline__ void mma_out<__half>::store_pair(__half* at, float v0, float v1, float bias0,
-                                                            float bias1) const {
-    *reinterpret_cast<__half2*>(at) = __halves2half2(value(v0, bias0), value(v1, bias1));
+__device__ __forceinline__ void mma_out<__half>::store_pair(__half* at, float v0, float v1, float bias_m) const {
+    *reinterpret_cast<__half2*>(at) = __halves2half2(value(v0, bias_m), value(v1, bias_m));
 }
 
 static inline bool mma_pooled(const conv_problem* p) { return p->epilogue == CONV_EPILOGUE_RELU_MAXPOOL; }
