@@ -231,6 +231,15 @@ def main(argv) -> int:
                 print(f"{label:32s} {x_shape} + pool unsupported: {exc}")
                 continue
             print(f"{label:32s} {x_shape} + bias, ReLU, pool {pool} -> {y.shape}")
+        for x_shape, w_shape, _ in FUSED_LENET:  # the LeNet layers in fp16 NHWC / MKKC, as the bench times them
+            x = channels_last(rng.uniform(-1, 1, x_shape).astype(np.float16))
+            w = channels_last(rng.uniform(-1, 1, w_shape).astype(np.float16))
+            try:
+                y = pyconv.conv2d(x, w, variant=name, precision="fast", config=config)
+            except pyconv.ConvUnsupportedError as exc:
+                print(f"{label:32s} {x_shape} fp16 NHWC unsupported: {exc}")
+                continue
+            print(f"{label:32s} {x_shape} fp16 NHWC -> {y.shape}")
         run_grouped(rng, name, config)
         run_causal(rng, name, config)
     for name in names:
