@@ -67,7 +67,8 @@ struct rowwin_shape : ConvShape32 {
     int pool_rows;              // max-pool: pooled rows per strip (their windows lie in its R rows)
     int ystride;                // floats per map in the shared output tile (>= R * OW, even)
     int pair_stores;            // 1: y NCHW, OW even and y 8-byte aligned: float2 stores
-    int direct_stores;          // 1: OW % 8 == 0: tiles are whole sectors, stored from the fragments
+    int direct_stores;          // 1: stored from the fragments (rowwin_direct_stores: NCHW tiles of whole
+                                // sectors, OW % 8 == 0; NHWC y without a pool)
 };
 
 // W[m, c, kh, kw], zero for padded maps and columns and for kernel rows outside [0, KH) (row groups
