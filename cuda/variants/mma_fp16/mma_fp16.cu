@@ -6,7 +6,7 @@
 // are rounded to fp16 where the kernels pack them into pairs; fp16 operands go into the pairs as
 // they are, never through fp32. Two kernel families, as launch
 // configurations: the banded kernel below (any shape the variant supports) and the row-window
-// kernel of mma_rowwin.cu (stride 1 down the rows, 5/7-row filters; faster where it fits, and
+// kernel of mma_rowwin.cu (stride 1, 5/7-row filters; faster where it fits, and
 // the default there).
 //   conv_mma_fp16_kernel<MTILES, NT, WARPS>: GEMM rows = output maps (MTILES tiles of 16), columns =
 //   output pixels of one image, reduction k = taps (c, kh, kw) with kw padded to an even count

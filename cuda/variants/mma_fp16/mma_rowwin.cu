@@ -2,7 +2,7 @@
 // accumulation; x and w in fp32, rounded to fp16 as they are loaded, or in fp16, taken as they
 // are; NCHW or NHWC, through strides as in mma_fp16.cu) with a sliding window of input rows held in
 // registers; stride 1 down the rows,
-// dilation 1, stride_w <= 3, KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
+// dilation 1, stride 1, KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
 // launch configurations (mma_fp16.cu keeps the banded kernel for every other shape). Built for LeNet's
 // 5- and 7-row filters: the tuner picked the banded kernel or another variant on every 3x3 suite layer,
 // and the 3-row kernels were a third of this file's build.
@@ -54,8 +54,6 @@ __host__ __device__ constexpr int rowwin_max_warps(int R, int MT) { return R * M
 // m16 tile) and the output tile of one strip (maps x R x OW floats).
 constexpr int ROWWIN_SMEM_LIMIT = 48 * 1024;
 constexpr int ROWWIN_MAX_MAPS = 32;
-// One warp-wide load per input row covers the 7*stride_w + 9 columns a tile's pairs come from.
-constexpr int ROWWIN_MAX_STRIDE_W = 3;
 
 // x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW), each in its layout (st: x's and w's
 // strides; y's are in mma_out); every count below < 2^31. KH is also a template parameter of the
@@ -80,25 +78,25 @@ __device__ TX rowwin_weight(const rowwin_shape& s, int KH, const TX* __restrict_
 }
 
 // One warp's unit: where its strip lies and what its lanes load.
-//   Each lane loads one value per input row, column col0 + lane (clamped into the image, so every
-//   load is in bounds; in NHWC a warp's loads of one channel are C values apart, and the other
-//   channels' loads of the same rows find those lines in L1), and pairs it with its right
-//   neighbour's; lane (g, t) then takes the pair of lane src = g*stride_w + 2t (kw = 2t, 2t + 1 at
-//   pixel g). Halves outside the image or past KW are masked to +0 after the shuffle: one load per
-//   row and lane, where loading both halves of its own pair costs two loads and two 64-bit addresses.
-//   RPL = 2 (stride_w 1: a tile reads 7 + KW <= 15 columns): a load covers two rows, lanes 0-15 the
-//   first, 16-31 the next, and lane (g, t) takes the second row's pair from lane src + 16: half the
-//   loads and neighbour shuffles, in a kernel whose issue slots bound it (C1, C3).
+//   A tile reads 7 + KW <= 15 columns of each input row, so one load covers two rows: lanes 0-15 load
+//   columns col0 + lane of the first (clamped into the image, so every load is in bounds; in NHWC a
+//   warp's loads of one channel are C values apart, and the other channels' loads of the same rows
+//   find those lines in L1), lanes 16-31 the same columns of the next. Each lane pairs its value with
+//   its right neighbour's; lane (g, t) then takes the pair of lane src = g*stride_w + 2t (kw = 2t,
+//   2t + 1 at pixel g) for the first row and of lane src + 16 for the second. Halves outside the image
+//   or past KW are masked to +0 after the shuffle. Loading both halves of its own pair would cost a
+//   lane two loads and two 64-bit addresses a row, one row per load twice the loads and neighbour
+//   shuffles, in a kernel its issue slots bound (C1, C3).
 template <class TX>
 struct rowwin_unit {
     int b, ox0, oy0, ih0;
-    int ro;            // this lane's row in each load: 0, or lane / 16 where a load covers two rows
+    int ro;            // this lane's row in each load: lane / 16
     const TX* xc;      // channel 0, row 0, this lane's (clamped) column; the next channel is s.st.xc further
     uint32_t mask;     // the halves of lane (g, t)'s pair that are real taps inside the image
     unsigned rows_ok;  // bit i: input row ih0 + i lies in the image
 };
 
-template <int R, int ROWS, int RPL, class TX>
+template <int R, int ROWS, class TX>
 __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s, const TX* __restrict__ x, int item,
                                                           int xt, int lane, int src, int t) {
     rowwin_unit<TX> u;
@@ -108,8 +106,8 @@ __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s,
     u.oy0 = min(strip * s.strip_step, s.OH - R);
     u.ih0 = u.oy0 - s.pad_h;
     const int col0 = u.ox0 * s.stride_w - s.pad_w;
-    u.ro = RPL == 2 ? lane >> 4 : 0;
-    u.xc = x + u.b * s.C * s.H * s.W + min(max(col0 + (RPL == 2 ? lane & 15 : lane), 0), s.W - 1) * s.st.xw;
+    u.ro = lane >> 4;
+    u.xc = x + u.b * s.C * s.H * s.W + min(max(col0 + (lane & 15), 0), s.W - 1) * s.st.xw;
     const bool lo_ok = 2 * t < s.KW && (unsigned)(col0 + src) < (unsigned)s.W;
     const bool hi_ok = 2 * t + 1 < s.KW && (unsigned)(col0 + src + 1) < (unsigned)s.W;
     u.mask = (lo_ok ? 0x0000ffffu : 0u) | (hi_ok ? 0xffff0000u : 0u);
@@ -120,12 +118,12 @@ __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s,
 }
 
 // Issues the loads of one channel's window (xc: that channel's row 0; ih: the lane's first row,
-// ih0 + ro), RPL rows per load; rows outside the image (CHECKED only) read a clamped row, zeroed later.
-template <int LOADS, int RPL, bool CHECKED, class TX>
+// ih0 + ro), two rows per load; rows outside the image (CHECKED only) read a clamped row, zeroed later.
+template <int LOADS, bool CHECKED, class TX>
 __device__ __forceinline__ void rowwin_load(const rowwin_shape& s, const TX* xc, int ih, TX (&raw)[LOADS]) {
 #pragma unroll
     for (int j = 0; j < LOADS; ++j)
-        raw[j] = conv_ldg(xc + (CHECKED ? min(max(ih + RPL * j, 0), s.H - 1) : ih + RPL * j) * s.st.xh);
+        raw[j] = conv_ldg(xc + (CHECKED ? min(max(ih + 2 * j, 0), s.H - 1) : ih + 2 * j) * s.st.xh);
 }
 
 // A lane's loaded value and its right neighbour's as one fp16 pair: fp32 values are shuffled, then
@@ -138,17 +136,17 @@ __device__ __forceinline__ uint32_t rowwin_pair_with_next(__half v) {
     return bits | __shfl_down_sync(0xffffffffu, bits, 1) << 16;
 }
 
-// The loaded values as lane (g, t)'s fp16 pairs, one per input row. (With two rows per load, lane 15's
-// neighbour is lane 16, on the other row: no lane takes that pair, src + 1 <= 14.)
-template <int ROWS, int RPL, bool CHECKED, class TX>
-__device__ __forceinline__ void rowwin_pairs(const rowwin_unit<TX>& u, const TX (&raw)[ROWS / RPL], int src,
+// The loaded values as lane (g, t)'s fp16 pairs, one per input row. (Lane 15's neighbour is lane 16,
+// on the other row: no lane takes that pair, src + 1 <= 14.)
+template <int ROWS, bool CHECKED, class TX>
+__device__ __forceinline__ void rowwin_pairs(const rowwin_unit<TX>& u, const TX (&raw)[ROWS / 2], int src,
                                              uint32_t (&v)[ROWS]) {
 #pragma unroll
-    for (int j = 0; j < ROWS / RPL; ++j) {
+    for (int j = 0; j < ROWS / 2; ++j) {
         const uint32_t own = rowwin_pair_with_next(raw[j]);
 #pragma unroll
-        for (int r = 0; r < RPL; ++r) {
-            const int i = RPL * j + r;
+        for (int r = 0; r < 2; ++r) {
+            const int i = 2 * j + r;
             const uint32_t pair = __shfl_sync(0xffffffffu, own, src + 16 * r) & u.mask;
             v[i] = !CHECKED || ((u.rows_ok >> i) & 1u) ? pair : 0u;
         }
@@ -215,9 +213,8 @@ __device__ __forceinline__ void rowwin_pool2_store(const rowwin_shape& s, const 
 // the group's other input rows, with zero weights, so a NaN or an infinity there would give NaN
 // where IEEE arithmetic gives a number. A lane whose outputs are not all finite recomputes them in
 // fp32 from x and w (rare: only where x, w or the sums are not finite).
-// RPL: input rows per load, 2 where stride_w is 1 (rowwin_unit).
 // TX: the element type of x and w (float or __half); TY: y's (float or __half).
-template <class TX, class TY, int KH, int MT, int R, bool CHECKED, int GR, int RPL>
+template <class TX, class TY, int KH, int MT, int R, bool CHECKED, int GR>
 __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
     conv_mma_rowwin_kernel(rowwin_shape s, const TX* __restrict__ x, const TX* __restrict__ w, mma_out<TY> out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -229,8 +226,8 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     constexpr int ROWS = R + KH - 1;   // input rows a strip reads per channel
     static_assert(MT == 1 || GR == 1, "row groups are for few maps");
     static_assert(ROWS <= 32, "row validity is a 32-bit mask");
-    static_assert(ROWS % RPL == 0, "KH odd, R even: an even number of rows");
-    constexpr int LOADS = ROWS / RPL;  // loads per channel
+    static_assert(ROWS % 2 == 0, "KH odd, R even: an even number of rows, two a load");
+    constexpr int LOADS = ROWS / 2;    // loads per channel
     extern __shared__ uint4 s_a[];  // [c][kernel row pair][m16 tile][lane]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -266,9 +263,9 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     int flat = blockIdx.x * nwarps + warp;
     int item = direct ? flat / s.xtiles : blockIdx.x, xt = direct ? flat - item * s.xtiles : warp;
     if (item >= s.items) return;  // staged: the whole block, so no barrier misses some threads
-    rowwin_unit<TX> u = rowwin_unit_at<R, ROWS, RPL>(s, x, item, xt, lane, src, t);
+    rowwin_unit<TX> u = rowwin_unit_at<R, ROWS>(s, x, item, xt, lane, src, t);
     TX raw[LOADS];
-    rowwin_load<LOADS, RPL, CHECKED>(s, u.xc, u.ih0 + u.ro, raw);
+    rowwin_load<LOADS, CHECKED>(s, u.xc, u.ih0 + u.ro, raw);
     for (;;) {
         int next_flat = flat + total_warps, next_item, next_xt;
         if (direct) {
@@ -286,12 +283,12 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
 #pragma unroll 1
         for (int c = 0; c < s.C; ++c) {
             uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
-            rowwin_pairs<ROWS, RPL, CHECKED>(u, raw, src, v);
+            rowwin_pairs<ROWS, CHECKED>(u, raw, src, v);
             if (c + 1 < s.C) {
-                rowwin_load<LOADS, RPL, CHECKED>(s, u.xc + (c + 1) * s.st.xc, u.ih0 + u.ro, raw);
+                rowwin_load<LOADS, CHECKED>(s, u.xc + (c + 1) * s.st.xc, u.ih0 + u.ro, raw);
             } else if (next_item < s.items) {
-                next = rowwin_unit_at<R, ROWS, RPL>(s, x, next_item, next_xt, lane, src, t);
-                rowwin_load<LOADS, RPL, CHECKED>(s, next.xc, next.ih0 + next.ro, raw);
+                next = rowwin_unit_at<R, ROWS>(s, x, next_item, next_xt, lane, src, t);
+                rowwin_load<LOADS, CHECKED>(s, next.xc, next.ih0 + next.ro, raw);
             }
 #pragma unroll
             for (int j = 0; j < KP; ++j) {
@@ -440,9 +437,9 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
                               "mma_fp16 row window: needs stride_h = 1 and dilation 1 (got stride_h=%lld, "
                               "dilation %lldx%lld)",
                               (long long)p->stride_h, (long long)p->dilation_h, (long long)p->dilation_w);
-    if (p->stride_w > ROWWIN_MAX_STRIDE_W)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "mma_fp16 row window: needs stride_w <= %d (got %lld)",
-                              ROWWIN_MAX_STRIDE_W, (long long)p->stride_w);
+    if (p->stride_w != 1)  // (strided columns, no suite layer: the banded configurations)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "mma_fp16 row window: needs stride_w = 1 (got %lld)",
+                              (long long)p->stride_w);
     if ((p->KH != 5 && p->KH != 7) || p->KW > ROWWIN_COLS)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: needs KH in {5, 7} and KW <= %d (got %lldx%lld)",
@@ -470,17 +467,10 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
 template <class TX, class TY>
 using rowwin_kernel = void (*)(rowwin_shape, const TX*, const TX*, mma_out<TY>);
 
-template <class TX, class TY, int MT, int R, bool CHECKED, int GR, int RPL>
-static rowwin_kernel<TX, TY> rowwin_kernel_for(int64_t KH) {
-    return KH == 5 ? conv_mma_rowwin_kernel<TX, TY, 5, MT, R, CHECKED, GR, RPL>
-                   : conv_mma_rowwin_kernel<TX, TY, 7, MT, R, CHECKED, GR, RPL>;
-}
-
-// Two input rows per load where stride_w is 1 (rowwin_unit).
 template <class TX, class TY, int MT, int R, bool CHECKED, int GR>
-static rowwin_kernel<TX, TY> rowwin_kernel_for(const conv_problem* p, int64_t KH) {
-    return p->stride_w == 1 ? rowwin_kernel_for<TX, TY, MT, R, CHECKED, GR, 2>(KH)
-                            : rowwin_kernel_for<TX, TY, MT, R, CHECKED, GR, 1>(KH);
+static rowwin_kernel<TX, TY> rowwin_kernel_for(int64_t KH) {
+    return KH == 5 ? conv_mma_rowwin_kernel<TX, TY, 5, MT, R, CHECKED, GR>
+                   : conv_mma_rowwin_kernel<TX, TY, 7, MT, R, CHECKED, GR>;
 }
 
 // Kernel rows are in {5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
@@ -488,8 +478,8 @@ static rowwin_kernel<TX, TY> rowwin_kernel_for(const conv_problem* p, int64_t KH
 // padding of 'same' included).
 template <class TX, class TY, int MT, int R, int GR>
 static rowwin_kernel<TX, TY> rowwin_kernel_for(const conv_problem* p) {
-    return p->pad_h != 0 || p->pad_h_extra != 0 ? rowwin_kernel_for<TX, TY, MT, R, true, GR>(p, p->KH)
-                                                : rowwin_kernel_for<TX, TY, MT, R, false, GR>(p, p->KH);
+    return p->pad_h != 0 || p->pad_h_extra != 0 ? rowwin_kernel_for<TX, TY, MT, R, true, GR>(p->KH)
+                                                : rowwin_kernel_for<TX, TY, MT, R, false, GR>(p->KH);
 }
 
 template <class TX, class TY, int R>
