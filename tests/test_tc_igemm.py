@@ -126,14 +126,16 @@ def arch_refused(e):
 
 
 def check_where_it_runs(variant, config, case, rng, limit=None):
-    """pr.check_config(). A refusal passes where `limit` accepts it as the configuration's own limit on the
-    case (the row checks the words, it does not skip), skips where it is this GPU's or build's
-    (arch_refused: the kernel cannot run here), and raises otherwise."""
+    """pr.check_config(). Given `limit`, a refusal passes only where it accepts it as the configuration's own
+    limit on the case (the row checks the words, it does not skip); without, a refusal skips only where it is
+    this GPU's or build's (arch_refused: the kernel cannot run here). Any other refusal raises."""
     try:
         return pr.check_config(variant, config, case, rng)
     except ConvUnsupportedError as e:
-        if limit is not None and limit(e):
-            return None
+        if limit is not None:
+            if limit(e):
+                return None
+            raise
         if not arch_refused(e):
             raise
         pytest.skip(f"{variant}[{config}]: {e}")
