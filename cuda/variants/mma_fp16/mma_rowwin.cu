@@ -432,14 +432,13 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
                               "mma_fp16 row window: takes x and y of one dtype, got x %s, y %s (the banded "
                               "configurations n4_w8, n4_w8_short, n8_w8_grid take mixed dtypes)",
                               conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
-    if (p->stride_h != 1 || p->dilation_h != 1 || p->dilation_w != 1)
+    // (strided columns, on no suite layer, run the banded configurations)
+    if (p->stride_h != 1 || p->stride_w != 1 || p->dilation_h != 1 || p->dilation_w != 1)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "mma_fp16 row window: needs stride_h = 1 and dilation 1 (got stride_h=%lld, "
+                              "mma_fp16 row window: needs stride 1 and dilation 1 (got stride %lldx%lld, "
                               "dilation %lldx%lld)",
-                              (long long)p->stride_h, (long long)p->dilation_h, (long long)p->dilation_w);
-    if (p->stride_w != 1)  // (strided columns, no suite layer: the banded configurations)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "mma_fp16 row window: needs stride_w = 1 (got %lld)",
-                              (long long)p->stride_w);
+                              (long long)p->stride_h, (long long)p->stride_w, (long long)p->dilation_h,
+                              (long long)p->dilation_w);
     if ((p->KH != 5 && p->KH != 7) || p->KW > ROWWIN_COLS)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: needs KH in {5, 7} and KW <= %d (got %lldx%lld)",
