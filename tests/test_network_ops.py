@@ -1,7 +1,7 @@
 """The whole-network pieces of issue 13 on the device, through the C ABI.
 
 - The fused conv layers: every launch configuration of direct_regblock and of mma_fp16 (bias, ReLU,
-  ReLU + max-pool; mma_fp16 with fp32 and fp16 x and y, NCHW and NHWC) on LeNet-like shapes (C1 and C3 at their real
+  ReLU + max-pool; mma_fp16 with every pair of fp32, fp16 and bf16 x and y, NCHW and NHWC) on LeNet-like shapes (C1 and C3 at their real
   geometry and scaled down: 2x2 pool, 4x4 ceil-mode pool with partial windows; F5: 9x9 conv to 1x1 + bias
   + ReLU, F6: 1x1 + bias) and on shapes that take the fallbacks (padding, overlapping windows,
   rectangular pools), against the float64 oracle; against conv + bias followed by ReLU / max-pool in
@@ -89,7 +89,7 @@ LAYOUT_SETS = {"direct_regblock": [("NCHW", "MCKK", "NCHW")],
 # What a launch configuration of mma_fp16 may refuse, in its words; any other refusal fails. No
 # configuration keeps F5's 16*9*9 taps x 32 maps of weights in shared memory; the row window also takes
 # only 5- and 7-row filters and x, y of one dtype.
-MAY_REFUSE = {config: ("A-fragment tiles in shared memory",) for config in ("n4_w8", "n4_w8_short", "n8_w8_grid")}
+MAY_REFUSE = {config: ("A-fragment tiles in shared memory",) for config in ("n4_w8", "n4_w8_short")}
 MAY_REFUSE.update({config: ("A-fragment tiles in shared memory", "mma_fp16 row window:")
                    for config in ("rowwin_r12", "rowwin_r16")})
 
@@ -141,7 +141,7 @@ def test_fused_layer_every_config(name, config, case, rng):
 
 @requires_gpu
 @pytest.mark.parametrize("y_offset", [1, 3])
-@pytest.mark.parametrize("y_dtype", ["f32", "f16"])
+@pytest.mark.parametrize("y_dtype", ["f32", "f16", "bf16"])
 def test_row_window_nhwc_y_off_alignment(y_dtype, y_offset, rng):
     """NHWC y an odd number of values past an 8-byte boundary, stored straight from the fragments (C1's
     and C3's geometry without a pool: 24 and 34 columns)."""
@@ -154,13 +154,14 @@ def test_row_window_nhwc_y_off_alignment(y_dtype, y_offset, rng):
 @requires_gpu
 @pytest.mark.parametrize("config", ["rowwin_r12", "rowwin_r16"])
 @pytest.mark.parametrize("layouts", LAYOUT_SETS["mma_fp16"][:2], ids=lambda t: "_".join(t))
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("value", [np.inf, np.nan], ids=["inf", "nan"])
-def test_row_window_non_finite_input(value, layouts, config, rng):
+def test_row_window_non_finite_input(value, dtype, layouts, config, rng):
     """The row window's 4-row groups (C1: M <= 4) also multiply the group's other input rows by zero
     weights, so an Inf or NaN in x reaches outputs whose windows do not hold it; those lanes recompute in
-    fp32 from x and w (in x's and w's layouts): non-finite exactly where the oracle is."""
+    fp32 from x and w (in x's and w's layouts and dtype): non-finite exactly where the oracle is."""
     x_layout, w_layout, y_layout = layouts
-    case = ConvCase(2, 3, 22, 30, 4, 5, 7, bias=True, x_layout=x_layout,
+    case = ConvCase(2, 3, 22, 30, 4, 5, 7, bias=True, x_dtype=dtype, y_dtype=dtype, x_layout=x_layout,
                     w_layout=w_layout, y_layout=y_layout, compute=pr.variant_caps("mma_fp16")["compute"])
     x, w, bias = pr.random_operands(case, rng)
     x[1, 2, 9, 11] = value  # one image and channel, inside the plane: 5x7 outputs see it
@@ -168,14 +169,14 @@ def test_row_window_non_finite_input(value, layouts, config, rng):
     with np.errstate(invalid="ignore"):
         ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
     assert not np.isfinite(ref).all()
-    pr.check_non_finite(f"mma_fp16[{config}] {value} in x, {case}", y, ref, pr.error_bound("mma_fp16", "f32", "f32"))
+    pr.check_non_finite(f"mma_fp16[{config}] {value} in x, {case}", y, ref, pr.error_bound("mma_fp16", dtype, dtype))
 
 
 def test_fused_capabilities_declared():
     """What issue 13's network needs from the two variants (lenetp's pipeline relies on it)."""
     regblock, mma = pr.variant_caps("direct_regblock"), pr.variant_caps("mma_fp16")
     assert regblock["bias"] and "relu_maxpool" in regblock["epilogues"]
-    assert mma["bias"] and "relu_maxpool" in mma["epilogues"] and mma["out_dtypes"] == ["f32", "f16"]
+    assert mma["bias"] and "relu_maxpool" in mma["epilogues"] and mma["out_dtypes"] == ["f32", "f16", "bf16"]
 
 
 # ---- resize ----

@@ -61,6 +61,19 @@ def channels_last(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
 
 
+def half_channels_last(rng, shape, dtype: str):
+    """Random values of `shape` channels-last in a 16-bit dtype: fp16 in NumPy; bf16, which NumPy does not
+    have, as a CUDA tensor where PyTorch is installed (else None)."""
+    values = rng.uniform(-1, 1, shape).astype(np.float32)
+    if dtype == "float16":
+        return channels_last(values.astype(np.float16))
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.from_numpy(values).to("cuda", torch.bfloat16).contiguous(memory_format=torch.channels_last)
+
+
 def run_capabilities(rng, name: str) -> None:
     """NumPy operands (uploaded, run on the GPU variant, downloaded): what a variant does not declare is
     refused and printed."""
@@ -231,15 +244,18 @@ def main(argv) -> int:
                 print(f"{label:32s} {x_shape} + pool unsupported: {exc}")
                 continue
             print(f"{label:32s} {x_shape} + bias, ReLU, pool {pool} -> {y.shape}")
-        for x_shape, w_shape, _ in FUSED_LENET:  # the LeNet layers in fp16 NHWC / MKKC, as the bench times them
-            x = channels_last(rng.uniform(-1, 1, x_shape).astype(np.float16))
-            w = channels_last(rng.uniform(-1, 1, w_shape).astype(np.float16))
+        # the LeNet layers in 16-bit NHWC / MKKC, as the bench times them
+        for dtype, (x_shape, w_shape, _) in ((d, layer) for d in ("float16", "bfloat16") for layer in FUSED_LENET):
+            x, w = half_channels_last(rng, x_shape, dtype), half_channels_last(rng, w_shape, dtype)
+            if x is None:
+                print(f"{label:32s} {x_shape} {dtype} NHWC not run: needs PyTorch")
+                continue
             try:
                 y = pyconv.conv2d(x, w, variant=name, precision="fast", config=config)
             except pyconv.ConvUnsupportedError as exc:
-                print(f"{label:32s} {x_shape} fp16 NHWC unsupported: {exc}")
+                print(f"{label:32s} {x_shape} {dtype} NHWC unsupported: {exc}")
                 continue
-            print(f"{label:32s} {x_shape} fp16 NHWC -> {y.shape}")
+            print(f"{label:32s} {x_shape} {dtype} NHWC -> {tuple(y.shape)}")
         run_grouped(rng, name, config)
         run_causal(rng, name, config)
     for name in names:

@@ -1,14 +1,16 @@
-// mma_fp16.cu — implicit GEMM on the tensor cores through mma.sync.aligned.m16n8k16 (fp16
-// operands, fp32 accumulation; sm_80 and newer), x and w in fp32 or fp16, y in fp32 or fp16 (+ bias,
-// ReLU and max-pool where asked, in the store: mma_out in mma_rowwin.h), x and y NCHW or NHWC and w
-// MCKK or MKKC: the kernels address every operand through its strides (mma_strides, mma_out), so
-// one instance serves every layout; the staging and the fragments are the same. fp32 operands
-// are rounded to fp16 where the kernels pack them into pairs; fp16 operands go into the pairs as
-// they are, never through fp32. Two kernel families, as launch
+// mma_fp16.cu — implicit GEMM on the tensor cores through mma.sync.aligned.m16n8k16 (16-bit
+// operands, fp32 accumulation; sm_80 and newer), x and w in fp32, fp16 or bf16, y in any of the three
+// (+ bias, ReLU and max-pool where asked, in the store: mma_out in mma_rowwin.h), x and y NCHW or NHWC
+// and w MCKK or MKKC: the kernels address every operand through its strides (mma_strides, mma_out), so
+// one instance serves every layout; the staging and the fragments are the same. fp32 operands are
+// rounded to fp16 where the kernels pack them into pairs; fp16 and bf16 operands go into the pairs as
+// they are, never through fp32 (bf16 pairs into the bf16 MMA: fp16 has neither bf16's range nor its
+// exponents). The banded kernel is an instance per x type that takes y's type at run time
+// (mma_out_any); the row window takes x and y of one type. Two kernel families, as launch
 // configurations: the banded kernel below (any shape the variant supports) and the row-window
 // kernel of mma_rowwin.cu (stride 1, 5/7-row filters; faster where it fits, and
 // the default there).
-//   conv_mma_fp16_kernel<MTILES, NT, WARPS>: GEMM rows = output maps (MTILES tiles of 16), columns =
+//   conv_mma_fp16_kernel<TX, MTILES, NT, WARPS>: GEMM rows = output maps (MTILES tiles of 16), columns =
 //   output pixels of one image, reduction k = taps (c, kh, kw) with kw padded to an even count
 //   KWP, so that the two consecutive k values of a fragment register are always the neighbours
 //   kw, kw + 1 of one input row.
@@ -17,8 +19,8 @@
 //   offsets. Then, for each unit (a band of output rows of one image), it copies the input rows
 //   the band needs into shared memory with cp.async (4-byte copies, zero-filled outside the image)
 //   one unit AHEAD, so that the global loads of the next unit are in flight while the tensor cores
-//   work on this one (fp16 inputs: plain loads and stores, as cp.async has no 2-byte copy and the
-//   band's columns need not be 4-byte aligned in x); a short pass turns the band into fp16 pairs
+//   work on this one (16-bit inputs: plain loads and stores, as cp.async has no 2-byte copy and the
+//   band's columns need not be 4-byte aligned in x); a short pass turns the band into 16-bit pairs
 //   P[c][row][j] = (x[j], x[j + dilation_w]), so that each B fragment register is one 32-bit LDS
 //   at (pixel base + tap offset): no im2col buffer and no index arithmetic per element in the k
 //   loop. A warp computes 16*MTILES maps x 8*NT pixels in fp32 registers and stores them as
@@ -39,8 +41,10 @@
 // are fp32. Each product then carries a relative error of at most 2u, independent between
 // products, so for zero-mean data the relative L2 error of y is about u*sqrt(2/3) ~ 4e-4 at worst
 // and ~2.5e-4 for uniform data whatever C*KH*KW is (fp32 accumulation adds ~1e-7). The variant is
-// held to 1e-3. Range: |x| and |w| must stay below 65504 (fp16 max; larger values become inf) and
-// values below 6.1e-5 in magnitude lose relative precision (fp16 subnormals).
+// held to 1e-3. fp16 and bf16 operands enter exactly: their error is the fp32 sums' and y's
+// rounding. Range (fp32 operands): |x| and |w| must stay below 65504 (fp16 max; larger values become
+// inf) and values below 6.1e-5 in magnitude lose relative precision (fp16 subnormals); bf16
+// operands keep bf16's range (fp32's exponents).
 #include <type_traits>
 
 #include "conv_kernel_util.cuh"
@@ -72,7 +76,7 @@ struct mma_shape : ConvShape32 {
     int pool_rows;             // max-pool: pooled rows per unit (their windows lie in its tile_rows rows)
     int ystride;               // max-pool: floats per map in the unit's output tile (tile_rows * OW); else 0
     int units;                 // B * tiles
-    int band_rows, band_cols;  // input rows and columns (as fp16 pairs) one unit stages, per channel
+    int band_rows, band_cols;  // input rows and columns (as 16-bit pairs) one unit stages, per channel
     int raw_cols;              // band_cols + dil_w: the columns of x the pairs are made of
     int pair_stores;           // 1: y NCHW and every even pixel index of y 8-byte aligned
 };
@@ -112,7 +116,7 @@ __device__ TX mma_weight(const mma_shape& s, const TX* __restrict__ w, int m, in
 }
 
 // Issues the copies of unit's input band (x's type, [c][row][raw_cols], zeros outside the image)
-// into s_raw; one warp per row, lanes along it. fp16 bands: plain loads and stores (see the top).
+// into s_raw; one warp per row, lanes along it. 16-bit bands: plain loads and stores (see the top).
 template <class TX>
 __device__ void mma_issue_band(const mma_shape& s, const TX* __restrict__ x, int unit, TX* s_raw) {
     const int b = unit / s.tiles, ih_first = (unit - b * s.tiles) * s.tile_step * s.stride_h - s.pad_h;
@@ -134,12 +138,42 @@ __device__ void mma_issue_band(const mma_shape& s, const TX* __restrict__ x, int
     if constexpr (std::is_same_v<TX, float>) cp_async_commit();
 }
 
-// One persistent block: A fragments and tap offsets once, then per unit a band of fp16 input
-// pairs and 16*MTILES maps x 8*NT pixels per warp pass. TX: the element type of x and w (float or
-// __half); TY: y's (float or __half).
-template <class TX, class TY, int MTILES, int NT, int WARPS>
+// One warp pass's 16*MTILES maps x 8*NT pixels (acc, D fragments) into y (+ bias, ReLU), pixels
+// [p0, p0 + 8*NT) of the unit whose first pixel y_unit is (pixels past npix are not stored).
+template <int MTILES, int NT, class TY>
+__device__ __forceinline__ void mma_store_pass(const mma_shape& s, const mma_out<TY>& out, TY* y_unit,
+                                               const float (&acc)[MTILES][NT][4], int p0, int npix) {
+    const int g = (threadIdx.x & 31) >> 2, tig = threadIdx.x & 3;
+    // D fragment: registers 0,1 = map g, pixels 2*tig, +1; registers 2,3 = map g + 8.
+#pragma unroll
+    for (int t = 0; t < MTILES; ++t) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = t * 16 + g + 8 * h;
+            if (m >= s.M) continue;
+            TY* ym = y_unit + m * out.map;
+            const float bias_m = out.bias_at(m);
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int p = p0 + 8 * j + 2 * tig;
+                const float v0 = acc[t][j][2 * h], v1 = acc[t][j][2 * h + 1];
+                if (s.pair_stores && p + 1 < npix) {
+                    out.store_pair(ym + p, v0, v1, bias_m);
+                } else {
+                    if (p < npix) ym[p * out.pixel] = out.value(v0, bias_m);
+                    if (p + 1 < npix) ym[(p + 1) * out.pixel] = out.value(v1, bias_m);
+                }
+            }
+        }
+    }
+}
+
+// One persistent block: A fragments and tap offsets once, then per unit a band of 16-bit input
+// pairs and 16*MTILES maps x 8*NT pixels per warp pass. TX: the element type of x and w (float,
+// __half or __nv_bfloat16); y's type is out's, chosen at run time.
+template <class TX, int MTILES, int NT, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, const TX* __restrict__ x,
-                                                            const TX* __restrict__ w, mma_out<TY> out) {
+                                                            const TX* __restrict__ w, mma_out_any out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // supports() refuses GPUs below sm_80; this image exists only for fat binaries
 #else
@@ -174,7 +208,7 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
         cp_async_wait<0>();  // the unit's band (every group this thread committed)
         __syncthreads();  // this unit's band has landed; nobody still reads the pairs
 
-        // band -> fp16 pairs (the second element dil_w columns to the right).
+        // band -> 16-bit pairs (the second element dil_w columns to the right).
         for (int q = warp; q < s.C * s.band_rows; q += nwarps) {
             const TX* src = s_raw + q * s.raw_cols;
             uint32_t* dst = s_band + q * s.band_cols;
@@ -183,7 +217,6 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
         __syncthreads();  // pairs ready, the band free for the next unit's copies
         if (unit + gridDim.x < s.units) mma_issue_band(s, x, unit + gridDim.x, s_raw);
 
-        TY* y_unit = out.at(b, 0, oh_first * s.OW);
         const int passes = (npix + 8 * NT - 1) / (8 * NT);
         for (int pass = warp; pass < passes; pass += nwarps) {
             const int p0 = pass * 8 * NT;
@@ -212,18 +245,18 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
                     const uint32_t b0 = *reinterpret_cast<const uint32_t*>(band + (base[j] + off.x)) & (uint32_t)off.z;
                     const uint32_t b1 = *reinterpret_cast<const uint32_t*>(band + (base[j] + off.y)) & (uint32_t)off.w;
 #pragma unroll
-                    for (int t = 0; t < MTILES; ++t) mma_m16n8k16(acc[t][j], a[t], b0, b1);
+                    for (int t = 0; t < MTILES; ++t) mma_multiply<TX>(acc[t][j], a[t], b0, b1);
                 }
             }
 
-            // D fragment: registers 0,1 = map g, pixels 2*tig, +1; registers 2,3 = map g + 8.
+            if (out.pool.h) {  // raw sums into the unit's tile, pooled once it is whole
+                // D fragment: registers 0,1 = map g, pixels 2*tig, +1; registers 2,3 = map g + 8.
 #pragma unroll
-            for (int t = 0; t < MTILES; ++t) {
+                for (int t = 0; t < MTILES; ++t)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int m = t * 16 + g + 8 * h;
-                    if (m >= s.M) continue;
-                    if (out.pool.h) {  // raw sums into the unit's tile, pooled once it is whole
+                    for (int h = 0; h < 2; ++h) {
+                        const int m = t * 16 + g + 8 * h;
+                        if (m >= s.M) continue;
                         float* sm = s_y + m * s.ystride;
 #pragma unroll
                         for (int j = 0; j < NT; ++j) {
@@ -231,28 +264,18 @@ __global__ void __launch_bounds__(WARPS * 32) conv_mma_fp16_kernel(mma_shape s, 
                             if (p < npix) sm[p] = acc[t][j][2 * h];
                             if (p + 1 < npix) sm[p + 1] = acc[t][j][2 * h + 1];
                         }
-                        continue;
                     }
-                    TY* ym = y_unit + m * out.map;
-                    const float bias_m = out.bias_at(m);
-#pragma unroll
-                    for (int j = 0; j < NT; ++j) {
-                        const int p = p0 + 8 * j + 2 * tig;
-                        const float v0 = acc[t][j][2 * h], v1 = acc[t][j][2 * h + 1];
-                        if (s.pair_stores && p + 1 < npix) {
-                            out.store_pair(ym + p, v0, v1, bias_m);
-                        } else {
-                            if (p < npix) ym[p * out.pixel] = out.value(v0, bias_m);
-                            if (p + 1 < npix) ym[(p + 1) * out.pixel] = out.value(v1, bias_m);
-                        }
-                    }
-                }
+                continue;
             }
+            mma_with_y(out, [&](const auto& o) { mma_store_pass(s, o, o.at(b, 0, oh_first * s.OW), acc, p0, npix); });
         }
         if (out.pool.h) {
             __syncthreads();  // the unit's tile is whole; the next unit's barriers keep it until it is read
             const int pr0 = tile * s.pool_rows;
-            out.store_pooled(s_y, s.ystride, s.M, s.OH, s.OW, b, oh_first, pr0, min(s.pool_rows, out.pool.YH - pr0));
+            const int prows = min(s.pool_rows, out.pool.YH - pr0);
+            mma_with_y(out, [&](const auto& o) {
+                o.store_pooled(s_y, s.ystride, s.M, s.OH, s.OW, b, oh_first, pr0, prows);
+            });
         }
     }
 #endif
@@ -270,7 +293,7 @@ static int64_t mma_band_rows(const conv_problem* p, int64_t tile_rows) {
     return (tile_rows - 1) * p->stride_h + (p->KH - 1) * p->dilation_h + 1;
 }
 // Shared memory of a block whose units are tile_rows output rows: A fragments, tap offsets, the
-// output tile (max-pool), the band as fp16 pairs and in x's type.
+// output tile (max-pool), the band as 16-bit pairs and in x's type.
 static int64_t mma_smem_bytes(const conv_problem* p, int64_t tile_rows) {
     const int64_t raw_bytes = (mma_band_cols(p) + p->dilation_w) * (int64_t)conv_dtype_size(p->x_dtype);
     const int64_t y_bytes = mma_pooled(p) ? p->M * tile_rows * conv_out_w(p) * 4 : 0;
@@ -344,10 +367,10 @@ static mma_shape mma_shape_for(const conv_problem* p, const void* y, int sms, in
     return s;
 }
 
-template <int MTILES, int NT, int WARPS, class TX, class TY>
-static int mma_run_tiles(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out,
-                         cudaStream_t stream, int64_t target, bool persistent) {
-    const auto kernel = conv_mma_fp16_kernel<TX, TY, MTILES, NT, WARPS>;
+template <int MTILES, int NT, int WARPS, class TX>
+static int mma_run_tiles(const conv_problem* p, const TX* x, const TX* w, const mma_out_any& out,
+                         cudaStream_t stream, int64_t target) {
+    const auto kernel = conv_mma_fp16_kernel<TX, MTILES, NT, WARPS>;
     int sms;
     int status = conv_sm_count(&sms);
     if (status != CONV_OK) return status;
@@ -357,51 +380,50 @@ static int mma_run_tiles(const conv_problem* p, const TX* x, const TX* w, const 
     int64_t wave = 0;
     status = conv_wave_blocks(kernel, WARPS * 32, smem, &wave);
     if (status != CONV_OK) return status;
-    kernel<<<conv_wave_grid(s.units, wave, persistent), WARPS * 32, smem, stream>>>(s, x, w, out);
+    kernel<<<conv_wave_grid(s.units, wave, true), WARPS * 32, smem, stream>>>(s, x, w, out);
     CONV_LAUNCH_CHECK(conv_mma_fp16_kernel);
     return CONV_OK;
 }
 
 // One configuration (pixel tiles per warp pass, warps per block, band height target) for any
-// supported M.
-template <int NT, int WARPS, bool SHORT, bool PERSISTENT = true>
+// supported M, in one persistent wave. TX: x's and w's element type; y's is chosen at run time.
+template <int NT, int WARPS, bool SHORT>
 struct mma_banded {
-    template <class TX, class TY>
-    static int run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream) {
+    template <class TX>
+    static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
+        const TX* x = static_cast<const TX*>(t->x);
+        const TX* w = static_cast<const TX*>(t->w);
+        const mma_out_any out = mma_out_any_of(p, t);
         const int64_t target = SHORT ? MMA_SMEM_TARGET_SHORT : MMA_SMEM_TARGET;
         switch (mma_mtiles(p)) {
-            case 1: return mma_run_tiles<1, NT, WARPS>(p, x, w, out, stream, target, PERSISTENT);
-            case 2: return mma_run_tiles<2, NT, WARPS>(p, x, w, out, stream, target, PERSISTENT);
-            case 3: return mma_run_tiles<3, NT, WARPS>(p, x, w, out, stream, target, PERSISTENT);
-            default: return mma_run_tiles<4, NT, WARPS>(p, x, w, out, stream, target, PERSISTENT);
+            case 1: return mma_run_tiles<1, NT, WARPS>(p, x, w, out, stream, target);
+            case 2: return mma_run_tiles<2, NT, WARPS>(p, x, w, out, stream, target);
+            case 3: return mma_run_tiles<3, NT, WARPS>(p, x, w, out, stream, target);
+            default: return mma_run_tiles<4, NT, WARPS>(p, x, w, out, stream, target);
         }
     }
 };
 
-// The row-window kernel (mma_rowwin.cu) with strips of ROWS output rows, where it fits.
+// The row-window kernel (mma_rowwin.cu) with strips of ROWS output rows, where it fits (x and y of
+// one dtype: mma_rowwin_fits refuses the others).
 template <int ROWS>
 struct mma_rowwin_strips {
-    template <class TX, class TY>
-    static int run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream) {
-        // mma_rowwin_fits refused mixed dtypes: only x and y of one dtype are built.
-        if constexpr (std::is_same<TX, TY>::value) return mma_rowwin_run(p, x, w, out, stream, ROWS);
-        else return conv_set_error(CONV_ERR_INTERNAL, "mma_fp16 row window launched on mixed dtypes");
+    template <class TX>
+    static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
+        if (p->y_dtype != p->x_dtype)  // y would be written as x's type
+            return conv_set_error(CONV_ERR_INTERNAL, "mma_fp16 row window launched on mixed dtypes");
+        return mma_rowwin_run(p, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), mma_out_of<TX>(p, t),
+                              stream, ROWS);
     }
 };
 
-// A configuration's entry: x and w in fp32 or fp16, y (and bias) in fp32 or fp16 (the declared in_dt
-// and out_dt).
-template <class CONFIG, class TX>
-static int mma_config_run_x(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
-    const TX* x = static_cast<const TX*>(t->x);
-    const TX* w = static_cast<const TX*>(t->w);
-    if (p->y_dtype == CONV_F16) return CONFIG::run(p, x, w, mma_out_of<__half>(p, t), stream);
-    return CONFIG::run(p, x, w, mma_out_of<float>(p, t), stream);
-}
+// A configuration's entry: x and w in fp32, fp16 or bf16 (the declared in_dt); y's type is the
+// configuration's business.
 template <class CONFIG>
 static int mma_config_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    if (p->x_dtype == CONV_F16) return mma_config_run_x<CONFIG, __half>(p, t, conv_stream(stream));
-    return mma_config_run_x<CONFIG, float>(p, t, conv_stream(stream));
+    if (p->x_dtype == CONV_F16) return CONFIG::template run<__half>(p, t, conv_stream(stream));
+    if (p->x_dtype == CONV_BF16) return CONFIG::template run<__nv_bfloat16>(p, t, conv_stream(stream));
+    return CONFIG::template run<float>(p, t, conv_stream(stream));
 }
 template <int ROWS>
 static int mma_rowwin_supports(const conv_problem* p) {
@@ -409,15 +431,13 @@ static int mma_rowwin_supports(const conv_problem* p) {
 }
 
 // The tunable configurations. Banded kernel (any supported shape): n8 pixel tiles per warp pass x
-// warps per block, tall bands (3 blocks per SM) or short ones (6), one persistent wave or ("_grid")
-// one block per unit, where the hardware starts the next block as one ends and each block builds
-// its own A fragments (faster on C1, not on C3). Row-window kernel
-// ("rowwin_rR", stride 1 down the rows, no dilation, KH in {5, 7}, KW <= 8, M <= 32): strips of R
-// output rows.
+// warps per block, tall bands (3 blocks per SM) or short ones (6). ("n8_w8_grid", one block per unit,
+// went: its one win, C1, is the row window's now; on cnn5's layers at batch 1 and 32 it was never the
+// fastest, H200.) Row-window kernel (stride 1, no dilation, KH in {5, 7}, KW <= 8, M <= 32, x and y of
+// one dtype): strips of R output rows.
 static const conv_config MMA_CONFIGS[] = {
     {"n4_w8", mma_config_run<mma_banded<4, 8, false>>, NULL},
     {"n4_w8_short", mma_config_run<mma_banded<4, 8, true>>, NULL},
-    {"n8_w8_grid", mma_config_run<mma_banded<8, 8, false, false>>, NULL},
     {"rowwin_r12", mma_config_run<mma_rowwin_strips<12>>, mma_rowwin_supports<12>},
     {"rowwin_r16", mma_config_run<mma_rowwin_strips<16>>, mma_rowwin_supports<16>},
 };
@@ -425,9 +445,8 @@ static const conv_config MMA_CONFIGS[] = {
 static const int MMA_ROWWIN_ROWS[] = {16, 12};
 
 // The default. Where the row window fits: the strip height that computes the fewest rows (the last
-// strip overlaps its neighbour), the taller on a tie. Elsewhere, from the H100 sweeps of the banded
-// kernel (bench/PERF_NOTES.md): 8 warps; for few maps (C1) 8 pixel tiles per pass, one block per
-// unit, for more (C3) 4 tiles in a persistent wave.
+// strip overlaps its neighbour), the taller on a tie. Elsewhere the banded kernel's tall bands (8
+// warps, 4 pixel tiles a pass: the H100 sweeps, bench/PERF_NOTES.md).
 static const char* mma_default_config(const conv_problem* p) {
     static const char* const names[] = {"rowwin_r16", "rowwin_r12"};
     int best = -1;
@@ -442,8 +461,7 @@ static const char* mma_default_config(const conv_problem* p) {
         }
     }
     conv_clear_error();
-    if (best >= 0) return names[best];
-    return p->M <= 8 ? "n8_w8_grid" : "n4_w8";
+    return best >= 0 ? names[best] : "n4_w8";
 }
 
 extern "C" const conv_impl conv_impl_mma_fp16 = {mma_supports, NULL, MMA_CONFIGS,

@@ -1,15 +1,15 @@
-// mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, fp16 operands, fp32
-// accumulation; x and w in fp32, rounded to fp16 as they are loaded, or in fp16, taken as they
-// are; NCHW or NHWC, through strides as in mma_fp16.cu) with a sliding window of input rows held in
-// registers; stride 1 down the rows,
-// dilation 1, stride 1, KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
+// mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, 16-bit operands, fp32
+// accumulation; x and w in fp32, rounded to fp16 as they are loaded, or in fp16 or bf16, taken as
+// they are (bf16 operands in bf16 MMAs); y in x's dtype; NCHW or NHWC, through strides as in
+// mma_fp16.cu) with a sliding window of input rows held in registers; stride 1 and dilation 1,
+// KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
 // launch configurations (mma_fp16.cu keeps the banded kernel for every other shape). Built for LeNet's
 // 5- and 7-row filters: the tuner picked the banded kernel or another variant on every 3x3 suite layer,
 // and the 3-row kernels were a third of this file's build.
 //   A warp computes a tile of R output rows x 8 output columns of one image, for all maps. GEMM
 //   rows = maps (m16 tiles), columns = the 8 pixels of one output row, k = (kernel row pair, kw
 //   padded to 8): one k-step covers kernel rows kh, kh + 1 of one channel, so B register 0 of lane
-//   (g, t) is the fp16 pair x[ih][iw + 2t], x[ih][iw + 2t + 1] of input row ih = oy + kh at pixel
+//   (g, t) is the 16-bit pair x[ih][iw + 2t], x[ih][iw + 2t + 1] of input row ih = oy + kh at pixel
 //   column g, and register 1 the same pair one input row lower. Both depend on oy + kh only: the
 //   R + KH - 1 input rows the tile reads are loaded once per channel (one coalesced load per row
 //   and lane, packed into pairs and handed to the right lanes by two shuffles), and every output
@@ -18,7 +18,7 @@
 //   The weights are ready-made A fragments in shared memory, built once per persistent block
 //   (one LDS.128 per k-step and m16 tile, reused over the R rows).
 //   Stores: see the kernel (straight from the fragments where OW % 8 == 0, else through a shared
-//   tile of the strip, written as contiguous runs), in y's type (fp32 or fp16) after the bias and
+//   tile of the strip, written as contiguous runs), in y's type after the bias and
 //   ReLU where asked (mma_out, mma_rowwin.h); the shared tile holds the raw fp32 sums.
 //   ReLU + max-pool (any window, stride, ceil mode; pool_h <= R). A strip owns the pooled rows whose
 //   windows fit in its R rows ((R - pool_h) / pool_stride_h + 1 of them) and starts on its first
@@ -35,7 +35,7 @@
 //   image's padding read zero input against their real weights, so they add 0 * w (an Inf or NaN
 //   weight gives NaN, as in PyTorch), in the MMAs and in the fp32 recomputation alike.
 // Measurements of each version of this kernel: bench/PERF_NOTES.md, mma_fp16.
-// Error bound: as mma_fp16.cu (only the operands are rounded to fp16).
+// Error bound: as mma_fp16.cu (only fp32 operands are rounded, to fp16).
 #include "conv_kernel_util.cuh"
 #include "conv_shape.cuh"
 #include "launch_util.cuh"
@@ -126,17 +126,22 @@ __device__ __forceinline__ void rowwin_load(const rowwin_shape& s, const TX* xc,
         raw[j] = conv_ldg(xc + (CHECKED ? min(max(ih + 2 * j, 0), s.H - 1) : ih + 2 * j) * s.st.xh);
 }
 
-// A lane's loaded value and its right neighbour's as one fp16 pair: fp32 values are shuffled, then
-// rounded; fp16 ones are shuffled as their bits.
+// A lane's loaded value and its right neighbour's as one 16-bit pair: fp32 values are shuffled, then
+// rounded to fp16; fp16 and bf16 ones are shuffled as their bits.
 __device__ __forceinline__ uint32_t rowwin_pair_with_next(float v) {
     return mma_pair(v, __shfl_down_sync(0xffffffffu, v, 1));
 }
-__device__ __forceinline__ uint32_t rowwin_pair_with_next(__half v) {
-    const uint32_t bits = __half_as_ushort(v);
+__device__ __forceinline__ uint32_t rowwin_pair_bits_with_next(uint32_t bits) {
     return bits | __shfl_down_sync(0xffffffffu, bits, 1) << 16;
 }
+__device__ __forceinline__ uint32_t rowwin_pair_with_next(__half v) {
+    return rowwin_pair_bits_with_next(__half_as_ushort(v));
+}
+__device__ __forceinline__ uint32_t rowwin_pair_with_next(__nv_bfloat16 v) {
+    return rowwin_pair_bits_with_next(__bfloat16_as_ushort(v));
+}
 
-// The loaded values as lane (g, t)'s fp16 pairs, one per input row. (Lane 15's neighbour is lane 16,
+// The loaded values as lane (g, t)'s 16-bit pairs, one per input row. (Lane 15's neighbour is lane 16,
 // on the other row: no lane takes that pair, src + 1 <= 14.)
 template <int ROWS, bool CHECKED, class TX>
 __device__ __forceinline__ void rowwin_pairs(const rowwin_unit<TX>& u, const TX (&raw)[ROWS / 2], int src,
@@ -153,9 +158,10 @@ __device__ __forceinline__ void rowwin_pairs(const rowwin_unit<TX>& u, const TX 
     }
 }
 
-// x or w at p, as fp32 (exact: fp16 values widen without rounding).
+// x or w at p, as fp32 (exact: fp16 and bf16 values widen without rounding).
 __device__ __forceinline__ float rowwin_ldg_f32(const float* p) { return conv_ldg(p); }
 __device__ __forceinline__ float rowwin_ldg_f32(const __half* p) { return __half2float(conv_ldg(p)); }
+__device__ __forceinline__ float rowwin_ldg_f32(const __nv_bfloat16* p) { return __bfloat162float(conv_ldg(p)); }
 
 // One output of the conv in fp32 straight from x and w: the slow path of a row group whose MMAs
 // met a NaN or an infinity (see the kernel). Taps on the padding add 0 * w, as the MMAs do.
@@ -213,7 +219,7 @@ __device__ __forceinline__ void rowwin_pool2_store(const rowwin_shape& s, const 
 // the group's other input rows, with zero weights, so a NaN or an infinity there would give NaN
 // where IEEE arithmetic gives a number. A lane whose outputs are not all finite recomputes them in
 // fp32 from x and w (rare: only where x, w or the sums are not finite).
-// TX: the element type of x and w (float or __half); TY: y's (float or __half).
+// TX: the element type of x and w (float, __half or __nv_bfloat16); TY: y's (the same).
 template <class TX, class TY, int KH, int MT, int R, bool CHECKED, int GR>
 __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
     conv_mma_rowwin_kernel(rowwin_shape s, const TX* __restrict__ x, const TX* __restrict__ w, mma_out<TY> out) {
@@ -299,7 +305,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
                 for (int q = 0; q < NG; ++q) {
                     const uint32_t b1 = 2 * j + 1 < GR + KH - 1 ? v[q * GR + 2 * j + 1] : 0u;
 #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) mma_m16n8k16(acc[q][mt], a[mt], v[q * GR + 2 * j], b1);
+                    for (int mt = 0; mt < MT; ++mt) mma_multiply<TX>(acc[q][mt], a[mt], v[q * GR + 2 * j], b1);
                 }
             }
         }
@@ -425,12 +431,12 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
     if (rows != 12 && rows != 16)
         return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16 row window: strips of %d rows (12 or 16)", rows);
     const int r = rowwin_kernel_rows(p, rows);
-    // x and y of one dtype (fp32 or fp16): mixed ones take the banded kernel, built for every pair; here
-    // they would double the row window's 108 kernels.
+    // x and y of one dtype: mixed ones take the banded kernel, which takes every pair; here each pair
+    // would add 24 kernels.
     if (p->x_dtype != p->y_dtype)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: takes x and y of one dtype, got x %s, y %s (the banded "
-                              "configurations n4_w8, n4_w8_short, n8_w8_grid take mixed dtypes)",
+                              "configurations n4_w8 and n4_w8_short take mixed dtypes)",
                               conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
     // (strided columns, on no suite layer, run the banded configurations)
     if (p->stride_h != 1 || p->stride_w != 1 || p->dilation_h != 1 || p->dilation_w != 1)
@@ -522,3 +528,5 @@ int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_ou
 template int mma_rowwin_run(const conv_problem*, const float*, const float*, const mma_out<float>&, cudaStream_t, int);
 template int mma_rowwin_run(const conv_problem*, const __half*, const __half*, const mma_out<__half>&, cudaStream_t,
                             int);
+template int mma_rowwin_run(const conv_problem*, const __nv_bfloat16*, const __nv_bfloat16*,
+                            const mma_out<__nv_bfloat16>&, cudaStream_t, int);

@@ -5,15 +5,32 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "conv_internal.h"
 #include "mma_sync.cuh"
 #include "tensor_io.cuh"
 
-// Two operands as one fp16 pair register, lo in the low 16 bits (the smaller k): fp32 operands are
-// rounded to fp16, fp16 ones are taken as they are (no round trip through fp32).
+// Two operands as one 16-bit pair register, lo in the low 16 bits (the smaller k): fp32 operands are
+// rounded to fp16, fp16 and bf16 ones are taken as they are (no round trip through fp32).
 __device__ __forceinline__ uint32_t mma_pair(float lo, float hi) { return mma_pack_half2(lo, hi); }
 __device__ __forceinline__ uint32_t mma_pair(__half lo, __half hi) {
     return (uint32_t)__half_as_ushort(lo) | (uint32_t)__half_as_ushort(hi) << 16;
+}
+__device__ __forceinline__ uint32_t mma_pair(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+    return (uint32_t)__bfloat16_as_ushort(lo) | (uint32_t)__bfloat16_as_ushort(hi) << 16;
+}
+
+// D += A * B for one m16n8k16 tile in the operand type of x of type TX: bf16 pairs for bf16 x (fp16
+// holds neither bf16's range nor its values), fp16 pairs for fp32 and fp16 x.
+template <class TX>
+__device__ __forceinline__ void mma_multiply(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+    if constexpr (std::is_same_v<TX, __nv_bfloat16>) {
+        const uint32_t regs[4] = {a.x, a.y, a.z, a.w};
+        mma_m16n8k16_bf16(d, regs, b0, b1);
+    } else {
+        mma_m16n8k16(d, a, b0, b1);
+    }
 }
 
 // The ReLU + max-pool epilogue's window, stride and y's pooled plane; h == 0: no pooling.
@@ -39,7 +56,7 @@ static inline mma_strides mma_strides_of(const conv_problem* p) {
     return st;
 }
 
-// y of both kernel families and the epilogue: TY (float or __half) is y's and bias's type.
+// y of both kernel families and the epilogue: TY (float, __half or __nv_bfloat16) is y's and bias's type.
 // Values go through conv_epilogue_value and conv_store_as, as in every other variant, so the fused
 // epilogue equals conv + bias followed by ReLU (and the max-pool) and the rounding to y's type;
 // without bias and ReLU the accumulator is stored as it is.
@@ -106,18 +123,50 @@ template <>
 __device__ __forceinline__ void mma_out<__half>::store_pair(__half* at, float v0, float v1, float bias_m) const {
     *reinterpret_cast<__half2*>(at) = __halves2half2(value(v0, bias_m), value(v1, bias_m));
 }
+template <>
+__device__ __forceinline__ void mma_out<__nv_bfloat16>::store_pair(__nv_bfloat16* at, float v0, float v1,
+                                                                   float bias_m) const {
+    *reinterpret_cast<__nv_bfloat162*>(at) = __halves2bfloat162(value(v0, bias_m), value(v1, bias_m));
+}
+
+// y whose type is chosen at run time (dtype: CONV_F32, CONV_F16 or CONV_BF16), for the banded kernel: its
+// stores are a small share of its work, and an instance per y type would triple its kernels (x's type
+// and the count of m16 tiles already multiply them). mma_with_y hands the stores the typed view.
+struct mma_out_any {
+    void* y;
+    const void* bias;
+    bool relu;
+    mma_pool pool;
+    int image, map, pixel;  // as mma_out's
+    int dtype;              // y's and bias's
+    template <class TY>
+    __host__ __device__ __forceinline__ mma_out<TY> as() const {
+        return {static_cast<TY*>(y), static_cast<const TY*>(bias), relu, pool, image, map, pixel};
+    }
+};
+// f(out.as<TY>()) for y's type TY.
+template <class F>
+__device__ __forceinline__ void mma_with_y(const mma_out_any& out, F&& f) {
+    if (out.dtype == CONV_F16) f(out.as<__half>());
+    else if (out.dtype == CONV_BF16) f(out.as<__nv_bfloat16>());
+    else f(out.as<float>());
+}
 
 static inline bool mma_pooled(const conv_problem* p) { return p->epilogue == CONV_EPILOGUE_RELU_MAXPOOL; }
 
-template <class TY>
-static inline mma_out<TY> mma_out_of(const conv_problem* p, const conv_tensors* t) {
+static inline mma_out_any mma_out_any_of(const conv_problem* p, const conv_tensors* t) {
     mma_pool pool = {0, 0, 1, 1, (int)conv_y_h(p), (int)conv_y_w(p)};
     if (mma_pooled(p))
         pool = {(int)p->pool_h, (int)p->pool_w, (int)p->pool_stride_h, (int)p->pool_stride_w, pool.YH, pool.YW};
     const int M = (int)p->M, plane = pool.YH * pool.YW;
     const bool nhwc = p->y_layout == CONV_NHWC;
-    return {static_cast<TY*>(t->y), p->bias ? static_cast<const TY*>(t->bias) : nullptr,
-            p->epilogue >= CONV_EPILOGUE_RELU, pool, M * plane, nhwc ? 1 : plane, nhwc ? M : 1};
+    return {t->y, p->bias ? t->bias : nullptr, p->epilogue >= CONV_EPILOGUE_RELU, pool, M * plane,
+            nhwc ? 1 : plane, nhwc ? M : 1, (int)p->y_dtype};
+}
+// y typed (the caller knows y's dtype is TY's).
+template <class TY>
+static inline mma_out<TY> mma_out_of(const conv_problem* p, const conv_tensors* t) {
+    return mma_out_any_of(p, t).as<TY>();
 }
 
 // Both kernel families pool from a block's tile of conv rows whose windows they own: a unit (strip,
@@ -142,7 +191,8 @@ int mma_rowwin_fits(const conv_problem* p, int rows);
 // configuration minimises.
 int64_t mma_rowwin_computed_rows(const conv_problem* p, int rows);
 
-// Runs it (fits() must have said CONV_OK); TX, the element type of x and w: float or __half; TY, y's.
+// Runs it (fits() must have said CONV_OK); TX, the element type of x and w (float, __half or
+// __nv_bfloat16); TY, y's (the same: fits() refuses mixed dtypes).
 template <class TX, class TY>
 int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream,
                    int rows);
