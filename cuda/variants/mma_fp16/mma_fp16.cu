@@ -6,10 +6,10 @@
 // rounded to fp16 where the kernels pack them into pairs; fp16 and bf16 operands go into the pairs as
 // they are, never through fp32 (bf16 pairs into the bf16 MMA: fp16 has neither bf16's range nor its
 // exponents). The banded kernel is an instance per x type that takes y's type at run time
-// (mma_out_any); the row window takes x and y of one type. Two kernel families, as launch
-// configurations: the banded kernel below (any shape the variant supports) and the row-window
-// kernel of mma_rowwin.cu (stride 1, 5/7-row filters; faster where it fits, and
-// the default there).
+// (mma_out_any); the row window takes x and y of one type, or fp16 x and fp32 y. Two kernel families,
+// as launch configurations: the banded kernel below (any shape the variant supports) and the
+// row-window kernel of mma_rowwin.cu (stride 1, 5/7-row filters; faster where it fits, and the
+// default there).
 //   conv_mma_fp16_kernel<TX, MTILES, NT, WARPS>: GEMM rows = output maps (MTILES tiles of 16), columns =
 //   output pixels of one image, reduction k = taps (c, kh, kw) with kw padded to an even count
 //   KWP, so that the two consecutive k values of a fragment register are always the neighbours
@@ -405,15 +405,17 @@ struct mma_banded {
 };
 
 // The row-window kernel (mma_rowwin.cu) with strips of ROWS output rows, where it fits (x and y of
-// one dtype: mma_rowwin_fits refuses the others).
+// one dtype, or fp16 x and fp32 y: mma_rowwin_fits refuses the other pairs).
 template <int ROWS>
 struct mma_rowwin_strips {
     template <class TX>
     static int run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
-        if (p->y_dtype != p->x_dtype)  // y would be written as x's type
-            return conv_set_error(CONV_ERR_INTERNAL, "mma_fp16 row window launched on mixed dtypes");
-        return mma_rowwin_run(p, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), mma_out_of<TX>(p, t),
-                              stream, ROWS);
+        const TX* x = static_cast<const TX*>(t->x);
+        const TX* w = static_cast<const TX*>(t->w);
+        if (p->y_dtype == p->x_dtype) return mma_rowwin_run(p, x, w, mma_out_of<TX>(p, t), stream, ROWS);
+        if constexpr (std::is_same_v<TX, __half>)
+            if (p->y_dtype == CONV_F32) return mma_rowwin_run(p, x, w, mma_out_of<float>(p, t), stream, ROWS);
+        return conv_set_error(CONV_ERR_INTERNAL, "mma_fp16 row window launched on a dtype pair it has no kernel for");
     }
 };
 

@@ -1,6 +1,6 @@
 // mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, 16-bit operands, fp32
 // accumulation; x and w in fp32, rounded to fp16 as they are loaded, or in fp16 or bf16, taken as
-// they are (bf16 operands in bf16 MMAs); y in x's dtype; NCHW or NHWC, through strides as in
+// they are (bf16 operands in bf16 MMAs); y in x's dtype (or fp32 for fp16 x); NCHW or NHWC, through strides as in
 // mma_fp16.cu) with a sliding window of input rows held in registers; stride 1 and dilation 1,
 // KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
 // launch configurations (mma_fp16.cu keeps the banded kernel for every other shape). Built for LeNet's
@@ -219,7 +219,8 @@ __device__ __forceinline__ void rowwin_pool2_store(const rowwin_shape& s, const 
 // the group's other input rows, with zero weights, so a NaN or an infinity there would give NaN
 // where IEEE arithmetic gives a number. A lane whose outputs are not all finite recomputes them in
 // fp32 from x and w (rare: only where x, w or the sums are not finite).
-// TX: the element type of x and w (float, __half or __nv_bfloat16); TY: y's (the same).
+// TX: the element type of x and w (float, __half or __nv_bfloat16); TY: y's (the same, or float for
+// __half x).
 template <class TX, class TY, int KH, int MT, int R, bool CHECKED, int GR>
 __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
     conv_mma_rowwin_kernel(rowwin_shape s, const TX* __restrict__ x, const TX* __restrict__ w, mma_out<TY> out) {
@@ -431,12 +432,12 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
     if (rows != 12 && rows != 16)
         return conv_set_error(CONV_ERR_INVALID_ARGUMENT, "mma_fp16 row window: strips of %d rows (12 or 16)", rows);
     const int r = rowwin_kernel_rows(p, rows);
-    // x and y of one dtype: mixed ones take the banded kernel, which takes every pair; here each pair
-    // would add 24 kernels.
-    if (p->x_dtype != p->y_dtype)
+    // x and y of one dtype, and fp16 x with fp32 y (the fast LeNet's C3: fp16 maps in, fp32 into F5);
+    // each other pair would add 24 kernels, and the banded kernel takes every pair.
+    if (p->x_dtype != p->y_dtype && !(p->x_dtype == CONV_F16 && p->y_dtype == CONV_F32))
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "mma_fp16 row window: takes x and y of one dtype, got x %s, y %s (the banded "
-                              "configurations n4_w8 and n4_w8_short take mixed dtypes)",
+                              "mma_fp16 row window: takes x and y of one dtype, or f16 x and f32 y; got x %s, y %s "
+                              "(the banded configurations n4_w8 and n4_w8_short take every pair)",
                               conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
     // (strided columns, on no suite layer, run the banded configurations)
     if (p->stride_h != 1 || p->stride_w != 1 || p->dilation_h != 1 || p->dilation_w != 1)
@@ -530,3 +531,5 @@ template int mma_rowwin_run(const conv_problem*, const __half*, const __half*, c
                             int);
 template int mma_rowwin_run(const conv_problem*, const __nv_bfloat16*, const __nv_bfloat16*,
                             const mma_out<__nv_bfloat16>&, cudaStream_t, int);
+template int mma_rowwin_run(const conv_problem*, const __half*, const __half*, const mma_out<float>&, cudaStream_t,
+                            int);

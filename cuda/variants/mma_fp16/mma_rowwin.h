@@ -192,7 +192,7 @@ int mma_rowwin_fits(const conv_problem* p, int rows);
 int64_t mma_rowwin_computed_rows(const conv_problem* p, int rows);
 
 // Runs it (fits() must have said CONV_OK); TX, the element type of x and w (float, __half or
-// __nv_bfloat16); TY, y's (the same: fits() refuses mixed dtypes).
+// __nv_bfloat16); TY, y's (the same, or float for __half x: fits() refuses other pairs).
 template <class TX, class TY>
 int mma_rowwin_run(const conv_problem* p, const TX* x, const TX* w, const mma_out<TY>& out, cudaStream_t stream,
                    int rows);
