@@ -172,6 +172,25 @@ def test_row_window_non_finite_input(value, dtype, layouts, config, rng):
     pr.check_non_finite(f"mma_fp16[{config}] {value} in x, {case}", y, ref, pr.error_bound("mma_fp16", dtype, dtype))
 
 
+@requires_gpu
+@pytest.mark.parametrize("x_dtype,y_dtype", [("f32", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("f16", "f32")])
+@pytest.mark.parametrize("case_id", ["c1_lenet", "c3_lenet"])
+def test_row_window_is_the_default_on_lenet_layers(case_id, x_dtype, y_dtype):
+    """mma_fp16's default configuration for LeNet's C1 and C3 in the dtype pairs the bench and the main job
+    run (the fast job's C3: fp16 maps in, fp32 out) is the row window, which runs them 2.5-4x faster than
+    the banded kernel: a pair the row window stops taking sends the job to the banded kernel unseen (the
+    fast job's C3 ran 2.6x slower for that once)."""
+    case = FUSED_CASES[case_id].with_(B=64, x_dtype=x_dtype, y_dtype=y_dtype,
+                                      compute=pr.variant_caps("mma_fp16")["compute"])
+    plan_out = ffi().new("conv_plan**")
+    check(lib().conv2d_plan_create(pr.variant_id("mma_fp16"), pr.make_problem(case), ffi().NULL, -1, plan_out))
+    plan = ffi().gc(plan_out[0], lib().conv2d_plan_destroy)
+    info = ffi().new("conv_plan_info*")
+    check(lib().conv2d_plan_get_info(plan, info))
+    config = ffi().string(info.config_name).decode()
+    assert config.startswith("rowwin_"), f"mma_fp16's default for {case_id} in {x_dtype} -> {y_dtype} is {config}"
+
+
 def test_fused_capabilities_declared():
     """What issue 13's network needs from the two variants (lenetp's pipeline relies on it)."""
     regblock, mma = pr.variant_caps("direct_regblock"), pr.variant_caps("mma_fp16")
