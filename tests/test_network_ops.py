@@ -47,6 +47,8 @@ FUSED_CASES = {
     # C3's geometry without the pool: 34 columns, the last tile moved left onto its neighbour (NHWC y: stored
     # straight from the fragments; NCHW: through shared memory).
     "c3_relu": ConvCase(2, 4, 40, 40, 16, 7, 7, bias=True, epilogue="relu"),
+    # Rows padded above and below ('same' along H; the banded configurations: the row window refuses them).
+    "c3_pad_rows": ConvCase(2, 4, 18, 22, 8, 7, 5, padding=(3, 0), bias=True, epilogue="relu"),
     # Column strides 2 and 3 (the banded configurations; the row window refuses them), 5- and 7-row filters.
     "stride_w2": ConvCase(2, 2, 20, 37, 8, 5, 5, stride=(1, 2), bias=True, epilogue="relu"),
     "stride_w3_m4": ConvCase(2, 3, 22, 40, 4, 7, 6, stride=(1, 3), bias=True),

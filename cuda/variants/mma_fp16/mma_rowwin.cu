@@ -1,11 +1,12 @@
 // mma_rowwin.cu — implicit GEMM on the tensor cores (mma.sync m16n8k16, 16-bit operands, fp32
 // accumulation; x and w in fp32, rounded to fp16 as they are loaded, or in fp16 or bf16, taken as
-// they are (bf16 operands in bf16 MMAs); y in x's dtype (or fp32 for fp16 x); NCHW or NHWC, through strides as in
-// mma_fp16.cu) with a sliding window of input rows held in registers; stride 1 and dilation 1,
-// KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
+// they are (bf16 operands in bf16 MMAs); y in x's dtype (or fp32 for fp16 x); NCHW or NHWC, through
+// strides as in mma_fp16.cu) with a sliding window of input rows held in registers; stride 1 and
+// dilation 1, no padding along the rows, KH in {5, 7}, KW <= 8, up to 32 maps. mma_fp16's "rowwin_r*"
 // launch configurations (mma_fp16.cu keeps the banded kernel for every other shape). Built for LeNet's
 // 5- and 7-row filters: the tuner picked the banded kernel or another variant on every 3x3 suite layer,
-// and the 3-row kernels were a third of this file's build.
+// and the 3-row kernels were a third of this file's build; the row-tested kernels for padded rows (no
+// suite layer) half of it.
 //   A warp computes a tile of R output rows x 8 output columns of one image, for all maps. GEMM
 //   rows = maps (m16 tiles), columns = the 8 pixels of one output row, k = (kernel row pair, kw
 //   padded to 8): one k-step covers kernel rows kh, kh + 1 of one channel, so B register 0 of lane
@@ -29,10 +30,10 @@
 //   the block forms each pooled value once the strip is whole (mma_out::store_pooled).
 //   Edges: the last strip and the last column tile shift back to end on the last output row and
 //   column (they recompute a few outputs of their neighbours, bit for bit: the same operations in
-//   the same order), so no output needs a test; padding reads as zero through the load masks.
+//   the same order), so no output needs a test; column padding reads as zero through the load masks.
 //   Taps that only pad k (kw >= KW, kernel row KH of an odd KH) have zero weights and read zero
 //   input, so an Inf in x gives Inf or NaN exactly where the fp32 reference does; taps on the
-//   image's padding read zero input against their real weights, so they add 0 * w (an Inf or NaN
+//   image's (column) padding read zero input against their real weights, so they add 0 * w (an Inf or NaN
 //   weight gives NaN, as in PyTorch), in the MMAs and in the fp32 recomputation alike.
 // Measurements of each version of this kernel: bench/PERF_NOTES.md, mma_fp16.
 // Error bound: as mma_fp16.cu (only fp32 operands are rounded, to fp16).
@@ -93,7 +94,6 @@ struct rowwin_unit {
     int ro;            // this lane's row in each load: lane / 16
     const TX* xc;      // channel 0, row 0, this lane's (clamped) column; the next channel is s.st.xc further
     uint32_t mask;     // the halves of lane (g, t)'s pair that are real taps inside the image
-    unsigned rows_ok;  // bit i: input row ih0 + i lies in the image
 };
 
 template <int R, int ROWS, class TX>
@@ -111,19 +111,16 @@ __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s,
     const bool lo_ok = 2 * t < s.KW && (unsigned)(col0 + src) < (unsigned)s.W;
     const bool hi_ok = 2 * t + 1 < s.KW && (unsigned)(col0 + src + 1) < (unsigned)s.W;
     u.mask = (lo_ok ? 0x0000ffffu : 0u) | (hi_ok ? 0xffff0000u : 0u);
-    u.rows_ok = 0;
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) u.rows_ok |= (unsigned)((unsigned)(u.ih0 + i) < (unsigned)s.H) << i;
     return u;
 }
 
 // Issues the loads of one channel's window (xc: that channel's row 0; ih: the lane's first row,
-// ih0 + ro), two rows per load; rows outside the image (CHECKED only) read a clamped row, zeroed later.
-template <int LOADS, bool CHECKED, class TX>
+// ih0 + ro), two rows per load (every row lies in the image: the row window takes no vertical padding).
+template <int LOADS, class TX>
 __device__ __forceinline__ void rowwin_load(const rowwin_shape& s, const TX* xc, int ih, TX (&raw)[LOADS]) {
 #pragma unroll
     for (int j = 0; j < LOADS; ++j)
-        raw[j] = conv_ldg(xc + (CHECKED ? min(max(ih + 2 * j, 0), s.H - 1) : ih + 2 * j) * s.st.xh);
+        raw[j] = conv_ldg(xc + (ih + 2 * j) * s.st.xh);
 }
 
 // A lane's loaded value and its right neighbour's as one 16-bit pair: fp32 values are shuffled, then
@@ -143,18 +140,14 @@ __device__ __forceinline__ uint32_t rowwin_pair_with_next(__nv_bfloat16 v) {
 
 // The loaded values as lane (g, t)'s 16-bit pairs, one per input row. (Lane 15's neighbour is lane 16,
 // on the other row: no lane takes that pair, src + 1 <= 14.)
-template <int ROWS, bool CHECKED, class TX>
+template <int ROWS, class TX>
 __device__ __forceinline__ void rowwin_pairs(const rowwin_unit<TX>& u, const TX (&raw)[ROWS / 2], int src,
                                              uint32_t (&v)[ROWS]) {
 #pragma unroll
     for (int j = 0; j < ROWS / 2; ++j) {
         const uint32_t own = rowwin_pair_with_next(raw[j]);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int i = 2 * j + r;
-            const uint32_t pair = __shfl_sync(0xffffffffu, own, src + 16 * r) & u.mask;
-            v[i] = !CHECKED || ((u.rows_ok >> i) & 1u) ? pair : 0u;
-        }
+        for (int r = 0; r < 2; ++r) v[2 * j + r] = __shfl_sync(0xffffffffu, own, src + 16 * r) & u.mask;
     }
 }
 
@@ -211,7 +204,6 @@ __device__ __forceinline__ void rowwin_pool2_store(const rowwin_shape& s, const 
     }
 }
 
-// CHECKED: rows of the strip's window may lie outside the image (pad_h > 0).
 // GR: output rows per MMA. 1: the 16 GEMM rows are 16 maps. 4 (M <= 4): they are 4 maps x 4
 // consecutive output rows, with the weights shifted by the row offset in the A fragments, so that
 // few maps do not leave three quarters of every MMA empty: C1 takes 5 MMAs per channel and 4 output
@@ -221,7 +213,7 @@ __device__ __forceinline__ void rowwin_pool2_store(const rowwin_shape& s, const 
 // fp32 from x and w (rare: only where x, w or the sums are not finite).
 // TX: the element type of x and w (float, __half or __nv_bfloat16); TY: y's (the same, or float for
 // __half x).
-template <class TX, class TY, int KH, int MT, int R, bool CHECKED, int GR>
+template <class TX, class TY, int KH, int MT, int R, int GR>
 __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_BLOCKS)
     conv_mma_rowwin_kernel(rowwin_shape s, const TX* __restrict__ x, const TX* __restrict__ w, mma_out<TY> out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -272,7 +264,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     if (item >= s.items) return;  // staged: the whole block, so no barrier misses some threads
     rowwin_unit<TX> u = rowwin_unit_at<R, ROWS>(s, x, item, xt, lane, src, t);
     TX raw[LOADS];
-    rowwin_load<LOADS, CHECKED>(s, u.xc, u.ih0 + u.ro, raw);
+    rowwin_load<LOADS>(s, u.xc, u.ih0 + u.ro, raw);
     for (;;) {
         int next_flat = flat + total_warps, next_item, next_xt;
         if (direct) {
@@ -290,12 +282,12 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
 #pragma unroll 1
         for (int c = 0; c < s.C; ++c) {
             uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
-            rowwin_pairs<ROWS, CHECKED>(u, raw, src, v);
+            rowwin_pairs<ROWS>(u, raw, src, v);
             if (c + 1 < s.C) {
-                rowwin_load<LOADS, CHECKED>(s, u.xc + (c + 1) * s.st.xc, u.ih0 + u.ro, raw);
+                rowwin_load<LOADS>(s, u.xc + (c + 1) * s.st.xc, u.ih0 + u.ro, raw);
             } else if (next_item < s.items) {
                 next = rowwin_unit_at<R, ROWS>(s, x, next_item, next_xt, lane, src, t);
-                rowwin_load<LOADS, CHECKED>(s, next.xc, next.ih0 + next.ro, raw);
+                rowwin_load<LOADS>(s, next.xc, next.ih0 + next.ro, raw);
             }
 #pragma unroll
             for (int j = 0; j < KP; ++j) {
@@ -446,6 +438,12 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
                               "dilation %lldx%lld)",
                               (long long)p->stride_h, (long long)p->stride_w, (long long)p->dilation_h,
                               (long long)p->dilation_w);
+    // (rows padded above or below, on no suite layer, run the banded configurations: row-tested kernels
+    // would double the row window's 96 kernels, the longest compile of the library)
+    if (p->pad_h != 0 || p->pad_h_extra != 0)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "mma_fp16 row window: takes no padding along the rows (got %lld before, %lld after)",
+                              (long long)p->pad_h, (long long)(p->pad_h + p->pad_h_extra));
     if ((p->KH != 5 && p->KH != 7) || p->KW > ROWWIN_COLS)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "mma_fp16 row window: needs KH in {5, 7} and KW <= %d (got %lldx%lld)",
@@ -473,19 +471,11 @@ int mma_rowwin_fits(const conv_problem* p, int rows) {
 template <class TX, class TY>
 using rowwin_kernel = void (*)(rowwin_shape, const TX*, const TX*, mma_out<TY>);
 
-template <class TX, class TY, int MT, int R, bool CHECKED, int GR>
-static rowwin_kernel<TX, TY> rowwin_kernel_for(int64_t KH) {
-    return KH == 5 ? conv_mma_rowwin_kernel<TX, TY, 5, MT, R, CHECKED, GR>
-                   : conv_mma_rowwin_kernel<TX, TY, 7, MT, R, CHECKED, GR>;
-}
-
 // Kernel rows are in {5, 7}; up to 4 maps take 4-row groups, up to 16 one m16 tile, up to 32
-// two (in half-height strips, for the registers); row tests only with vertical padding (the end
-// padding of 'same' included).
+// two (in half-height strips, for the registers).
 template <class TX, class TY, int MT, int R, int GR>
 static rowwin_kernel<TX, TY> rowwin_kernel_for(const conv_problem* p) {
-    return p->pad_h != 0 || p->pad_h_extra != 0 ? rowwin_kernel_for<TX, TY, MT, R, true, GR>(p->KH)
-                                                : rowwin_kernel_for<TX, TY, MT, R, false, GR>(p->KH);
+    return p->KH == 5 ? conv_mma_rowwin_kernel<TX, TY, 5, MT, R, GR> : conv_mma_rowwin_kernel<TX, TY, 7, MT, R, GR>;
 }
 
 template <class TX, class TY, int R>
