@@ -435,8 +435,9 @@ static int mma_rowwin_supports(const conv_problem* p) {
 // The tunable configurations. Banded kernel (any supported shape): n8 pixel tiles per warp pass x
 // warps per block, tall bands (3 blocks per SM) or short ones (6). ("n8_w8_grid", one block per unit,
 // went: its one win, C1, is the row window's now; on cnn5's layers at batch 1 and 32 it was the fastest
-// on 2 of 496 rows, by <= 1.5%, where mma_fp16 loses to cuDNN, and on no groups row, H200.) Row-window kernel (stride 1, no dilation, no row padding, KH in {5, 7}, KW <= 8,
-// M <= 32, x and y of one dtype or fp16 x and fp32 y): strips of R output rows.
+// on 2 of 496 rows, by <= 1.5%, where mma_fp16 loses to cuDNN, and on no groups row, H200.) Row-window
+// kernel (stride 1, no dilation, no row padding, KH in {5, 7}, KW <= 8, M <= 32, x and y of one dtype
+// or fp16 x and fp32 y): strips of R output rows.
 static const conv_config MMA_CONFIGS[] = {
     {"n4_w8", mma_config_run<mma_banded<4, 8, false>>, NULL},
     {"n4_w8_short", mma_config_run<mma_banded<4, 8, true>>, NULL},

@@ -83,20 +83,20 @@ __device__ TX rowwin_weight(const rowwin_shape& s, int KH, const TX* __restrict_
 //   columns col0 + lane of the first (clamped into the image, so every load is in bounds; in NHWC a
 //   warp's loads of one channel are C values apart, and the other channels' loads of the same rows
 //   find those lines in L1), lanes 16-31 the same columns of the next. Each lane pairs its value with
-//   its right neighbour's; lane (g, t) then takes the pair of lane src = g*stride_w + 2t (kw = 2t,
+//   its right neighbour's; lane (g, t) then takes the pair of lane src = g + 2t (kw = 2t,
 //   2t + 1 at pixel g) for the first row and of lane src + 16 for the second. Halves outside the image
 //   or past KW are masked to +0 after the shuffle. Loading both halves of its own pair would cost a
 //   lane two loads and two 64-bit addresses a row, one row per load twice the loads and neighbour
 //   shuffles, in a kernel its issue slots bound (C1, C3).
 template <class TX>
 struct rowwin_unit {
-    int b, ox0, oy0, ih0;
+    int b, ox0, oy0;   // oy0: also the strip's first input row (no padding along the rows)
     int ro;            // this lane's row in each load: lane / 16
     const TX* xc;      // channel 0, row 0, this lane's (clamped) column; the next channel is s.st.xc further
     uint32_t mask;     // the halves of lane (g, t)'s pair that are real taps inside the image
 };
 
-template <int R, int ROWS, class TX>
+template <int R, class TX>
 __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s, const TX* __restrict__ x, int item,
                                                           int xt, int lane, int src, int t) {
     rowwin_unit<TX> u;
@@ -104,8 +104,7 @@ __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s,
     u.b = item / s.strips;
     u.ox0 = min(xt * ROWWIN_COLS, s.OW - ROWWIN_COLS);
     u.oy0 = min(strip * s.strip_step, s.OH - R);
-    u.ih0 = u.oy0 - s.pad_h;
-    const int col0 = u.ox0 * s.stride_w - s.pad_w;
+    const int col0 = u.ox0 - s.pad_w;
     u.ro = lane >> 4;
     u.xc = x + u.b * s.C * s.H * s.W + min(max(col0 + (lane & 15), 0), s.W - 1) * s.st.xw;
     const bool lo_ok = 2 * t < s.KW && (unsigned)(col0 + src) < (unsigned)s.W;
@@ -115,7 +114,7 @@ __device__ __forceinline__ rowwin_unit<TX> rowwin_unit_at(const rowwin_shape& s,
 }
 
 // Issues the loads of one channel's window (xc: that channel's row 0; ih: the lane's first row,
-// ih0 + ro), two rows per load (every row lies in the image: the row window takes no vertical padding).
+// oy0 + ro), two rows per load (every row lies in the image: the row window takes no vertical padding).
 template <int LOADS, class TX>
 __device__ __forceinline__ void rowwin_load(const rowwin_shape& s, const TX* xc, int ih, TX (&raw)[LOADS]) {
 #pragma unroll
@@ -157,19 +156,18 @@ __device__ __forceinline__ float rowwin_ldg_f32(const __half* p) { return __half
 __device__ __forceinline__ float rowwin_ldg_f32(const __nv_bfloat16* p) { return __bfloat162float(conv_ldg(p)); }
 
 // One output of the conv in fp32 straight from x and w: the slow path of a row group whose MMAs
-// met a NaN or an infinity (see the kernel). Taps on the padding add 0 * w, as the MMAs do.
+// met a NaN or an infinity (see the kernel). Taps on the column padding add 0 * w, as the MMAs do.
 template <class TX>
 __device__ float rowwin_output_fp32(const rowwin_shape& s, int KH, const TX* __restrict__ x,
                                     const TX* __restrict__ w, int b, int m, int oy, int ox) {
     float sum = 0.0f;
     for (int c = 0; c < s.C; ++c)
         for (int kh = 0; kh < KH; ++kh) {
-            const int ih = oy - s.pad_h + kh;
-            const bool row_in = (unsigned)ih < (unsigned)s.H;
+            const int ih = oy + kh;
             for (int kw = 0; kw < s.KW; ++kw) {
-                const int iw = ox * s.stride_w - s.pad_w + kw;
+                const int iw = ox - s.pad_w + kw;
                 const float v =
-                    row_in && (unsigned)iw < (unsigned)s.W
+                    (unsigned)iw < (unsigned)s.W
                         ? rowwin_ldg_f32(x + b * s.C * s.H * s.W + c * s.st.xc + ih * s.st.xh + iw * s.st.xw) : 0.0f;
                 sum = fmaf(v, rowwin_ldg_f32(w + m * s.st.wm + c * s.st.wc + kh * s.st.wkh + kw * s.st.wkw), sum);
             }
@@ -224,7 +222,6 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     constexpr int MPG = 16 / GR;       // maps per m16 tile
     constexpr int ROWS = R + KH - 1;   // input rows a strip reads per channel
     static_assert(MT == 1 || GR == 1, "row groups are for few maps");
-    static_assert(ROWS <= 32, "row validity is a 32-bit mask");
     static_assert(ROWS % 2 == 0, "KH odd, R even: an even number of rows, two a load");
     constexpr int LOADS = ROWS / 2;    // loads per channel
     extern __shared__ uint4 s_a[];  // [c][kernel row pair][m16 tile][lane]
@@ -253,7 +250,7 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     // channel, or the next tile's first) are issued before this step's MMAs, so that a warp has a
     // window of loads in flight while it computes, and across the block's barriers.
     float* s_y = reinterpret_cast<float*>(s_a + s.C * KP * MT * 32);  // [map][row][column]
-    const int nwarps = blockDim.x >> 5, src = g * s.stride_w + 2 * t;
+    const int nwarps = blockDim.x >> 5, src = g + 2 * t;
     // Where a warp works: (item, column tile). Staged, a block's warps share an item (the barriers
     // below): tiles xt, xt + nwarps, ... of it, then the block's next item. Direct, every warp walks
     // the flat (item, tile) order on its own, a whole grid of warps apart.
@@ -262,9 +259,9 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
     int flat = blockIdx.x * nwarps + warp;
     int item = direct ? flat / s.xtiles : blockIdx.x, xt = direct ? flat - item * s.xtiles : warp;
     if (item >= s.items) return;  // staged: the whole block, so no barrier misses some threads
-    rowwin_unit<TX> u = rowwin_unit_at<R, ROWS>(s, x, item, xt, lane, src, t);
+    rowwin_unit<TX> u = rowwin_unit_at<R>(s, x, item, xt, lane, src, t);
     TX raw[LOADS];
-    rowwin_load<LOADS>(s, u.xc, u.ih0 + u.ro, raw);
+    rowwin_load<LOADS>(s, u.xc, u.oy0 + u.ro, raw);
     for (;;) {
         int next_flat = flat + total_warps, next_item, next_xt;
         if (direct) {
@@ -284,10 +281,10 @@ __global__ void __launch_bounds__(rowwin_max_warps(R / GR, MT) * 32, ROWWIN_MIN_
             uint32_t v[ROWS];  // lane (g, t)'s pair of every input row of the strip
             rowwin_pairs<ROWS>(u, raw, src, v);
             if (c + 1 < s.C) {
-                rowwin_load<LOADS>(s, u.xc + (c + 1) * s.st.xc, u.ih0 + u.ro, raw);
+                rowwin_load<LOADS>(s, u.xc + (c + 1) * s.st.xc, u.oy0 + u.ro, raw);
             } else if (next_item < s.items) {
-                next = rowwin_unit_at<R, ROWS>(s, x, next_item, next_xt, lane, src, t);
-                rowwin_load<LOADS>(s, next.xc, next.ih0 + next.ro, raw);
+                next = rowwin_unit_at<R>(s, x, next_item, next_xt, lane, src, t);
+                rowwin_load<LOADS>(s, next.xc, next.oy0 + next.ro, raw);
             }
 #pragma unroll
             for (int j = 0; j < KP; ++j) {
