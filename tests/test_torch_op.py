@@ -240,16 +240,87 @@ def test_conv2d_remembers_inputs_decided_for_pytorchs_conv(gen):
     x = rand(gen, 2, 3, 8, 8)
     with torch.no_grad():
         first, second = layer(x), layer(x)
-        assert layer.__dict__["_pyconv_pytorchs"][1][(x.shape, x.dtype, x.get_device())] == (torch.contiguous_format,
-                                                                                         False)
+        pick = layer.__dict__["_pyconv_decided"][1][(x.shape, x.dtype, x.get_device())]
+        assert pick.entry is None and pick.memory_format == torch.contiguous_format and not pick.captured
         assert max_rel(second, F.conv2d(x, layer.weight, layer.bias, padding=1)) <= 1e-6
         assert torch.equal(first, second)
         layer.stride = 2
-        assert "_pyconv_pytorchs" not in layer.__dict__
+        assert "_pyconv_decided" not in layer.__dict__
         assert max_rel(layer(x), F.conv2d(x, layer.weight, layer.bias, stride=2, padding=1)) <= 1e-6
         pct.clear()
         layer(x)
-        assert layer.__dict__["_pyconv_pytorchs"][0] == pyconv.torch._engine.generation
+        assert layer.__dict__["_pyconv_decided"][0] == pyconv.torch._engine.generation
+
+
+def _reference(layer, x):
+    return F.conv2d(x, layer.weight, layer.bias, layer.stride, layer.padding, layer.dilation, layer.groups)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv2d_runs_its_remembered_plan_without_the_lookup(gen, device, monkeypatch):
+    """A Conv2d whose input the engine decided for our plan runs that plan on later eager calls without the
+    engine's lookup (its key), and with the same result."""
+    from pyconv.torch import _engine
+    layer = pct.Conv2d(3, 4, 3, padding=1, engine="pyconv").to(device)
+    x = rand(gen, 2, 3, 8, 7, device=device)
+    keys = []
+    key = _engine._key
+    monkeypatch.setattr(_engine, "_key", lambda *a: keys.append(1) or key(*a))
+    with torch.no_grad():
+        first = layer(x)
+        pick = layer.__dict__["_pyconv_decided"][1][(x.shape, x.dtype, x.get_device())]
+        assert pick.entry is not None and pick.entry.handle is not None and not pick.captured
+        keys.clear()
+        second = layer(rand(gen, 2, 3, 8, 7, device=device).copy_(x))
+        assert keys == [] and max_rel(second, _reference(layer, x)) <= 1e-5
+        assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv2d_remembered_plan_steps_aside_for_what_it_was_not_made_for(gen, device):
+    """What can change between calls of one input shape takes the full path and gives nn.Conv2d's result:
+    x or w in another memory format, a weight of another dtype or shape, the bias removed, autograd
+    recording, autocast."""
+    layer = pct.Conv2d(4, 6, 3, padding=1, engine="pyconv").to(device)
+    x = rand(gen, 2, 4, 9, 8, device=device)
+    cl = torch.channels_last
+    with torch.no_grad():
+        layer(x)  # remembered: NCHW x, MCKK w, a bias
+        assert max_rel(layer(x.to(memory_format=cl)), _reference(layer, x)) <= 1e-5
+        y = layer(x.to(memory_format=cl))
+        assert y.is_contiguous(memory_format=cl)
+        layer.weight.data = layer.weight.data.to(memory_format=cl)
+        assert max_rel(layer(x), _reference(layer, x)) <= 1e-5
+        layer.weight.data = rand(gen, 6, 4, 3, 3, device=device)  # new values, same shape: read at each call
+        assert max_rel(layer(x), _reference(layer, x)) <= 1e-5
+        layer.bias = None
+        assert max_rel(layer(x), _reference(layer, x)) <= 1e-5
+        layer.weight.data = rand(gen, 8, 4, 3, 3, device=device)  # 8 output maps: another plan
+        assert layer(x).shape[1] == 8 and max_rel(layer(x), _reference(layer, x)) <= 1e-5
+    y = layer(x)  # grad enabled, weight requires grad: recorded
+    assert y.grad_fn is not None
+    y.sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.abs().sum() > 0
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
+        y = layer(x)
+        assert y.dtype == torch.bfloat16 == torch.nn.functional.conv2d(x, layer.weight).dtype
+
+
+@requires_cuda
+def test_conv2d_remembered_plan_follows_the_tf32_flag(gen):
+    """fp32 at precision None is exact or TF32 by PyTorch's cuDNN flag at each call: a plan remembered with
+    the flag off is not run once it is on (the call plans TF32), and runs again when it is off."""
+    pct.clear()  # (decisions of other tests' layers of this shape)
+    layer = pct.Conv2d(8, 16, 3, padding=1, engine="pyconv").cuda()
+    x = rand(gen, 2, 8, 12, 12, device="cuda")
+    with torch.no_grad():
+        exact = layer(x)
+        assert [d["precision"] for d in layer.decisions()] == ["exact"]
+        torch.backends.cudnn.allow_tf32 = True
+        layer(x)
+        assert sorted(d["precision"] for d in layer.decisions()) == ["exact", "tf32"]
+        torch.backends.cudnn.allow_tf32 = False
+        assert max_rel(layer(x), exact) <= 1e-6 and max_rel(exact, _reference(layer, x)) <= 1e-5
 
 
 def test_engine_fastest_records_its_choice(gen):

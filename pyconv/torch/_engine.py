@@ -144,15 +144,34 @@ def _key(x, w, b, spec: Spec):
     return x, w, b, dev, key, x_nhwc, w_nhwc
 
 
-def pytorchs_format(x, w, b, spec: Spec):
-    """(memory format PyTorch's conv answers these operands in, whether CUDA-graph capture runs another
-    engine), where PyTorch's conv is this engine's decision for them in eager calls (engine "torch", or
-    "fastest" timed it faster; not a refusal, counted at every call); else None. A module remembers it
-    per input, so that its later eager calls skip this engine's lookup."""
-    entry = _entries.get(_key(x, w, b, spec)[4])
-    if entry is None or entry.handle is not None or entry.reason is not None:
+class Remembered(NamedTuple):
+    """What a Conv2d remembers of this engine's eager decision for an input (shape, dtype, device), so that
+    its later eager calls skip the lookup: PyTorch's conv (entry None), or our plan's entry with what the
+    operands must still be for it to apply (_op.run_remembered checks them at each call)."""
+    entry: Optional[_Entry]   # our plan; None: PyTorch's conv
+    memory_format: object     # the format PyTorch's conv answers in (entry None)
+    captured: bool            # CUDA-graph capture runs the other engine: a call while capturing asks here
+    x_nhwc: bool              # the operands' layouts, shapes and precision the entry was made for
+    w_nhwc: bool
+    w_shape: tuple
+    bias_shape: Optional[tuple]
+    precision: str
+
+
+def remembered(x, w, b, spec: Spec) -> Optional[Remembered]:
+    """This engine's decision for eager calls on these operands, for a module to remember (our plan, or
+    PyTorch's conv by engine "torch" or as "fastest" timed it); None where there is none to remember (not
+    seen, or a refusal, which is counted at every call)."""
+    x, w, b, _, key, x_nhwc, w_nhwc = _key(x, w, b, spec)
+    entry = _entries.get(key)
+    if entry is None or entry.reason is not None:
         return None
-    return entry.memory_format, entry.captured is not None
+    return _remembered(entry, x_nhwc, w_nhwc, w, b, key[-1])
+
+
+def _remembered(entry: _Entry, x_nhwc: bool, w_nhwc: bool, w, b, precision: str) -> Remembered:
+    return Remembered(entry if entry.handle is not None else None, entry.memory_format, entry.captured is not None,
+                      x_nhwc, w_nhwc, w.shape, None if b is None else b.shape, precision)
 
 
 def set_tuning_budget_ms(ms: Optional[float]) -> None:
@@ -361,16 +380,23 @@ def _fastest(entry: _Entry, key, x, w, b, spec: Spec, record: dict) -> _Entry:
     """Our plan, or PyTorch's conv where that is faster, for eager calls and for CUDA-graph capture (GPU
     time only): the entry for eager calls, with .captured set where capture runs the other engine. Each
     side is timed through the whole call it takes in a model (pyconv.torch's op path and this lookup, or
-    PyTorch's conv as a Conv2d's memo sends it there)."""
-    from ._op import conv2d_spec  # the path a layer's eager call takes (imported here: _op imports this)
+    PyTorch's conv as a Conv2d's memo sends it there). A converted layer's eager call runs our plan through
+    its memo (_op.run_remembered), so that is what ours is timed through; a functional call that takes the
+    engine's lookup costs a few microseconds more of host time than timed."""
+    from ._op import conv2d_spec, run_remembered  # the paths a layer's eager call takes (_op imports this)
     fmt = entry.memory_format
     theirs_entry = _Entry(x, fmt, record)
+    pick = _remembered(entry, key[2], key[6], w, b, key[-1])
+
+    def ours():
+        y = run_remembered(pick, x, w, b, spec)
+        return conv2d_spec(x, w, b, spec, None) if y is None else y  # (autocast active: the op's path)
+
     with _lock:
         _entries[key] = entry  # the timed path finds our plan (another thread may run it meanwhile)
     try:
         with torch.no_grad():
-            times = _measure(lambda: conv2d_spec(x, w, b, spec, None), lambda: _fallback.torch_conv(x, w, b, spec),
-                             x.device)
+            times = _measure(ours, lambda: _fallback.torch_conv(x, w, b, spec), x.device)
     finally:
         with _lock:
             _entries.pop(key, None)

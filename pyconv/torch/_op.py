@@ -345,6 +345,34 @@ def conv2d_spec(x, w, b, spec: Spec, extra):
     return y.squeeze(0) if unbatched else y
 
 
+def run_remembered(pick, x, w, b, spec: Spec):
+    """The plan a Conv2d remembered for x's shape, dtype and device (pick: _engine.Remembered with an entry)
+    run on x, w, b where they are still what it was made for and nothing must see the call (autograd to
+    record, autocast, a dispatch mode or torch.func transform); else None, and the caller takes the full
+    path. At batch 1 an eager model is bound by the host: this is a converted layer's whole call once the
+    engine has decided for our plan (the lookup's key alone cost about as much as the launch)."""
+    if _any_autocast() or _dispatch_modes() or _transforms_active() or (_grad_enabled() and (
+            x.requires_grad or w.requires_grad or (b is not None and b.requires_grad))):
+        return None
+    dev = x.get_device()
+    if (not _layout_is(x, pick.x_nhwc) or not _layout_is(w, pick.w_nhwc) or w.shape != pick.w_shape
+            or w.dtype != x.dtype or w.get_device() != dev):
+        return None
+    if b is None:
+        if pick.bias_shape is not None:
+            return None
+    elif b.shape != pick.bias_shape or b.dtype != x.dtype or b.get_device() != dev or not b.is_contiguous():
+        return None
+    if spec.precision == "default" and _engine._precision(spec, x.dtype, dev) != pick.precision:
+        return None  # the TF32 flag changed since: another key
+    return _engine._run(pick.entry, x, w, b, dev)
+
+
+def _layout_is(t, nhwc: bool) -> bool:
+    """t as _engine._key reads it: NCHW (C-contiguous), or NHWC (channels-last and not C-contiguous)."""
+    return t.is_contiguous() != nhwc and (not nhwc or t.is_contiguous(memory_format=torch.channels_last))
+
+
 def conv1d_spec(x, w, b, spec: Spec, extra):
     """conv1d with a prepared (4-D) Spec (what Conv1d calls)."""
     unbatched = False

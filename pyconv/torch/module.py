@@ -19,7 +19,6 @@ from .._lib import ConvError
 from . import _engine, _op
 from ._fallback import torch_conv
 
-_UNSEEN = object()  # an input signature Conv2d has not asked the engine about
 _Tensor = _op._Tensor
 _is_compiling = _op._is_compiling
 
@@ -52,7 +51,7 @@ class _PyconvOptions:
         super().__setattr__(name, value)
         if name in _SPEC_ATTRIBUTES:
             self.__dict__.pop("_pyconv_spec", None)
-            self.__dict__.pop("_pyconv_pytorchs", None)
+            self.__dict__.pop("_pyconv_decided", None)
 
     def spec(self):
         """(Spec, F.pad widths or None) of the current attributes (memoised outside tracing)."""
@@ -131,21 +130,27 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
     ("pyconv", "fastest", "torch") and fallback."""
 
     def _conv_forward(self, input, weight, bias):
-        # An input the engine decided for PyTorch's conv in eager calls (engine "fastest" timed it faster, or
-        # "torch") goes straight there: in an eager model at batch 1 the engine's per-call lookup, not the
-        # decision, made the converted network slower. Remembered per (shape, dtype, device) and engine
-        # generation, with whether CUDA-graph capture runs ours instead (then asked at each call); PyTorch's
-        # conv is right for any input, so a remembered answer can cost only speed, never correctness.
-        # Every PyTorch-decided layer of an eager model pays this path at every call, so it checks only what
-        # can change between calls (the memo holds inputs of zero padding, 4 dimensions and no F.pad only;
-        # changed attributes drop it). The result is PyTorch's conv's as it comes, as the original module's
-        # was (its memory format may differ from x's where only w is channels-last).
+        # An eager call goes straight to what the engine decided for its input before: PyTorch's conv (engine
+        # "fastest" timed it faster, or "torch") or our plan. In an eager model at batch 1 the engine's
+        # per-call lookup, not the decision, made the converted network slower. Remembered per (shape,
+        # dtype, device) and engine generation, with whether CUDA-graph capture runs the other engine (then
+        # asked at each call). PyTorch's conv is right for any input, so a remembered answer for it can cost
+        # only speed; our plan is run only where run_remembered finds the operands still what it was made
+        # for. Every layer of an eager model pays this path at every call, so it checks only what can change
+        # between calls (the memo holds inputs of zero padding, 4 dimensions and no F.pad only; changed
+        # attributes drop it). PyTorch's conv's result comes as it is, as the original module's did (its
+        # memory format may differ from x's where only w is channels-last).
         dictionary = self.__dict__
-        memo = dictionary.get("_pyconv_pytorchs")
+        memo = dictionary.get("_pyconv_decided")
         if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _is_compiling():
-            pytorchs = memo[1].get((input.shape, input.dtype, input.get_device()))
-            if pytorchs is not None and not (pytorchs[1] and _engine.capturing()):
-                return torch_conv(input, weight, bias, dictionary["_pyconv_spec"][0])
+            pick = memo[1].get((input.shape, input.dtype, input.get_device()))
+            if pick is not None and not (pick.captured and _engine.capturing()):
+                spec = dictionary["_pyconv_spec"][0]
+                if pick.entry is None:
+                    return torch_conv(input, weight, bias, spec)
+                y = _op.run_remembered(pick, input, weight, bias, spec)
+                if y is not None:
+                    return y
         return self._decided_forward(input, weight, bias)
 
     def _decided_forward(self, input, weight, bias):
@@ -154,13 +159,13 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
             return super()._conv_forward(input, weight, bias)
         dictionary = self.__dict__
         spec, extra = self.spec()
-        memo = dictionary.get("_pyconv_pytorchs")
+        memo = dictionary.get("_pyconv_decided")
         if memo is None or memo[0] != _engine.generation:
-            memo = dictionary["_pyconv_pytorchs"] = (_engine.generation, {})
-        signature = (input.shape, input.dtype, input.get_device())  # memo: (memory format, capture runs ours)
+            memo = dictionary["_pyconv_decided"] = (_engine.generation, {})
+        signature = (input.shape, input.dtype, input.get_device())  # memo: _engine.Remembered or None
         y = self._run(input, weight, bias, spec, extra)  # (a remembered input gets here while captured)
         if signature not in memo[1] and extra is None and not _op._any_autocast():  # the engine saw it as it is
-            memo[1][signature] = _engine.pytorchs_format(input, weight, bias, spec)
+            memo[1][signature] = _engine.remembered(input, weight, bias, spec)
         return y
 
     _run = staticmethod(_op.conv2d_spec)
