@@ -11,6 +11,8 @@ import contextlib
 import sys
 from typing import Any, Optional
 
+import numpy as np
+
 from . import _problem
 from . import device as _device
 from ._arrays import as_operand, new_output
@@ -40,8 +42,9 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
 
     x: (B, D) one token or (B, D, T) T tokens; state: (B, D, S), S >= K-1, x's dtype, dense;
     w: (D, K) or (D, 1, K); bias: (D,) or None; activation: None, "relu" or "silu".
-    Device arrays of one GPU (torch, CuPy or other CUDA array interface / DLPack arrays); the call
-    enqueues on `stream` (default: the framework's current stream) and returns y of x's shape."""
+    Device arrays of one GPU (torch, CuPy or other CUDA array interface / DLPack arrays): the call
+    enqueues on `stream` (default: the framework's current stream) and returns y of x's shape. Host
+    arrays (NumPy, PyTorch's CPU tensors) run on the host, through the cpu variant, and return when done."""
     one_token = len(getattr(x, "shape", ())) == 2
     xo = as_operand(x, "x", 2, "(B, D)") if one_token else as_operand(x, "x", 3, "(B, D, T)")
     if one_token:
@@ -58,12 +61,15 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
         raise ConvError(f"conv1d_causal_update: x (B, D, T) = {xo.shape}, state (B, D, S) = {so.shape}, "
                         f"w (D, 1, K) = {wo.shape}" + (f", bias (D,) = {bo.shape}" if bo is not None else "")
                         + ": B and D must agree")
-    for op, name in ((xo, "x"), (so, "state"), (wo, "w"), (bo, "bias")):
+    operands = ((xo, "x"), (so, "state"), (wo, "w"), (bo, "bias"))
+    on_host = [name for op, name in operands if op is not None and op.device < 0]
+    if on_host and len(on_host) < len([op for op, _ in operands if op is not None]):
+        raise ConvError(f"conv1d_causal_update: {', '.join(on_host)} in host memory, the rest on device "
+                        f"{max(op.device for op, _ in operands if op is not None)}: pass all host arrays or all "
+                        "device arrays of one GPU")
+    for op, name in operands:
         if op is None:
             continue
-        if op.device < 0:
-            raise ConvError(f"conv1d_causal_update: {name} is host memory; the update runs on the GPU: pass "
-                            "device arrays (torch, CuPy)")
         if op.strided or op.layout != "NCHW":
             raise ConvError(f"conv1d_causal_update: {name} must be dense (C-contiguous)")
         if op.device != xo.device:
@@ -75,6 +81,15 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
         raise ConvError("conv1d_causal_update: state is read-only; it is updated in place")
     if activation not in (None, "relu", "silu"):
         raise ConvError(f"conv1d_causal_update: activation must be None, 'relu' or 'silu', got {activation!r}")
+    if on_host:
+        kinds = {op.kind for op, _ in operands if op is not None}
+        if len(kinds) > 1 or not kinds <= {"numpy", "torch"}:
+            given = ", ".join(f"{name} {type(op.keep).__name__}" for op, name in operands if op is not None)
+            raise ConvError("conv1d_causal_update: host arrays must be all NumPy arrays or all PyTorch CPU "
+                            f"tensors, got {given}")
+        if not K - 1 <= S <= 1 << 20:
+            raise ConvError(f"conv1d_causal_update: state_len must be in [K-1, 2^20] = [{K - 1}, 1048576], got {S}")
+        return _update_on_host(x, state, w, bias, one_token, activation, xo.kind == "torch")
     problem = update_problem(B, D, T, K, xo.dtype, bo is not None, activation)
     s = handle_of(stream) if stream is not None else default_stream((xo, so, wo, bo), xo.device)
     wait_for_producers((xo, so, wo, bo), s)
@@ -93,3 +108,17 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
     if isinstance(y, _device.DeviceArray):
         y.used_on(s)
     return y
+
+
+def _update_on_host(x, state, w, bias, one_token: bool, activation: Optional[str], torch_tensors: bool):
+    """The step on host arrays (NumPy, or PyTorch's CPU tensors), in the caller's kind: the cpu variant's
+    conv of the last K-1 state columns followed by the new tokens (its T valid outputs are theirs), then
+    the state shifted by the tokens, in place."""
+    from .api import conv1d
+    concatenate = sys.modules["torch"].cat if torch_tensors else np.concatenate
+    x3 = x[:, :, None] if one_token else x
+    (B, D, S), K = state.shape, w.shape[-1]
+    window = concatenate([state[:, :, S - (K - 1):], x3], 2)
+    y = conv1d(window, w.reshape(D, 1, K), bias, groups=D, epilogue=activation, variant="cpu")
+    state[...] = concatenate([state, x3], 2)[:, :, -S:]
+    return y[:, :, 0] if one_token else y

@@ -102,10 +102,75 @@ def test_gpu_inf_weight_on_causal_padding(config, rng):
     inf_weight_on_causal_padding("depthwise_conv1d", config, rng, "NHWC" if config.startswith("cols") else "NCHW")
 
 
-def test_update_refuses_host_arrays_in_words():
-    x, state, w = np.ones((1, 4), np.float32), np.zeros((1, 4, 3), np.float32), np.ones((4, 4), np.float32)
-    with pytest.raises(pyconv.ConvError, match="host memory; the update runs on the GPU"):
-        pyconv.conv1d_causal_update(x, state, w)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("B, D, T, K, S, bias, activation", [
+    (2, 5, 1, 4, 3, True, "silu"), (1, 7, 1, 4, 6, False, None), (3, 4, 3, 3, 2, True, "relu"),
+    (1, 3, 5, 2, 4, True, "silu"), (2, 6, 1, 1, 1, True, None),
+])
+def test_update_on_host_arrays_matches_a_full_recompute(B, D, T, K, S, bias, activation, dtype, rng):
+    """NumPy operands run the step on the host (every machine, CI included): steps over a sequence give the
+    causal conv of the whole sequence, the state (updated in place) holds its last S inputs, and a one-token
+    x (B, D) gives y (B, D)."""
+    steps = 4
+    seq = rng.uniform(-2, 2, (B, D, steps * T)).astype(dtype)
+    w = rng.uniform(-1, 1, (D, K)).astype(dtype)
+    b = rng.uniform(-1, 1, D).astype(dtype) if bias else None
+    state = np.zeros((B, D, S), dtype)
+    outs = []
+    for i in range(steps):
+        x = seq[:, :, i * T:(i + 1) * T].copy()
+        y = pyconv.conv1d_causal_update(x[:, :, 0] if T == 1 else x, state, w, b, activation=activation)
+        assert isinstance(y, np.ndarray) and y.dtype == dtype and y.shape == ((B, D) if T == 1 else (B, D, T))
+        outs.append(y[:, :, None] if T == 1 else y)
+    ref = causal_reference(seq.astype(np.float64), w.astype(np.float64)[:, None, :],
+                           None if b is None else b.astype(np.float64), epilogue=activation)
+    assert rel_l2(np.concatenate(outs, axis=2), ref) <= HALF_BOUND[dtype]
+    whole = pyconv.conv1d(seq, w[:, None, :], b, padding="causal", groups=D, epilogue=activation, variant="cpu")
+    assert np.array_equal(np.concatenate(outs, axis=2), whole)  # the same sums, step by step
+    last = np.concatenate([np.zeros((B, D, S), dtype), seq], axis=2)[:, :, seq.shape[2]:]
+    assert np.array_equal(state, last)
+
+
+def test_update_on_torch_cpu_tensors_in_bf16(rng):
+    """PyTorch's CPU tensors run on the host too (bf16 included); the result is a tensor of x's dtype."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
+    B, D, K = 2, 6, 4
+    seq = torch.tensor(rng.uniform(-2, 2, (B, D, 5)), dtype=torch.bfloat16)
+    w, b = (torch.tensor(rng.uniform(-1, 1, shape), dtype=torch.bfloat16) for shape in ((D, 1, K), (D,)))
+    state = torch.zeros(B, D, K, dtype=torch.bfloat16)
+    ys = [pyconv.conv1d_causal_update(seq[:, :, t].contiguous(), state, w, b, activation="silu") for t in range(5)]
+    assert all(type(y) is torch.Tensor and y.dtype == torch.bfloat16 for y in ys)
+    got = torch.stack(ys, 2).double().numpy()
+    ref = causal_reference(seq.double().numpy(), w.double().numpy(), b.double().numpy(), epilogue="silu")
+    assert rel_l2(got, ref) <= HALF_BOUND["bfloat16"]
+    assert torch.equal(state, seq[:, :, 1:])
+
+
+def test_update_on_host_refuses_bad_arguments_in_words():
+    x, w = np.ones((2, 8), np.float32), np.ones((8, 4), np.float32)
+    with pytest.raises(pyconv.ConvError, match=r"state_len must be in \[K-1, 2\^20\] = \[3, 1048576\], got 2"):
+        pyconv.conv1d_causal_update(x, np.zeros((2, 8, 2), np.float32), w)
+    with pytest.raises(pyconv.ConvError, match="B and D must agree"):
+        pyconv.conv1d_causal_update(x, np.zeros((3, 8, 3), np.float32), w)
+    with pytest.raises(pyconv.ConvError, match="share one dtype"):
+        pyconv.conv1d_causal_update(x, np.zeros((2, 8, 3), np.float16), w)
+    frozen = np.zeros((2, 8, 3), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(pyconv.ConvError, match="state is read-only"):
+        pyconv.conv1d_causal_update(x, frozen, w)
+    with pytest.raises(pyconv.ConvError, match="dense"):
+        pyconv.conv1d_causal_update(x, np.zeros((2, 8, 6), np.float32)[:, :, ::2], w)
+    state = np.zeros((2, 8, 3), np.float32)
+    assert np.array_equal(pyconv.conv1d_causal_update(x, state, w), np.ones((2, 8)))  # still usable
+    assert np.array_equal(state, np.concatenate([np.zeros((2, 8, 2)), np.ones((2, 8, 1))], axis=2))
+
+
+def test_update_refuses_numpy_beside_torch_tensors():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
+    x, w = np.ones((2, 8), np.float32), np.ones((8, 4), np.float32)
+    with pytest.raises(pyconv.ConvError, match="all NumPy arrays or all PyTorch CPU tensors, got x ndarray, "
+                                               "state Tensor, w ndarray"):
+        pyconv.conv1d_causal_update(x, torch.zeros(2, 8, 3), w)
 
 
 # ---- the GPU kernels ----
