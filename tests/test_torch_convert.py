@@ -356,3 +356,26 @@ def test_report_prints_a_table_and_is_the_dict(gen):
     wide = report.table(why_width=1000)
     assert all(r[-1] in wide for r in report.rows())
     assert len(report.rows()) == 5 and report.rows()[-1][:2] == ("spare", "-")
+
+
+@pytest.mark.parametrize("engine", ["pyconv", "torch", "fastest"])
+def test_a_converted_model_that_has_run_copies_and_saves(engine, gen):
+    """copy.deepcopy, pickle and torch.save (pickle protocol 2) of a converted model after its forward calls:
+    the layers' caches (the engine's plans and decisions) stay behind, and the copy gives the same result,
+    deciding again at its first call. Was a TypeError ("cannot pickle '_cffi_backend._CDataBase'" /
+    "cannot pickle 'module' object")."""
+    import io
+    import pickle
+    model = pct.convert(nn.Sequential(_net(), nn.Flatten(1), nn.Unflatten(1, (4, 64)),
+                                      nn.Conv1d(4, 6, 3, padding=1)).eval(), engine=engine)
+    x = rand(gen, 2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+        model(x)  # a second call: what the layers remembered
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model)),
+                       torch.load(buffer, weights_only=False)):
+            assert not any("_pyconv_decided" in vars(m) for m in copied.modules())
+            assert torch.equal(copied(x), expected) and torch.equal(copied(x), expected)

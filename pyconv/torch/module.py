@@ -28,6 +28,9 @@ _SPEC_ATTRIBUTES = frozenset(("kernel_size", "stride", "padding", "dilation", "g
                               "variant", "precision", "engine", "fallback"))
 
 
+_CACHES = ("_pyconv_spec", "_pyconv_decided")  # what __setattr__ drops and __getstate__ leaves out
+
+
 class _PyconvOptions:
     """What both modules add: the constructor's options, the memoised Spec, the forward on pyconv,
     decisions() and the repr. A subclass names its op (`_run`: _op.conv2d_spec or conv1d_spec)."""
@@ -50,8 +53,17 @@ class _PyconvOptions:
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
         if name in _SPEC_ATTRIBUTES:
-            self.__dict__.pop("_pyconv_spec", None)
-            self.__dict__.pop("_pyconv_decided", None)
+            for cache in _CACHES:
+                self.__dict__.pop(cache, None)
+
+    def __getstate__(self):
+        # The memoised Spec and the engine's decisions (plans of this process, memory formats that pickle's
+        # protocol 2, torch.save's, cannot write) are caches: pickle, torch.save and copy.deepcopy keep the
+        # module without them, and the copy asks the engine again at its first call.
+        state = super().__getstate__()
+        for cache in _CACHES:
+            state.pop(cache, None)
+        return state
 
     def spec(self):
         """(Spec, F.pad widths or None) of the current attributes (memoised outside tracing)."""
