@@ -508,14 +508,22 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
                 config=config, sync=sync, device=device)
 
 
-def _autograd_records(x, w, bias) -> bool:
-    """torch tensors of which autograd must record this call: one requires grad, with grad enabled."""
+def _recorder(x, w, bias) -> Optional[str]:
+    """What must record this call of torch tensors, which it sees only through pyconv.torch's operator:
+    "autograd" (one requires grad, with grad enabled) or "torch.jit.trace" (tracing); None for neither."""
     torch = sys.modules.get("torch")
-    if torch is None or not torch.is_grad_enabled():
-        return False
+    if torch is None:
+        return None
     tensor = torch.Tensor  # (no generator: every torch call asks, and one costs ~0.5 us)
-    return ((isinstance(x, tensor) and x.requires_grad) or (isinstance(w, tensor) and w.requires_grad)
-            or (isinstance(bias, tensor) and bias.requires_grad))
+    if not (isinstance(x, tensor) or isinstance(w, tensor)):
+        return None
+    if torch._C._get_tracing_state():  # a call by pointers would leave the trace an empty tensor
+        return "torch.jit.trace"
+    if torch.is_grad_enabled() and ((isinstance(x, tensor) and x.requires_grad) or (isinstance(w, tensor) and
+                                                                                 w.requires_grad)
+                                    or (isinstance(bias, tensor) and bias.requires_grad)):
+        return "autograd"
+    return None
 
 
 def _given(options: dict) -> list:
@@ -530,9 +538,10 @@ def _torch_op_takes(padding, epilogue) -> bool:
 
 
 def _by_torch_op(x, w, bias, ndim: int, variant, plain: bool) -> bool:
-    """Whether the call goes through pyconv.torch's operator: autograd must record it, or it is a plain call
-    (plain: no option set) on CUDA tensors, which pyconv.torch's engine runs for less host time."""
-    return _autograd_records(x, w, bias) or (plain and _plain_torch_call(x, w, bias, ndim, variant))
+    """Whether the call goes through pyconv.torch's operator: autograd or torch.jit.trace must record it, or
+    it is a plain call (plain: no option set) on CUDA tensors, which pyconv.torch's engine runs for less host
+    time."""
+    return _recorder(x, w, bias) is not None or (plain and _plain_torch_call(x, w, bias, ndim, variant))
 
 
 def _plain_torch_call(x, w, bias, ndim: int, variant) -> bool:
@@ -560,8 +569,11 @@ def _through_torch_op(name: str, x, w, bias, stride, padding, dilation, groups, 
     Arguments the operator has no place for are refused in words (options: the call's, None where none is set)."""
     given = _given(options) if options is not None else None
     if given:
-        raise ConvError(f"{', '.join(given)} cannot be used on tensors that require grad (autograd records this call "
-                        f"through pyconv.torch.{name}); call under torch.no_grad(), or drop {given[0]}=")
+        recorder = _recorder(x, w, bias)
+        remedy = "call under torch.no_grad()" if recorder == "autograd" else "call it outside the trace"
+        what = "on tensors that require grad" if recorder == "autograd" else "while torch.jit.trace records"
+        raise ConvError(f"{', '.join(given)} cannot be used {what} ({recorder} records this call through "
+                        f"pyconv.torch.{name}); {remedy}, or drop {given[0]}=")
     global _torch_op
     if _torch_op is None:
         from .torch import _op  # torch's operator registrations, on first use (an import statement costs ~1 us)

@@ -2,6 +2,8 @@
 - with a tensor that requires grad, the call is recorded by autograd (it goes through the pyconv::conv2d
   operator) instead of returning a detached result whose gradients silently vanished; arguments the
   operator has no place for are refused in words;
+- under torch.jit.trace the call goes through the operator too, so that the trace records it (a call by
+  pointers would leave the trace an empty tensor);
 - B = 0 and C = 0 give F.conv2d's empty results;
 - on CUDA, a `stream=` other than PyTorch's current one gets the output and workspace from its own pool, and a
   pyconv.Stream works with torch operands and a variant that needs a workspace;
@@ -59,6 +61,23 @@ def test_conv1d_gradients(gen):
     x2 = x.detach().clone().requires_grad_()
     F.conv1d(x2, w, stride=2).sum().backward()
     close(x.grad, x2.grad)
+
+
+def test_jit_trace_records_the_generic_call(gen):
+    """torch.jit.trace of a function calling pyconv.conv2d / conv1d records the operator: the traced function
+    computes on new inputs. Options the operator has no place for are refused in words while tracing."""
+    w2, w1 = rand(gen, 8, 3, 3, 3), rand(gen, 8, 3, 3)
+    x2, x1 = rand(gen, 2, 3, 16, 16), rand(gen, 2, 3, 20)
+    with torch.no_grad():
+        traced2 = torch.jit.trace(lambda x: pyconv.conv2d(x, w2, None, 1, 1), x2)
+        traced1 = torch.jit.trace(lambda x: pyconv.conv1d(x, w1, None, 2), x1)
+        assert "pyconv::conv2d" in [n.kind() for n in traced2.graph.nodes()]
+        assert "pyconv::conv1d" in [n.kind() for n in traced1.graph.nodes()]
+        new2, new1 = rand(gen, 2, 3, 16, 16), rand(gen, 2, 3, 20)
+        close(traced2(new2), F.conv2d(new2, w2, padding=1))
+        close(traced1(new1), F.conv1d(new1, w1, stride=2))
+        with pytest.raises(pyconv.ConvError, match="sync cannot be used while torch.jit.trace records.*outside"):
+            torch.jit.trace(lambda x: pyconv.conv2d(x, w2, sync=True), x2)
 
 
 @pytest.mark.parametrize("option", [dict(out_dtype="float32"), dict(config="default"), dict(sync=True),

@@ -306,6 +306,28 @@ def test_conv2d_remembered_plan_steps_aside_for_what_it_was_not_made_for(gen, de
         assert y.dtype == torch.bfloat16 == torch.nn.functional.conv2d(x, layer.weight).dtype
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "after_eager_calls"])
+def test_jit_trace_and_export_record_the_op(gen, warm):
+    """torch.jit.trace of a Conv2d and of pct.conv2d records pyconv::conv2d (not an empty tensor written by
+    pointer, nor PyTorch's conv after a refusal), fresh or after eager calls the layer remembered; the traced
+    module computes on new inputs, and torch.export.export works after the trace."""
+    layer = pct.Conv2d(3, 8, 3, padding=1, engine="pyconv", fallback=False)
+    x, new = rand(gen, 2, 3, 16, 16), rand(gen, 2, 3, 16, 16)
+    with torch.no_grad():
+        if warm:
+            layer(x), layer(x)
+        traced = torch.jit.trace(layer, x)
+        w, b = layer.weight.detach(), layer.bias.detach()
+        functional = torch.jit.trace(lambda t: pct.conv2d(t, w, b, padding=1), x)
+        for t in (traced, functional):
+            assert [n.kind() for n in t.graph.nodes()].count("pyconv::conv2d") == 1
+            assert max_rel(t(new), _reference(layer, new)) <= 1e-5
+    exported = torch.export.export(layer, (x,))
+    assert "pyconv.conv2d" in str(exported.graph)
+    with torch.no_grad():
+        assert max_rel(exported.module()(new), _reference(layer, new)) <= 1e-5
+
+
 @requires_cuda
 def test_conv2d_remembered_plan_follows_the_tf32_flag(gen):
     """fp32 at precision None is exact or TF32 by PyTorch's cuDNN flag at each call: a plan remembered with

@@ -221,6 +221,7 @@ _grad_enabled = torch.is_grad_enabled
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _transforms_active = torch._C._are_functorch_transforms_active  # torch.func's tensors are plain torch.Tensor
 _any_autocast = torch._C._is_any_autocast_enabled
+_tracing = torch._C._get_tracing_state  # torch.jit.trace: the op must be called for the trace to record it
 
 
 def epilogue_code(epilogue) -> tuple:
@@ -273,9 +274,9 @@ def cached_spec(*arguments):
 
 
 def _direct(x, w, b) -> bool:
-    """The real kernel may be called without the dispatcher: nothing is tracing, no mode or torch.func
-    transform is active and autograd has nothing to record."""
-    return not (_is_compiling() or _dispatch_modes() or _transforms_active() or type(x) is not _Tensor
+    """The real kernel may be called without the dispatcher: nothing is compiling or tracing (dynamo,
+    torch.jit.trace), no mode or torch.func transform is active and autograd has nothing to record."""
+    return not (_is_compiling() or _dispatch_modes() or _transforms_active() or _tracing() or type(x) is not _Tensor
                 or (_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad))))
 
 
@@ -351,7 +352,7 @@ def run_remembered(pick, x, w, b, spec: Spec):
     record, autocast, a dispatch mode or torch.func transform); else None, and the caller takes the full
     path. At batch 1 an eager model is bound by the host: this is a converted layer's whole call once the
     engine has decided for our plan (the lookup's key alone cost about as much as the launch)."""
-    if _any_autocast() or _dispatch_modes() or _transforms_active() or (_grad_enabled() and (
+    if _any_autocast() or _dispatch_modes() or _transforms_active() or _tracing() or (_grad_enabled() and (
             x.requires_grad or w.requires_grad or (b is not None and b.requires_grad))):
         return None
     dev = x.get_device()

@@ -21,6 +21,7 @@ from ._fallback import torch_conv
 
 _Tensor = _op._Tensor
 _is_compiling = _op._is_compiling
+_tracing = _op._tracing
 
 
 # Attributes the parsed Spec depends on: setting one drops the memoised Spec.
@@ -154,7 +155,8 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
         # memory format may differ from x's where only w is channels-last).
         dictionary = self.__dict__
         memo = dictionary.get("_pyconv_decided")
-        if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _is_compiling():
+        if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _is_compiling() \
+                and not _tracing():
             pick = memo[1].get((input.shape, input.dtype, input.get_device()))
             if pick is not None and not (pick.captured and _engine.capturing()):
                 spec = dictionary["_pyconv_spec"][0]
@@ -167,7 +169,8 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
 
     def _decided_forward(self, input, weight, bias):
         """_conv_forward past the memo: the engine's call, and what to remember of its decision."""
-        if self.padding_mode != "zeros" or type(input) is not _Tensor or _is_compiling() or input.dim() != 4:
+        if self.padding_mode != "zeros" or type(input) is not _Tensor or _is_compiling() or _tracing() \
+                or input.dim() != 4:  # (torch.jit.trace: the op, for the trace to record; its sizes as keys: none)
             return super()._conv_forward(input, weight, bias)
         dictionary = self.__dict__
         spec, extra = self.spec()
