@@ -638,6 +638,11 @@ def _out_operand(out) -> Operand:
     return out.op if isinstance(out, _Reshaped) else as_operand(out, "out", 4, "(B, M, OH, OW)")
 
 
+def _plan_from(x_shape, w_shape, arguments: dict) -> "Conv2dPlan":
+    """Conv2dPlan.__reduce__'s constructor (pickle calls it with positional arguments only)."""
+    return Conv2dPlan(x_shape, w_shape, **arguments)
+
+
 class Conv2dPlan:
     """One convolution problem bound to one concrete variant and launch configuration, with its
     workspace allocated once: `launch` only checks its arrays and enqueues the kernels (no allocation,
@@ -674,12 +679,24 @@ class Conv2dPlan:
         self.x_shape, self.w_shape = tuple(x_shape), tuple(w_shape)
         self.dtype, self.out_dtype = dtype, out_dtype or dtype
         self.layout, self.w_layout, self.has_bias = layout, w_layout, bool(bias)
+        self._geometry = (stride, padding, dilation, groups, epilogue, precision)
         if not self.workspace_bytes:
             self._workspace = None
         elif self.on_device:
             self._workspace = _device.DeviceArray((self.workspace_bytes,), np.uint8, device=self.device)
         else:
             self._workspace = np.empty(self.workspace_bytes, np.uint8)
+
+    def __reduce__(self):
+        """Pickle, copy.copy and copy.deepcopy give a new plan of the same problem, variant and launch
+        configuration (made again where it is unpickled, on the same device number, without tuning): the
+        C plan and the workspace are this process's."""
+        stride, padding, dilation, groups, epilogue, precision = self._geometry
+        arguments = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, bias=self.has_bias,
+                         epilogue=epilogue, variant=self.variant, precision=precision, config=self.config,
+                         dtype=self.dtype, out_dtype=self.out_dtype, layout=self.layout, w_layout=self.w_layout,
+                         device=self.device if self.on_device else None)
+        return _plan_from, (self.x_shape, self.w_shape, arguments)
 
     @property
     def params(self):

@@ -430,6 +430,39 @@ def test_plan_cache_makes_one_plan_per_problem(rng):
     assert rel_l2(pyconv.conv2d(x, w), conv2d_reference(x, w)) <= 1e-5
 
 
+@pytest.mark.parametrize("variant", ["cpu", pytest.param("auto", marks=pytest.mark.skipif(
+    bool(GPU_SKIP_REASON), reason=GPU_SKIP_REASON or "GPU present"))])
+def test_plans_pickle_and_copy_as_new_plans(variant, rng):
+    """pickle, copy.copy and copy.deepcopy of a Conv2dPlan give a new plan (its own C plan and workspace)
+    of the same problem, variant and configuration, computing the same y (was a TypeError about cffi)."""
+    import copy
+    import pickle
+    x = rng.uniform(-1, 1, (2, 3, 13, 9)).astype(np.float32)
+    w = rng.uniform(-1, 1, (5, 3, 3, 3)).astype(np.float32)
+    b = rng.uniform(-1, 1, 5).astype(np.float32)
+    plan = pyconv.Conv2dPlan(x.shape, w.shape, 2, (1, 0), bias=True, epilogue=pyconv.ReluMaxPool(2, ceil_mode=True),
+                             variant=variant)
+
+    def launch(p):
+        if not p.on_device:
+            y = np.full(p.out_shape, np.nan, np.float32)
+            p.launch(x, w, y, bias=b)
+            return y
+        xs, ws, bs = (pyconv.DeviceArray.from_host(a, device=p.device) for a in (x, w, b))
+        y = pyconv.DeviceArray(p.out_shape, np.float32, device=p.device)
+        p.launch(xs, ws, y, bias=bs)
+        return y.get()
+
+    expected = launch(plan)
+    assert rel_l2(expected, conv2d_reference(x, w, (2, 2), (1, 0), bias=b, epilogue="relu_maxpool",
+                                             pool_ceil=True)) <= 1e-5
+    for made in (pickle.loads(pickle.dumps(plan)), copy.copy(plan), copy.deepcopy(plan)):
+        assert made._plan is not plan._plan
+        assert (made.variant, made.config, made.out_shape, made.device) == (plan.variant, plan.config,
+                                                                            plan.out_shape, plan.device)
+        assert rel_l2(launch(made), expected) <= 1e-6
+
+
 def test_results_are_fresh_arrays(rng):
     """Each call without out= returns a new array (never a cached buffer that a later call rewrites)."""
     x = rng.uniform(-1, 1, (1, 2, 9, 9)).astype(np.float32)
