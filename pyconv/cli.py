@@ -103,14 +103,19 @@ def run(args) -> int:
     count = device.device_count()
     for i in range(count):
         print(f"device {i}: {device.device_name(i)}")
+    variants = api.variant_info()
+    # Without a GPU every GPU variant gives the same reason: said once here, not once a variant.
+    no_gpu = None if count else next((v.reason for v in variants if v.on_device and not v.available), None)
     if count == 0:
-        print("no usable GPU: running on the CPU")
+        print("no usable GPU: running on the CPU" + (f"\n  ({no_gpu})" if no_gpu else ""))
     print("\nvariants:")
-    for v in api.variant_info():
-        state = "available" if v.available else f"unavailable: {v.reason}"
+    width = max(len(v.name) for v in variants)
+    for v in variants:
+        state = "available" if v.available else "unavailable: no usable GPU" if v.reason == no_gpu \
+            else f"unavailable: {v.reason}"
         kind = "exact" if v.exact else f"<= {v.max_rel_error:g}"
-        print(f"  {v.name:16s} {'gpu' if v.on_device else 'cpu':3s} {kind:9s} {state}")
-        print(f"  {'':16s} {v.idea}")
+        print(f"  {v.name:{width}s} {'gpu' if v.on_device else 'cpu':3s} {kind:9s} {state}")
+        print(f"  {'':{width}s} {v.idea}")
     # The sample: LeNet-5's first layer (1 -> 4 maps, 7x7) on random 86x86 images.
     rng = np.random.default_rng()
     x = rng.uniform(-1, 1, (args.batch, 1, 86, 86)).astype(np.float32)
