@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -338,6 +339,27 @@ def test_host_operand_sets_in_nhwc_and_half(rng):
     assert sets.pointers(0) == (x.ctypes.data, w.ctypes.data, y.ctypes.data)
     with pytest.raises(pyconv.ConvError, match="NumPy has no bfloat16"):
         operands.OperandSets(s, 1, False, 0, rng, dtype="bfloat16", layout="NHWC")
+
+
+def test_host_side_warms_up_before_its_first_timed_round(rng, monkeypatch):
+    """The host side's first run calls the plan for HOST_WARMUP_MS before timing (threads another library
+    left spinning slowed the first calls 20-fold on a 2-core machine); later runs time at once."""
+    monkeypatch.setattr(timing, "HOST_WARMUP_MS", 30.0)
+
+    class Plan:
+        stamps = []
+
+        def launch(self, *pointers):
+            self.stamps.append(time.perf_counter())
+            time.sleep(0.002)
+
+    s = shapes.Shape("s", 1, 2, 6, 6, 3, 3, 3)
+    side = timing.host_run(Plan(), operands.OperandSets(s, 2, False, 0, rng))
+    side.run(1, 0, 1)
+    assert Plan.stamps[-1] - Plan.stamps[0] >= 0.030 and len(Plan.stamps) >= 3
+    before = len(Plan.stamps)
+    side.run(1, 0, 2)
+    assert len(Plan.stamps) == before + 2
 
 
 def test_measure_probes_then_fills_the_budget():

@@ -115,12 +115,20 @@ def graph_run(torch, call: Callable, n: int, context: Callable = contextlib.null
     return Side(run, n)
 
 
+# The host side's first run warms up for this long (at least one call): BLAS threads left spinning by
+# the ceilings' matmul just before (OpenBLAS spins up to 2^28 cycles before it sleeps) held the cpu
+# variant's OpenMP threads back on a 2-core machine, LeNet C1 at B = 2 taking 8 ms a call instead of
+# 0.4 for ~35 ms, and measure() kept those calls where its probe alone filled the budget.
+HOST_WARMUP_MS = 200.0
+
+
 def host_run(plan, sets) -> Side:
     """Our host side (the cpu variant, a pyconv.Conv2dPlan): its calls return when y is written, so a
     host clock is exact. The rotation carries on across rounds, so a round may be a single call.
     Operands go as addresses (the sets are the plan's by construction; a layout check would read an
     NHWC array with one channel as NCHW, which is the same memory)."""
     turn = itertools.count()
+    warmed = []
 
     def one_round(calls: int) -> float:
         start = time.perf_counter()
@@ -129,6 +137,12 @@ def host_run(plan, sets) -> Side:
         return (time.perf_counter() - start) * 1e3 / calls
 
     def run(calls: int, warmup: int, reps: int) -> list:
+        if not warmed:
+            until = time.perf_counter() + HOST_WARMUP_MS / 1e3
+            one_round(1)
+            while time.perf_counter() < until:
+                one_round(1)
+            warmed.append(True)
         for _ in range(warmup):
             one_round(calls)
         return [one_round(calls) for _ in range(reps)]
