@@ -236,6 +236,11 @@ def test_command_all_variants_table(tmp_path, capsys, test_set):
     # 100 images are too few for the reduced-precision bounds (one image is 1%); those are checked
     # on 2,000 images in tests/test_lenet_gpu.py and on all 10,000 by `--variant all` on a GPU.
     assert rc == 0 or any(not v.exact for v in infos)
+    # the variants that cannot run are named, each reason once
+    unavailable = [v for v in pyconv.variant_info() if not v.available]
+    for v in unavailable:
+        assert v.name in out.split("not available here:")[1]
+    assert all(out.count(reason) == 1 for reason in {v.reason for v in unavailable})
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -288,9 +288,13 @@ def _run_all(images, labels, batch, weights, infos, gpu, devices, args, progress
                            "agreement": r.get("agreement"),
                            "stage_ms": r["result"].stage_ms if "result" in r else None,
                            "end_to_end_ms": r["result"].median_ms if "result" in r else None} for r in rows]
-    unavailable = [f"  {name}: {v.reason}" for name, v in infos.items() if not v.available]
-    if unavailable:
-        print("\nnot available here:\n" + "\n".join(unavailable))
+    by_reason: dict = {}  # without a GPU every GPU variant gives the same reason: said once
+    for name, v in infos.items():
+        if not v.available:
+            by_reason.setdefault(v.reason, []).append(name)
+    if by_reason:
+        print("\nnot available here:\n" + "\n".join(f"  {', '.join(names)}: {reason}"
+                                                   for reason, names in by_reason.items()))
     for problem in failed:
         print(f"error: {problem}", file=sys.stderr)
     return CHECK_FAILED if failed else 0
