@@ -496,10 +496,12 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     """
     plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
     plain = plain and _torch_op_takes(padding, epilogue)
-    if _by_torch_op(x, w, bias, 4, variant, plain):
-        return _through_torch_op("conv2d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
-                                 precision, None if plain else dict(out=out, out_dtype=out_dtype, stream=stream,
-                                                                    config=config, sync=sync, device=device))
+    route = _torch_op_route(x, w, bias, 4, variant, plain)
+    if route is not None:
+        return _through_torch_op("conv2d", route, x, w, bias, stride, padding, dilation, groups, epilogue, variant,
+                                 precision, None if route == "plain" else dict(out=out, out_dtype=out_dtype,
+                                                                                stream=stream, config=config,
+                                                                                sync=sync, device=device))
     xo = as_operand(x, "x", 4, "(B, C, H, W)")
     wo = as_operand(w, "w", 4, "(M, C/groups, KH, KW)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
@@ -537,11 +539,14 @@ def _torch_op_takes(padding, epilogue) -> bool:
                                                                            epilogue == "silu")
 
 
-def _by_torch_op(x, w, bias, ndim: int, variant, plain: bool) -> bool:
-    """Whether the call goes through pyconv.torch's operator: autograd or torch.jit.trace must record it, or
-    it is a plain call (plain: no option set) on CUDA tensors, which pyconv.torch's engine runs for less host
-    time."""
-    return _recorder(x, w, bias) is not None or (plain and _plain_torch_call(x, w, bias, ndim, variant))
+def _torch_op_route(x, w, bias, ndim: int, variant, plain: bool) -> Optional[str]:
+    """Whether and why the call goes through pyconv.torch's operator: "autograd" or "torch.jit.trace" (it
+    must record the call), "plain" (no option set, on CUDA tensors: pyconv.torch's engine runs it for less
+    host time), or None (the generic path)."""
+    recorder = _recorder(x, w, bias)
+    if recorder is not None:
+        return recorder
+    return "plain" if plain and _plain_torch_call(x, w, bias, ndim, variant) else None
 
 
 def _plain_torch_call(x, w, bias, ndim: int, variant) -> bool:
@@ -562,18 +567,25 @@ _op_precisions: dict = {}
 _torch_op = None  # pyconv.torch._op once a call went through it
 
 
-def _through_torch_op(name: str, x, w, bias, stride, padding, dilation, groups, epilogue, variant, precision,
-                      options: dict):
+def _through_torch_op(name: str, route: str, x, w, bias, stride, padding, dilation, groups, epilogue, variant,
+                      precision, options: dict):
     """The call through the operator pyconv.torch registers with autograd (PyTorch's convolution gradients),
-    so that gradients reach tensors that require them: returning a detached result would drop them silently.
-    Arguments the operator has no place for are refused in words (options: the call's, None where none is set)."""
-    given = _given(options) if options is not None else None
-    if given:
-        recorder = _recorder(x, w, bias)
-        remedy = "call under torch.no_grad()" if recorder == "autograd" else "call it outside the trace"
-        what = "on tensors that require grad" if recorder == "autograd" else "while torch.jit.trace records"
-        raise ConvError(f"{', '.join(given)} cannot be used {what} ({recorder} records this call through "
-                        f"pyconv.torch.{name}); {remedy}, or drop {given[0]}=")
+    so that gradients reach tensors that require them, and that torch.jit.trace records: returning a
+    detached result, or one written by pointer, would drop them silently. route: _torch_op_route's. What the
+    operator has no place for is refused in words: options (the call's) and operands that are not tensors."""
+    if route != "plain":
+        given = _given(options)
+        if given:
+            remedy = "call under torch.no_grad()" if route == "autograd" else "call it outside the trace"
+            what = "on tensors that require grad" if route == "autograd" else "while torch.jit.trace records"
+            raise ConvError(f"{', '.join(given)} cannot be used {what} ({route} records this call through "
+                            f"pyconv.torch.{name}); {remedy}, or drop {given[0]}=")
+        tensor = sys.modules["torch"].Tensor
+        for a, arg in ((x, "x"), (w, "w"), (bias, "bias")):
+            if a is not None and not isinstance(a, tensor):
+                raise ConvError(f"{arg} is a {type(a).__module__}.{type(a).__name__}, but {route} records this "
+                                f"call through pyconv.torch.{name}, which takes torch tensors: pass {arg} as one "
+                                "(torch.as_tensor)")
     global _torch_op
     if _torch_op is None:
         from .torch import _op  # torch's operator registrations, on first use (an import statement costs ~1 us)
@@ -601,10 +613,12 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     pyconv.conv1d_causal_update."""
     plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
     plain = plain and _torch_op_takes(padding, epilogue)
-    if _by_torch_op(x, w, bias, 3, variant, plain):
-        return _through_torch_op("conv1d", x, w, bias, stride, padding, dilation, groups, epilogue, variant,
-                                 precision, None if plain else dict(out=out, out_dtype=out_dtype, stream=stream,
-                                                                    config=config, sync=sync, device=device))
+    route = _torch_op_route(x, w, bias, 3, variant, plain)
+    if route is not None:
+        return _through_torch_op("conv1d", route, x, w, bias, stride, padding, dilation, groups, epilogue, variant,
+                                 precision, None if route == "plain" else dict(out=out, out_dtype=out_dtype,
+                                                                                stream=stream, config=config,
+                                                                                sync=sync, device=device))
     xo = as_operand(x, "x", 3, "(B, C, L)")
     wo = as_operand(w, "w", 3, "(M, C/groups, K)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None

@@ -63,6 +63,18 @@ def test_conv1d_gradients(gen):
     close(x.grad, x2.grad)
 
 
+def test_numpy_operands_beside_a_tensor_autograd_records_are_refused_in_words(gen):
+    """A tensor that requires grad sends the call through the op, which takes tensors: a NumPy w or bias
+    beside it is refused naming it (was an AttributeError from inside the op)."""
+    x, w = rand(gen, 2, 3, 9, 9, requires_grad=True), rand(gen, 4, 3, 3, 3)
+    with pytest.raises(pyconv.ConvError, match=r"w is a numpy.ndarray, but autograd records .*torch.as_tensor"):
+        pyconv.conv2d(x, w.numpy())
+    with pytest.raises(pyconv.ConvError, match=r"bias is a numpy.ndarray"):
+        pyconv.conv1d(x[:, :, 0].contiguous(), w[:, :, 0].contiguous(), w[:, 0, 0, 0].contiguous().numpy())
+    with torch.no_grad():  # nothing to record: the generic call takes both kinds
+        close(pyconv.conv2d(x, w.numpy()), F.conv2d(x, w))
+
+
 def test_jit_trace_records_the_generic_call(gen):
     """torch.jit.trace of a function calling pyconv.conv2d / conv1d records the operator: the traced function
     computes on new inputs. Options the operator has no place for are refused in words while tracing."""
