@@ -494,14 +494,10 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     torch inputs, a CuPy array for CuPy inputs, else a pyconv.DeviceArray — on the inputs' device, with
     the work enqueued on the stream (sync=True waits for it).
     """
-    plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
-    plain = plain and _torch_op_takes(padding, epilogue)
-    route = _torch_op_route(x, w, bias, 4, variant, plain)
-    if route is not None:
-        return _through_torch_op("conv2d", route, x, w, bias, stride, padding, dilation, groups, epilogue, variant,
-                                 precision, None if route == "plain" else dict(out=out, out_dtype=out_dtype,
-                                                                                stream=stream, config=config,
-                                                                                sync=sync, device=device))
+    y = _via_torch_op("conv2d", 4, x, w, bias, stride, padding, dilation, groups, epilogue, variant, precision, out,
+                      out_dtype, stream, config, sync, device)
+    if y is not None:
+        return y
     xo = as_operand(x, "x", 4, "(B, C, H, W)")
     wo = as_operand(w, "w", 4, "(M, C/groups, KH, KW)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
@@ -537,6 +533,20 @@ def _torch_op_takes(padding, epilogue) -> bool:
     """pyconv.torch's conv ops take neither causal padding nor SiLU (pyconv.torch.causal_conv1d does)."""
     return not (isinstance(padding, str) and padding == "causal") and not (isinstance(epilogue, str) and
                                                                            epilogue == "silu")
+
+
+def _via_torch_op(name: str, ndim: int, x, w, bias, stride, padding, dilation, groups, epilogue, variant, precision,
+                  out, out_dtype, stream, config, sync, device):
+    """conv2d's / conv1d's result through pyconv.torch's operator where the call goes there
+    (_torch_op_route), else None (the generic path)."""
+    plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
+    route = _torch_op_route(x, w, bias, ndim, variant, plain and _torch_op_takes(padding, epilogue))
+    if route is None:
+        return None
+    options = None if route == "plain" else dict(out=out, out_dtype=out_dtype, stream=stream, config=config,
+                                                 sync=sync, device=device)
+    return _through_torch_op(name, route, x, w, bias, stride, padding, dilation, groups, epilogue, variant,
+                             precision, options)
 
 
 def _torch_op_route(x, w, bias, ndim: int, variant, plain: bool) -> Optional[str]:
@@ -611,14 +621,10 @@ def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     and epilogue "silu"). The epilogues "relu" and "silu" apply; ReluMaxPool pools along L with a (1, k)
     window. Returns (B, M, L_out) of the same kind as conv2d. One decoding step of the causal case:
     pyconv.conv1d_causal_update."""
-    plain = out is None and out_dtype is None and stream is None and config is None and sync is False and device is None
-    plain = plain and _torch_op_takes(padding, epilogue)
-    route = _torch_op_route(x, w, bias, 3, variant, plain)
-    if route is not None:
-        return _through_torch_op("conv1d", route, x, w, bias, stride, padding, dilation, groups, epilogue, variant,
-                                 precision, None if route == "plain" else dict(out=out, out_dtype=out_dtype,
-                                                                                stream=stream, config=config,
-                                                                                sync=sync, device=device))
+    y = _via_torch_op("conv1d", 3, x, w, bias, stride, padding, dilation, groups, epilogue, variant, precision, out,
+                      out_dtype, stream, config, sync, device)
+    if y is not None:
+        return y
     xo = as_operand(x, "x", 3, "(B, C, L)")
     wo = as_operand(w, "w", 3, "(M, C/groups, K)")
     bo = as_operand(bias, "bias", 1, "(M,)") if bias is not None else None
