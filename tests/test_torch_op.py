@@ -328,6 +328,36 @@ def test_jit_trace_and_export_record_the_op(gen, warm):
         assert max_rel(exported.module()(new), _reference(layer, new)) <= 1e-5
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("engine", ["pyconv", "torch"])
+def test_conv1d_remembers_its_decisions_too(gen, device, engine, monkeypatch):
+    """Conv1d keeps Conv2d's memo: later eager calls skip the engine's lookup (PyTorch's conv through
+    F.conv1d, or our plan on (B, C, 1, L) views), with F.conv1d's result; a channels-last input, a removed
+    bias or a weight of more output channels take the full path."""
+    from pyconv.torch import _engine
+    layer = pct.Conv1d(4, 6, 3, padding=1, engine=engine).to(device)
+    x = rand(gen, 2, 4, 37, device=device)
+    keys = []
+    key = _engine._key
+    monkeypatch.setattr(_engine, "_key", lambda *a: keys.append(1) or key(*a))
+
+    def reference(t):
+        return F.conv1d(t, layer.weight, layer.bias, 1, 1)
+
+    with torch.no_grad():
+        first = layer(x)
+        pick = layer.__dict__["_pyconv_decided"][1][(x.shape, x.dtype, x.get_device())]
+        assert (pick.entry is None) == (engine == "torch")
+        keys.clear()
+        assert torch.equal(layer(x), first) and keys == [] and max_rel(first, reference(x)) <= 1e-5
+        channels_last = x.transpose(1, 2).contiguous().transpose(1, 2)
+        assert max_rel(layer(channels_last), reference(x)) <= 1e-5
+        layer.bias = None
+        assert max_rel(layer(x), reference(x)) <= 1e-5
+        layer.weight.data = rand(gen, 9, 4, 3, device=device)
+        assert layer(x).shape == (2, 9, 37) and max_rel(layer(x), reference(x)) <= 1e-5
+
+
 @requires_cuda
 def test_conv2d_remembered_plan_follows_the_tf32_flag(gen):
     """fp32 at precision None is exact or TF32 by PyTorch's cuDNN flag at each call: a plan remembered with

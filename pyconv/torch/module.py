@@ -17,7 +17,7 @@ from torch.nn.utils import parametrize
 from .. import _problem
 from .._lib import ConvError
 from . import _engine, _op
-from ._fallback import torch_conv
+from ._fallback import torch_conv, torch_conv1d
 
 _Tensor = _op._Tensor
 _is_compiling = _op._is_compiling
@@ -46,10 +46,49 @@ class _PyconvOptions:
         self._set_options(epilogue, variant, precision, engine, fallback)
 
     def _conv_forward(self, input, weight, bias):
+        # An eager call goes straight to what the engine decided for its input before: PyTorch's conv (engine
+        # "fastest" timed it faster, or "torch") or our plan. In an eager model at batch 1 the engine's
+        # per-call lookup, not the decision, made the converted network slower. Remembered per (shape,
+        # dtype, device) and engine generation, with whether CUDA-graph capture runs the other engine (then
+        # asked at each call). PyTorch's conv is right for any input, so a remembered answer for it can cost
+        # only speed; our plan is run only where run_remembered finds the operands still what it was made
+        # for. Every layer of an eager model pays this path at every call, so it checks only what can change
+        # between calls (the memo holds inputs of zero padding, the module's dimensions and no F.pad only;
+        # changed attributes drop it). PyTorch's conv's result comes as it is, as the original module's did
+        # (its memory format may differ from x's where only w is channels-last).
+        dictionary = self.__dict__
+        memo = dictionary.get("_pyconv_decided")
+        if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _is_compiling() \
+                and not _tracing():
+            pick = memo[1].get((input.shape, input.dtype, input.get_device()))
+            if pick is not None and not (pick.captured and _engine.capturing()):
+                spec = dictionary["_pyconv_spec"][0]
+                if pick.entry is None:
+                    return self._torch_conv(input, weight, bias, spec)
+                y = self._run_remembered(pick, input, weight, bias, spec)
+                if y is not None:
+                    return y
+        return self._decided_forward(input, weight, bias)
+
+    def _decided_forward(self, input, weight, bias):
+        """_conv_forward past the memo: the engine's call, and what to remember of its decision."""
         if self.padding_mode != "zeros":  # PyTorch's own padding modes, then our unpadded conv
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
         spec, extra = self.spec()
-        return self._run(input, weight, bias, spec, extra)
+        # nothing to remember: padded by F.pad, unbatched, compiling, or traced (the trace records the op;
+        # traced sizes make no keys)
+        if self.padding_mode != "zeros" or type(input) is not _Tensor or _is_compiling() or _tracing() \
+                or input.dim() != self._DIMS:
+            return self._run(input, weight, bias, spec, extra)
+        dictionary = self.__dict__
+        memo = dictionary.get("_pyconv_decided")
+        if memo is None or memo[0] != _engine.generation:
+            memo = dictionary["_pyconv_decided"] = (_engine.generation, {})
+        signature = (input.shape, input.dtype, input.get_device())  # memo: _engine.Remembered or None
+        y = self._run(input, weight, bias, spec, extra)  # (a remembered input gets here while captured)
+        if signature not in memo[1] and extra is None and not _op._any_autocast():  # the engine saw it as it is
+            memo[1][signature] = self._remember(input, weight, bias, spec)
+        return y
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
@@ -142,48 +181,11 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
     (None, "relu", pyconv.ReluMaxPool(...): fused after the conv and bias), variant, precision, engine
     ("pyconv", "fastest", "torch") and fallback."""
 
-    def _conv_forward(self, input, weight, bias):
-        # An eager call goes straight to what the engine decided for its input before: PyTorch's conv (engine
-        # "fastest" timed it faster, or "torch") or our plan. In an eager model at batch 1 the engine's
-        # per-call lookup, not the decision, made the converted network slower. Remembered per (shape,
-        # dtype, device) and engine generation, with whether CUDA-graph capture runs the other engine (then
-        # asked at each call). PyTorch's conv is right for any input, so a remembered answer for it can cost
-        # only speed; our plan is run only where run_remembered finds the operands still what it was made
-        # for. Every layer of an eager model pays this path at every call, so it checks only what can change
-        # between calls (the memo holds inputs of zero padding, 4 dimensions and no F.pad only; changed
-        # attributes drop it). PyTorch's conv's result comes as it is, as the original module's did (its
-        # memory format may differ from x's where only w is channels-last).
-        dictionary = self.__dict__
-        memo = dictionary.get("_pyconv_decided")
-        if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _is_compiling() \
-                and not _tracing():
-            pick = memo[1].get((input.shape, input.dtype, input.get_device()))
-            if pick is not None and not (pick.captured and _engine.capturing()):
-                spec = dictionary["_pyconv_spec"][0]
-                if pick.entry is None:
-                    return torch_conv(input, weight, bias, spec)
-                y = _op.run_remembered(pick, input, weight, bias, spec)
-                if y is not None:
-                    return y
-        return self._decided_forward(input, weight, bias)
-
-    def _decided_forward(self, input, weight, bias):
-        """_conv_forward past the memo: the engine's call, and what to remember of its decision."""
-        if self.padding_mode != "zeros" or type(input) is not _Tensor or _is_compiling() or _tracing() \
-                or input.dim() != 4:  # (torch.jit.trace: the op, for the trace to record; its sizes as keys: none)
-            return super()._conv_forward(input, weight, bias)
-        dictionary = self.__dict__
-        spec, extra = self.spec()
-        memo = dictionary.get("_pyconv_decided")
-        if memo is None or memo[0] != _engine.generation:
-            memo = dictionary["_pyconv_decided"] = (_engine.generation, {})
-        signature = (input.shape, input.dtype, input.get_device())  # memo: _engine.Remembered or None
-        y = self._run(input, weight, bias, spec, extra)  # (a remembered input gets here while captured)
-        if signature not in memo[1] and extra is None and not _op._any_autocast():  # the engine saw it as it is
-            memo[1][signature] = _engine.remembered(input, weight, bias, spec)
-        return y
-
+    _DIMS = 4
     _run = staticmethod(_op.conv2d_spec)
+    _torch_conv = staticmethod(torch_conv)
+    _run_remembered = staticmethod(_op.run_remembered)
+    _remember = staticmethod(_engine.remembered)
 
     def _kernel_shape(self):
         return self.weight.shape
@@ -199,7 +201,21 @@ class Conv1d(_PyconvOptions, nn.Conv1d):
     """torch.nn.Conv1d on pyconv's kernels (as (B, C, 1, L) convolutions); options as Conv2d's, a
     ReluMaxPool epilogue pooling along L."""
 
+    _DIMS = 3
     _run = staticmethod(_op.conv1d_spec)
+
+    _torch_conv = staticmethod(torch_conv1d)
+
+    # The engine's plans run on (B, C, 1, L) views, as conv1d_spec runs them.
+
+    @staticmethod
+    def _run_remembered(pick, x, w, b, spec):
+        y = _op.run_remembered(pick, x.unsqueeze(2), w.unsqueeze(2), b, spec)
+        return None if y is None else y.view(y.shape[0], y.shape[1], y.shape[3])
+
+    @staticmethod
+    def _remember(x, w, b, spec):
+        return _engine.remembered(x.unsqueeze(2), w.unsqueeze(2), b, spec)
 
     def _kernel_shape(self):
         return (self.weight.shape[0], self.weight.shape[1], 1, self.weight.shape[2])
