@@ -48,19 +48,6 @@ def torch_conv(x, w, b, spec):
     return y
 
 
-def torch_conv1d(x, w, b, spec):
-    """torch_conv for (B, C, L) operands and a Spec on (B, C, 1, L) views, through F.conv1d (the same values
-    as F.conv2d on the views, in two thirds of its host time)."""
-    y = F.conv1d(x, w, b, spec.stride[1], spec.padding[1], spec.dilation[1], spec.groups)
-    kind, _, pw, _, sw, ceil = spec.epilogue
-    if kind == EPILOGUE_NONE:
-        return y
-    y = F.relu(y)
-    if kind == EPILOGUE_RELU_MAXPOOL:
-        y = F.max_pool1d(y, pw, sw, 0, 1, bool(ceil))
-    return y
-
-
 def refuse(reason: str, fallback: bool) -> None:
     """Says (once per reason) that PyTorch's conv runs instead, or raises when fallback is off."""
     if not fallback:

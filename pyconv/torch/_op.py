@@ -25,7 +25,7 @@ from .. import _problem, api
 from .._lib import ConvError
 from . import _engine
 from ._engine import Spec
-from ._fallback import EPILOGUE_RELU, EPILOGUE_RELU_MAXPOOL, torch_conv, torch_conv1d
+from ._fallback import EPILOGUE_RELU, EPILOGUE_RELU_MAXPOOL, torch_conv
 
 aten = torch.ops.aten
 
@@ -385,7 +385,7 @@ def conv1d_spec(x, w, b, spec: Spec, extra):
         y = _engine.conv2d(x.unsqueeze(2), w.unsqueeze(2), b, spec)
         y = y.view(y.shape[0], y.shape[1], y.shape[3])
     elif _pytorchs_conv(spec):
-        y = torch_conv1d(x, w, b, spec)
+        y = torch_conv(x.unsqueeze(2), w.unsqueeze(2), b, spec).squeeze(2)
     else:
         y = _call(conv1d_op, x, w, b, spec.stride[1], spec.padding[1], spec.dilation[1], spec.groups,
                   list(spec.epilogue), spec.variant, spec.precision, spec.engine, spec.fallback)

@@ -17,7 +17,7 @@ from torch.nn.utils import parametrize
 from .. import _problem
 from .._lib import ConvError
 from . import _engine, _op
-from ._fallback import torch_conv, torch_conv1d
+from ._fallback import torch_conv
 
 _Tensor = _op._Tensor
 _is_compiling = _op._is_compiling
@@ -204,9 +204,12 @@ class Conv1d(_PyconvOptions, nn.Conv1d):
     _DIMS = 3
     _run = staticmethod(_op.conv1d_spec)
 
-    _torch_conv = staticmethod(torch_conv1d)
-
-    # The engine's plans run on (B, C, 1, L) views, as conv1d_spec runs them.
+    # The engine runs both its plans and PyTorch's conv on (B, C, 1, L) views, as conv1d_spec calls it: so do
+    # the remembered calls, whose results are then those of the first call to the bit (F.conv1d's can differ
+    # in the last bits from F.conv2d's on the views, for some groups and dilations).
+    @staticmethod
+    def _torch_conv(x, w, b, spec):
+        return torch_conv(x.unsqueeze(2), w.unsqueeze(2), b, spec).squeeze(2)
 
     @staticmethod
     def _run_remembered(pick, x, w, b, spec):
