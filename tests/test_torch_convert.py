@@ -379,3 +379,21 @@ def test_a_converted_model_that_has_run_copies_and_saves(engine, gen):
                        torch.load(buffer, weights_only=False)):
             assert not any("_pyconv_decided" in vars(m) for m in copied.modules())
             assert torch.equal(copied(x), expected) and torch.equal(copied(x), expected)
+
+
+def test_a_converted_conv_that_has_run_fuses_with_batch_norm(gen):
+    """torch.nn.utils.fusion.fuse_conv_bn_eval deep-copies the conv: it works on a converted layer after its
+    first calls (the copy leaves the engine's decisions behind) and gives conv then batch norm."""
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+    conv, bn = nn.Conv2d(3, 8, 3, padding=1).eval(), nn.BatchNorm2d(8).eval()
+    with torch.no_grad():
+        bn.running_mean.copy_(rand(gen, 8))
+        bn.running_var.copy_(rand(gen, 8).abs() + 0.5)
+    x = rand(gen, 2, 3, 12, 12)
+    with torch.no_grad():
+        expected = bn(conv(x))
+        layer = pct.Conv2d.from_torch(conv, **OURS)
+        layer(x), layer(x)
+        fused = fuse_conv_bn_eval(layer, bn)
+        assert type(fused) is pct.Conv2d and "_pyconv_decided" not in vars(fused)
+        assert_close(fused(x), expected)
