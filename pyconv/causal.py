@@ -61,15 +61,13 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
         raise ConvError(f"conv1d_causal_update: x (B, D, T) = {xo.shape}, state (B, D, S) = {so.shape}, "
                         f"w (D, 1, K) = {wo.shape}" + (f", bias (D,) = {bo.shape}" if bo is not None else "")
                         + ": B and D must agree")
-    operands = ((xo, "x"), (so, "state"), (wo, "w"), (bo, "bias"))
-    on_host = [name for op, name in operands if op is not None and op.device < 0]
-    if on_host and len(on_host) < len([op for op, _ in operands if op is not None]):
+    operands = [(op, name) for op, name in ((xo, "x"), (so, "state"), (wo, "w"), (bo, "bias")) if op is not None]
+    on_host = [name for op, name in operands if op.device < 0]
+    if on_host and len(on_host) < len(operands):
         raise ConvError(f"conv1d_causal_update: {', '.join(on_host)} in host memory, the rest on device "
-                        f"{max(op.device for op, _ in operands if op is not None)}: pass all host arrays or all "
-                        "device arrays of one GPU")
+                        f"{max(op.device for op, _ in operands)}: pass all host arrays or all device arrays of "
+                        "one GPU")
     for op, name in operands:
-        if op is None:
-            continue
         if op.strided or op.layout != "NCHW":
             raise ConvError(f"conv1d_causal_update: {name} must be dense (C-contiguous)")
         if op.device != xo.device:
@@ -82,14 +80,14 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
     if activation not in (None, "relu", "silu"):
         raise ConvError(f"conv1d_causal_update: activation must be None, 'relu' or 'silu', got {activation!r}")
     if on_host:
-        kinds = {op.kind for op, _ in operands if op is not None}
+        kinds = {op.kind for op, _ in operands}
         if len(kinds) > 1 or not kinds <= {"numpy", "torch"}:
-            given = ", ".join(f"{name} {type(op.keep).__name__}" for op, name in operands if op is not None)
+            given = ", ".join(f"{name} {type(op.keep).__name__}" for op, name in operands)
             raise ConvError("conv1d_causal_update: host arrays must be all NumPy arrays or all PyTorch CPU "
                             f"tensors, got {given}")
         if not K - 1 <= S <= 1 << 20:
             raise ConvError(f"conv1d_causal_update: state_len must be in [K-1, 2^20] = [{K - 1}, 1048576], got {S}")
-        return _update_on_host(x, state, w, bias, one_token, activation, xo.kind == "torch")
+        return _update_on_host(x, state, w, bias, D, S, K, one_token, activation, xo.kind == "torch")
     problem = update_problem(B, D, T, K, xo.dtype, bo is not None, activation)
     s = handle_of(stream) if stream is not None else default_stream((xo, so, wo, bo), xo.device)
     wait_for_producers((xo, so, wo, bo), s)
@@ -110,14 +108,14 @@ def conv1d_causal_update(x, state, w, bias=None, *, activation: Optional[str] = 
     return y
 
 
-def _update_on_host(x, state, w, bias, one_token: bool, activation: Optional[str], torch_tensors: bool):
+def _update_on_host(x, state, w, bias, D: int, S: int, K: int, one_token: bool, activation: Optional[str],
+                    torch_tensors: bool):
     """The step on host arrays (NumPy, or PyTorch's CPU tensors), in the caller's kind: the cpu variant's
     conv of the last K-1 state columns followed by the new tokens (its T valid outputs are theirs), then
     the state shifted by the tokens, in place."""
     from .api import conv1d
     concatenate = sys.modules["torch"].cat if torch_tensors else np.concatenate
     x3 = x[:, :, None] if one_token else x
-    (B, D, S), K = state.shape, w.shape[-1]
     window = concatenate([state[:, :, S - (K - 1):], x3], 2)
     y = conv1d(window, w.reshape(D, 1, K), bias, groups=D, epilogue=activation, variant="cpu")
     state[...] = concatenate([state, x3], 2)[:, :, -S:]

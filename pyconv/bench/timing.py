@@ -128,7 +128,7 @@ def host_run(plan, sets) -> Side:
     Operands go as addresses (the sets are the plan's by construction; a layout check would read an
     NHWC array with one channel as NCHW, which is the same memory)."""
     turn = itertools.count()
-    warmed = []
+    warmed = False
 
     def one_round(calls: int) -> float:
         start = time.perf_counter()
@@ -137,12 +137,13 @@ def host_run(plan, sets) -> Side:
         return (time.perf_counter() - start) * 1e3 / calls
 
     def run(calls: int, warmup: int, reps: int) -> list:
+        nonlocal warmed
         if not warmed:
             until = time.perf_counter() + HOST_WARMUP_MS / 1e3
             one_round(1)
             while time.perf_counter() < until:
                 one_round(1)
-            warmed.append(True)
+            warmed = True
         for _ in range(warmup):
             one_round(calls)
         return [one_round(calls) for _ in range(reps)]

@@ -145,7 +145,8 @@ def _key(x, w, b, spec: Spec):
 
 
 class Remembered(NamedTuple):
-    """What a Conv2d remembers of this engine's eager decision for an input (shape, dtype, device), so that
+    """What a converted Conv2d / Conv1d remembers of this engine's eager decision for an input (shape, dtype,
+    device; Conv1d's as (B, C, 1, L) views), so that
     its later eager calls skip the lookup: PyTorch's conv (entry None), or our plan's entry with what the
     operands must still be for it to apply (_op.run_remembered checks them at each call)."""
     entry: Optional[_Entry]   # our plan; None: PyTorch's conv

@@ -347,13 +347,12 @@ def conv2d_spec(x, w, b, spec: Spec, extra):
 
 
 def run_remembered(pick, x, w, b, spec: Spec):
-    """The plan a Conv2d remembered for x's shape, dtype and device (pick: _engine.Remembered with an entry)
-    run on x, w, b where they are still what it was made for and nothing must see the call (autograd to
-    record, autocast, a dispatch mode or torch.func transform); else None, and the caller takes the full
-    path. At batch 1 an eager model is bound by the host: this is a converted layer's whole call once the
-    engine has decided for our plan (the lookup's key alone cost about as much as the launch)."""
-    if _any_autocast() or _dispatch_modes() or _transforms_active() or _tracing() or (_grad_enabled() and (
-            x.requires_grad or w.requires_grad or (b is not None and b.requires_grad))):
+    """The plan a converted layer remembered for x's shape, dtype and device (pick: _engine.Remembered with an
+    entry) run on x, w, b where they are still what it was made for and the kernel may be called directly
+    (_direct) with autocast off; else None, and the caller takes the full path. At batch 1 an eager model is
+    bound by the host: this is a converted layer's whole call once the engine has decided for our plan (the
+    lookup's key alone cost about as much as the launch)."""
+    if _any_autocast() or not _direct(x, w, b):
         return None
     dev = x.get_device()
     if (not _layout_is(x, pick.x_nhwc) or not _layout_is(w, pick.w_nhwc) or w.shape != pick.w_shape

@@ -7,7 +7,7 @@
 # Left out, as they cannot run under the sanitizers: test_build_options (its cmake subprocesses inherit
 # LD_PRELOAD), test_errors' address-space-limit test (ASan's shadow memory needs the address space) and
 # test_package's installed-layout checks (the library is not installed).
-# 2026-11-29: 2,423 passed, no sanitizer report.
+# 2026-11-29: 2,422 passed, no sanitizer report.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 logdir="${1:-.}"
