@@ -334,9 +334,9 @@ def _precision_for(variant: str, vid: int, precision: Optional[str]) -> str:
 
 
 def _memory(op: Operand) -> np.ndarray:
-    """A host operand's memory as a flat C-ordered array (NHWC / MKKC views are transposed back)."""
-    a = op.keep if op.layout == "NCHW" else op.keep.transpose(0, 2, 3, 1)
-    return a.reshape(-1)
+    """A dense host operand's memory, in memory order, as flat bytes: the same for NumPy arrays and torch CPU
+    tensors of any dtype (bfloat16 has no NumPy type) and either layout."""
+    return np.frombuffer(ffi().buffer(ffi().cast("char*", op.ptr), op.nbytes), np.uint8)
 
 
 def _data_ptr(y) -> int:

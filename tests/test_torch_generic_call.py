@@ -75,6 +75,24 @@ def test_numpy_operands_beside_a_tensor_autograd_records_are_refused_in_words(ge
         close(pyconv.conv2d(x, w.numpy()), F.conv2d(x, w))
 
 
+@requires_cuda
+@pytest.mark.parametrize("case", ["numpy_w", "channels_last", "bfloat16", "cuda_x_numpy_w"])
+def test_host_operands_on_a_gpu_variant(gen, case):
+    """CPU tensors of any dtype and layout, and NumPy arrays beside them, on a GPU: `auto` runs a GPU variant, the
+    operands go up as bytes and the result comes back into a CPU tensor of the input's dtype and layout (a torch
+    dtype reached DeviceArray: TypeError; a channels-last tensor was transposed as if it were NumPy)."""
+    dtype = torch.bfloat16 if case == "bfloat16" else torch.float32
+    x, w, b = rand(gen, 2, 6, 11, 13).to(dtype), rand(gen, 5, 6, 3, 3).to(dtype), rand(gen, 5).to(dtype)
+    if case == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    args = {"numpy_w": lambda: (x, w.numpy(), b.numpy()), "channels_last": lambda: (x, w, b),
+            "bfloat16": lambda: (x, w, b), "cuda_x_numpy_w": lambda: (x.cuda(), w.numpy(), b.numpy())}[case]()
+    y = pyconv.conv2d(*args, padding=1, precision="exact" if dtype == torch.float32 else None, sync=True)
+    assert y.device == args[0].device and y.dtype == dtype
+    assert y.is_contiguous(memory_format=torch.channels_last if case == "channels_last" else torch.contiguous_format)
+    close(y, F.conv2d(x.float(), w.float(), b.float(), padding=1), 1e-5 if dtype == torch.float32 else 2e-2)
+
+
 def test_jit_trace_records_the_generic_call(gen):
     """torch.jit.trace of a function calling pyconv.conv2d / conv1d records the operator: the traced function
     computes on new inputs. Options the operator has no place for are refused in words while tracing."""

@@ -535,6 +535,48 @@ def test_runs_on_current_stream_and_device(gen):
 
 
 @requires_cuda
+def test_streams_share_their_workspace_in_stream_order(gen):
+    """A split-K plan (implicit_gemm at batch 1) takes its workspace from one buffer per stream in eager calls:
+    two streams running the layer at once on different inputs each get F.conv2d's results, each stream keeps
+    one buffer, and a CUDA-graph capture takes its own (the graph replays right after the streams' buffers are
+    written again)."""
+    from pyconv.torch import _engine
+    pct.clear()
+    x, w = rand(gen, 1, 256, 14, 14, device="cuda"), rand(gen, 256, 256, 3, 3, device="cuda")
+    run = lambda t: pct.conv2d(t, w, padding=1, variant="implicit_gemm", fallback=False)  # noqa: E731
+    run(x)
+    key = (0, torch.cuda.current_stream().cuda_stream)
+    assert key in _engine._workspaces, "a split-K plan at batch 1: the test needs its workspace"
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    inputs = [[rand(gen, 1, 256, 14, 14, device="cuda") for _ in range(6)] for _ in streams]
+    torch.cuda.synchronize()
+    outs = [[], []]
+    for i in range(6):
+        for k, s in enumerate(streams):
+            with torch.cuda.stream(s):
+                outs[k].append(run(inputs[k][i]))
+    torch.cuda.synchronize()
+    assert {(0, s.cuda_stream) for s in streams} <= set(_engine._workspaces)
+    for k in range(2):
+        for t, y in zip(inputs[k], outs[k]):
+            assert max_rel(y, F.conv2d(t, w, padding=1)) <= 1e-5
+    held = dict(_engine._workspaces)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side), torch.cuda.graph(graph):
+        y = run(x)
+    assert _engine._workspaces.keys() == held.keys() and all(_engine._workspaces[k] is v for k, v in held.items()), \
+        "the capture took a workspace of its own"
+    for s, t in zip(streams, (inputs[0][0], inputs[1][0])):
+        with torch.cuda.stream(s):
+            run(t)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert max_rel(y, F.conv2d(x, w, padding=1)) <= 1e-5
+
+
+@requires_cuda
 def test_cuda_graph_capture_of_a_converted_model(gen):
     torch.manual_seed(0)
     model = _small_net().cuda().eval()

@@ -6,7 +6,10 @@ same module object, so that its hooks, the handles that remove them, parametriza
 weight_orig and mask, and the state_dict keys all stay. In an nn.Sequential, a Conv2d followed by ReLU,
 or by ReLU and a MaxPool2d without padding or dilation, takes them into its fused epilogue (a Conv1d a
 following ReLU), and they become nn.Identity, so that the module tree and state_dict keys stay the
-same; not where a hook would see a different tensor or be lost (report(model) says so). With engine
+same; not where a hook would see a different tensor or be lost (report(model) says so). A Conv2d whose
+output only a BatchNorm2d takes (in an nn.Sequential, or in a forward torch.fx can trace) folds it in at
+inference calls (batchnorm.py: eval mode, nothing for autograd to record, no hook to see the difference);
+the BatchNorm2d stays in the model, with its state_dict keys, for every other call. With engine
 "fastest" (the default) each layer's first call of a shape times ours against PyTorch's conv and keeps
 the faster (report(model) prints what each layer chose).
 """
@@ -22,6 +25,7 @@ from torch.nn.modules.utils import _pair
 from torch.nn.utils import parametrize
 
 from .._problem import ReluMaxPool
+from . import batchnorm
 from .module import Conv1d, Conv2d
 
 _SWAPS = {nn.Conv2d: Conv2d, nn.Conv1d: Conv1d}
@@ -75,7 +79,8 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
 
     variant, precision, engine, fallback: each layer's options (see pyconv.torch.conv2d); engine
     "fastest" keeps PyTorch's conv for a layer where that measured faster. fuse: take ReLU / ReLU +
-    MaxPool2d that follow a conv in an nn.Sequential into its epilogue. example_inputs: a tensor or
+    MaxPool2d that follow a conv in an nn.Sequential into its epilogue, and fold a BatchNorm2d that takes a
+    Conv2d's output into it at inference calls (eval mode, no grad). example_inputs: a tensor or
     tuple run through the model once (without grad) so that every layer plans, and with "fastest"
     decides, now rather than on its first real call.
 
@@ -101,6 +106,11 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
         for parent in parents:
             if isinstance(parent, nn.Sequential):
                 _fuse(parent, uses)
+        for conv, bn, why in batchnorm.pairs(model, uses, Conv2d):
+            if why is None:
+                batchnorm.attach(conv, bn)
+            else:
+                conv.not_fused = f"BatchNorm2d not folded: {why}"
     if example_inputs is not None:
         with torch.no_grad():
             model(*(example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)))

@@ -16,7 +16,7 @@ from torch.nn.utils import parametrize
 
 from .. import _problem
 from .._lib import ConvError
-from . import _engine, _op
+from . import _engine, _op, batchnorm
 from ._fallback import torch_conv
 
 _Tensor = _op._Tensor
@@ -29,7 +29,11 @@ _SPEC_ATTRIBUTES = frozenset(("kernel_size", "stride", "padding", "dilation", "g
                               "variant", "precision", "engine", "fallback"))
 
 
-_CACHES = ("_pyconv_spec", "_pyconv_decided")  # what __setattr__ drops and __getstate__ leaves out
+_CACHES = ("_pyconv_spec", "_pyconv_decided", "_pyconv_folded")  # what __setattr__ drops and __getstate__ leaves out
+# The BatchNorm2d folded in (batchnorm.py) goes too where the epilogue changes (it would run before the
+# BatchNorm2d) and from copies: copy.deepcopy of the conv alone (fuse_conv_bn_eval's) would keep a copy of the
+# BatchNorm2d that no call reaches. A copied or saved model runs its BatchNorm2d layers again.
+_BATCHNORM = "_pyconv_bn"
 
 
 class _PyconvOptions:
@@ -46,6 +50,14 @@ class _PyconvOptions:
         self._set_options(epilogue, variant, precision, engine, fallback)
 
     def _conv_forward(self, input, weight, bias):
+        bn = self.__dict__.get(_BATCHNORM)  # a BatchNorm2d that convert paired with this conv (batchnorm.py)
+        if bn is not None:
+            folded = batchnorm.folded_parameters(self, bn, input, weight, bias)
+            if folded is not None:
+                return batchnorm.hand_over(bn, self._remembered_forward(input, *folded))
+        return self._remembered_forward(input, weight, bias)
+
+    def _remembered_forward(self, input, weight, bias):
         # An eager call goes straight to what the engine decided for its input before: PyTorch's conv (engine
         # "fastest" timed it faster, or "torch") or our plan. In an eager model at batch 1 the engine's
         # per-call lookup, not the decision, made the converted network slower. Remembered per (shape,
@@ -71,7 +83,7 @@ class _PyconvOptions:
         return self._decided_forward(input, weight, bias)
 
     def _decided_forward(self, input, weight, bias):
-        """_conv_forward past the memo: the engine's call, and what to remember of its decision."""
+        """_remembered_forward past the memo: the engine's call, and what to remember of its decision."""
         if self.padding_mode != "zeros":  # PyTorch's own padding modes, then our unpadded conv
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
         spec, extra = self.spec()
@@ -95,13 +107,15 @@ class _PyconvOptions:
         if name in _SPEC_ATTRIBUTES:
             for cache in _CACHES:
                 self.__dict__.pop(cache, None)
+            if name == "epilogue":
+                self.__dict__.pop(_BATCHNORM, None)
 
     def __getstate__(self):
         # The memoised Spec and the engine's decisions (plans of this process, memory formats that pickle's
         # protocol 2, torch.save's, cannot write) are caches: pickle, torch.save and copy.deepcopy keep the
         # module without them, and the copy asks the engine again at its first call.
         state = super().__getstate__()
-        for cache in _CACHES:
+        for cache in _CACHES + (_BATCHNORM,):
             state.pop(cache, None)
         return state
 

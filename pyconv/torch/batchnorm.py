@@ -1,0 +1,167 @@
+"""An eval-mode BatchNorm2d folded into the conv before it, at the calls where nothing can tell.
+
+Inference of a conv, BatchNorm2d pair is one conv with folded parameters:
+    s = gamma / sqrt(running_var + eps),  w' = w * s (per output map),  b' = (b - running_mean) * s + beta.
+At batch 1 an eager model is bound by the host, where the BatchNorm2d's own call costs as much as the conv's
+(a fifth of resnet50's forward on the H200); under CUDA graphs it is a kernel per layer.
+
+convert (fuse=True) pairs a conv with the BatchNorm2d that takes its output and nothing else: adjacent in an
+nn.Sequential, or found in a module's forward traced by torch.fx (every submodule a leaf; a forward that does
+not trace pairs nothing). The BatchNorm2d stays in the model with its parameters, buffers and state_dict keys;
+its class becomes PassThroughBatchNorm2d. At each call the conv folds only where the result cannot differ from
+running both: the BatchNorm2d in eval mode with running statistics, autograd recording nothing, no hook that
+would see the conv's output or the BatchNorm2d's input (module or global), nothing compiling or tracing, and no
+CUDA-graph capture (a graph keeps reading the parameters themselves, as the original's does). It then hands its
+output to the BatchNorm2d, which returns that very tensor (per thread); any other input it normalises as usual.
+The folded parameters are computed in float32 (float64 for float64 weights) and kept until a parameter or
+running statistic changes (its version counter) or is replaced.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Optional
+
+import torch
+from torch import fx, nn
+from torch.nn.modules import module as _module_globals
+from torch.nn.utils.parametrize import type_before_parametrizations
+
+from . import _engine, _op
+
+_get_ident = threading.get_ident
+
+
+class PassThroughBatchNorm2d(nn.BatchNorm2d):
+    """nn.BatchNorm2d whose conv folded it in: the tensor that conv handed over comes back as it is (already
+    normalised); any other input is normalised as nn.BatchNorm2d does."""
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_pyconv_handed", None)  # a tensor in flight between two calls of this process
+        return state
+
+    def forward(self, input):
+        if not _op._is_compiling():
+            handed = self.__dict__.get("_pyconv_handed")
+            if handed and handed.pop(_get_ident(), None) is input:
+                return input
+        return super().forward(input)
+
+
+def _no_hooks(conv, bn) -> bool:
+    return not (conv._forward_hooks or bn._forward_pre_hooks or bn._forward_hooks
+                or _module_globals._global_forward_hooks or _module_globals._global_forward_pre_hooks)
+
+
+def folded_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
+    """(w', b') to run in place of (weight, bias) with bn folded in, or None where this call must run both."""
+    if bn.training or type(x) is not _op._Tensor or _op._is_compiling() or _op._tracing():
+        return None
+    mean, var = bn.running_mean, bn.running_var
+    if mean is None or var is None or not _no_hooks(conv, bn):
+        return None
+    gamma, beta = bn.weight, bn.bias
+    if _op._grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias, gamma, beta)):
+        return None
+    if x.is_cuda and _engine.capturing():
+        return None
+    sources = (weight, bias, gamma, beta, mean, var)
+    try:
+        versions = tuple(None if t is None else t._version for t in sources)
+    except RuntimeError:  # inference tensors (made under torch.inference_mode) keep no version: a change is unseen
+        return None
+    cached = conv.__dict__.get("_pyconv_folded")
+    if cached is not None and cached[2] == bn.eps and cached[1] == versions \
+            and all(a is b for a, b in zip(cached[0], sources)):
+        return cached[3]
+    folded = _fold(weight, bias, gamma, beta, mean, var, bn.eps)
+    conv.__dict__["_pyconv_folded"] = (sources, versions, bn.eps, folded)  # strong references: no id reuse
+    return folded
+
+
+def _fold(weight, bias, gamma, beta, mean, var, eps: float) -> tuple:
+    with torch.no_grad():
+        math = torch.float64 if weight.dtype == torch.float64 else torch.float32
+        scale = torch.rsqrt(var.to(math) + eps)
+        if gamma is not None:
+            scale = scale * gamma.to(math)
+        w = torch.empty_like(weight)  # weight's memory format: the plans the layer remembered still apply
+        w.copy_(weight.to(math) * scale.reshape(-1, *([1] * (weight.dim() - 1))))
+        b = -mean.to(math) * scale if bias is None else (bias.to(math) - mean.to(math)) * scale
+        if beta is not None:
+            b = b + beta.to(math)
+        return w, b.to(weight.dtype)
+
+
+def hand_over(bn, y):
+    """y, which the conv computed with bn folded in: bn's next call in this thread with y returns it."""
+    handed = bn.__dict__.get("_pyconv_handed")
+    if handed is None:
+        handed = bn.__dict__["_pyconv_handed"] = {}
+    handed[_get_ident()] = y
+    return y
+
+
+# ---- pairing (convert) ----
+
+class _ChildrenAsLeaves(fx.Tracer):
+    """Traces one module's own forward: each submodule it calls is a call_module node."""
+
+    def is_leaf_module(self, m, qualname) -> bool:
+        return True
+
+
+def _traced_calls(parent) -> Optional[fx.Graph]:
+    try:
+        return _ChildrenAsLeaves().trace(parent)
+    except Exception:  # a forward FX cannot trace (data-dependent control flow, ...): nothing paired there
+        return None
+
+
+def pairs(model: nn.Module, uses: Counter, conv_class) -> list:
+    """(conv, bn, why-not or None) for each conv_class layer whose output only a BatchNorm2d takes."""
+    found, called = [], Counter()
+    for parent in model.modules():
+        if isinstance(parent, nn.Sequential):
+            children = list(parent._modules.values())
+            found += [(a, b) for a, b in zip(children, children[1:])
+                      if type_before_parametrizations(a) is conv_class and type(b) in (nn.BatchNorm2d, PassThroughBatchNorm2d)]
+            continue
+        if not any(type_before_parametrizations(m) is conv_class for m in parent._modules.values()):
+            continue
+        graph = _traced_calls(parent)
+        if graph is None:
+            continue
+        for node in graph.nodes:
+            if node.op != "call_module":
+                continue
+            m = parent.get_submodule(node.target)
+            called[id(m)] += 1
+            users = list(node.users)
+            if type_before_parametrizations(m) is not conv_class or len(users) != 1:
+                continue
+            user = users[0]
+            if user.op == "call_module" and user.args == (node,) and not user.kwargs:
+                bn = parent.get_submodule(user.target)
+                if type(bn) in (nn.BatchNorm2d, PassThroughBatchNorm2d):
+                    found.append((m, bn))
+    result = []
+    for conv, bn in found:
+        why = None
+        if uses[id(conv)] > 1 or called[id(conv)] > 1:
+            why = "this conv also runs elsewhere in the model"
+        elif uses[id(bn)] > 1 or called[id(bn)] > 1:
+            why = "the BatchNorm2d also runs elsewhere in the model"
+        elif bn.num_features != conv.out_channels:
+            why = "the BatchNorm2d's features are not the conv's maps"
+        elif conv.epilogue is not None:
+            why = "the conv's epilogue runs before the BatchNorm2d"
+        result.append((conv, bn, why))
+    return result
+
+
+def attach(conv, bn) -> None:
+    """conv folds bn from its next call (bn becomes a PassThroughBatchNorm2d, the same object)."""
+    bn.__class__ = PassThroughBatchNorm2d
+    conv.__dict__["_pyconv_bn"] = bn  # module._BATCHNORM; not a submodule: the module tree and state_dict stay as they were

@@ -1,0 +1,304 @@
+"""convert folds an eval-mode BatchNorm2d into the Conv2d before it at inference calls (pyconv/torch/batchnorm.py),
+and runs both wherever folding could be seen: training mode, autograd recording, hooks, a conv output with
+another user, running statistics absent, parameters changed since the last fold, CUDA-graph capture.
+
+Models with random weights and running statistics (never the defaults, which fold to the identity), compared
+with the unconverted model to a max relative error of 1e-5; CPU tensors (the cpu variant) unless marked."""
+import copy
+import pickle
+import sys
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
+
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch_support import no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
+
+import pyconv.torch as pct  # noqa: E402
+from pyconv.torch.batchnorm import PassThroughBatchNorm2d  # noqa: E402
+
+OURS = dict(engine="pyconv", fallback=False)
+
+
+@pytest.fixture
+def gen(rng):
+    torch.manual_seed(int(rng.integers(2**31)))
+    return torch.Generator().manual_seed(int(rng.integers(2**31)))
+
+
+def rand(gen, *shape):
+    return torch.rand(*shape, generator=gen).mul_(2).sub_(1)
+
+
+def assert_close(actual, expected, tol=1e-5):
+    torch.testing.assert_close(actual, expected, rtol=0, atol=tol * float(expected.detach().abs().max()))
+
+
+class Block(nn.Module):
+    """A residual block as torchvision's: convs and batch norms called in forward, one ReLU module reused."""
+
+    def __init__(self, c, bias=False):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=bias), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, (1, 3), padding=(0, 1), groups=2, bias=not bias), nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        y = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(y)) + x)
+
+
+def randomise(model, gen):
+    """Random affine parameters and running statistics for every batch norm; eval mode."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                if m.track_running_stats:
+                    m.running_mean.copy_(rand(gen, m.num_features))
+                    m.running_var.copy_(rand(gen, m.num_features).abs() + 0.2)
+                if m.affine:
+                    m.weight.copy_(rand(gen, m.num_features) + 1.5)
+                    m.bias.copy_(rand(gen, m.num_features))
+    return model.eval()
+
+
+def net(gen):
+    """A stem as an nn.Sequential (conv, bn, ReLU) and two residual blocks."""
+    return randomise(nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                   Block(8), Block(8, bias=True)), gen)
+
+
+def batch_norm_calls(monkeypatch) -> list:
+    """Records each F.batch_norm call (what an nn.BatchNorm2d that runs calls)."""
+    calls, real = [], F.batch_norm
+    monkeypatch.setattr(F, "batch_norm", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def test_inference_folds_every_pair_and_matches(gen, monkeypatch):
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    bns = [m for m in converted.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert len(bns) == 5 and all(type(m) is PassThroughBatchNorm2d for m in bns)
+    assert sorted(converted.state_dict()) == sorted(model.state_dict()), "the same keys: the BN layers stay"
+    x = rand(gen, 2, 3, 17, 13)
+    calls = batch_norm_calls(monkeypatch)
+    for inference in (torch.no_grad, torch.inference_mode):
+        with inference():
+            assert_close(converted(x), model(x))
+            assert len(calls) == 5, "the original's 5 batch norms ran; none of the converted model's"
+        calls.clear()
+    params_free = pct.convert(model, **OURS).requires_grad_(False)  # nothing to record even with grad enabled
+    assert_close(params_free(x), model(x).detach())
+    assert len(calls) == 5
+
+
+def test_training_mode_and_autograd_run_the_batch_norm(gen):
+    """train(): batch statistics, running statistics updated as the original's; with grad: gradients equal."""
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    x = rand(gen, 4, 3, 16, 16)
+    model.train(), converted.train()
+    with torch.no_grad():  # nothing to record, but training mode normalises with the batch's statistics
+        assert_close(converted(x), model(x))
+    for ours, theirs in zip(converted.modules(), model.modules()):
+        if isinstance(theirs, nn.BatchNorm2d):
+            assert_close(ours.running_mean, theirs.running_mean)
+            assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked) == 1
+    model.eval(), converted.eval()
+    xs = [x.clone().requires_grad_(), x.clone().requires_grad_()]
+    outs = [converted(xs[0]), model(xs[1])]
+    assert_close(outs[0], outs[1])
+    for out in outs:
+        out.square().sum().backward()
+    assert_close(xs[0].grad, xs[1].grad, 1e-4)
+    assert_close(converted[0].weight.grad, model[0].weight.grad, 1e-4)
+
+
+def test_changed_parameters_and_statistics_are_folded_again(gen):
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    x = rand(gen, 1, 3, 12, 12)
+    with torch.no_grad():
+        converted(x)
+        for m in (model, converted):  # in place (optimizer steps, load_state_dict) and replaced
+            m[0].weight.mul_(1.5)
+            m[1].running_var.add_(0.5)
+            m[3].bn2.bias = nn.Parameter(m[3].bn2.bias + 1)
+            m[3].bn1.eps = 0.1
+        assert_close(converted(x), model(x))
+        converted.load_state_dict(randomise(net(gen), gen).state_dict())
+        model.load_state_dict(converted.state_dict())
+        assert_close(converted(x), model(x))
+
+
+def test_hooks_see_what_they_saw(gen, monkeypatch):
+    """A forward hook on the conv, a pre-hook on the batch norm, a global hook: that call runs both, and the
+    hooks see the unconverted model's tensors."""
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    x = rand(gen, 2, 3, 12, 12)
+    for where in ("conv", "bn", "global"):
+        seen, seen_original = [], []
+        handles = []
+        for m, log in ((converted, seen), (model, seen_original)):
+            record = (lambda log: lambda mod, args, *out: log.append(args[0].clone()))(log)
+            if where == "conv":
+                handles.append(m[3].conv2.register_forward_hook(lambda mod, args, out, log=log: log.append(out.clone())))
+            elif where == "bn":
+                handles.append(m[3].bn2.register_forward_pre_hook(record))
+        if where == "global":
+            handles.append(nn.modules.module.register_module_forward_pre_hook(
+                lambda mod, args: (seen if any(mod is c for c in converted.modules()) else seen_original).append(
+                    args[0].clone()) if isinstance(mod, nn.BatchNorm2d) else None))
+        try:
+            with torch.no_grad():
+                assert_close(converted(x), model(x))
+        finally:
+            for h in handles:
+                h.remove()
+        assert len(seen) == len(seen_original) > 0
+        for a, b in zip(seen, seen_original):
+            assert_close(a, b)
+
+
+class TwoUsers(nn.Module):
+    """The conv's output feeds the batch norm and the sum: nothing may be folded."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return self.bn(y) + y
+
+
+class Untraceable(nn.Module):
+    """Data-dependent control flow: torch.fx cannot trace the forward, so nothing in it is paired."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.bn(self.conv(x))
+        return self.bn(self.conv(-x))
+
+
+def test_what_is_not_paired(gen):
+    shared = nn.Conv2d(4, 4, 3, padding=1)
+    cases = {"two users": TwoUsers(), "untraceable": Untraceable(),
+             "shared conv": nn.Sequential(shared, nn.BatchNorm2d(4), shared, nn.BatchNorm2d(4)),
+             "no running statistics": nn.Sequential(nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4, track_running_stats=False)),
+             "conv after the norm": nn.Sequential(nn.BatchNorm2d(4), nn.Conv2d(4, 4, 3))}
+    x = rand(gen, 2, 4, 9, 9)
+    for name, model in cases.items():
+        model = randomise(model, gen)
+        converted = pct.convert(model, **OURS)
+        with torch.no_grad():
+            assert_close(converted(x), model(x)), name
+        folded = [m for m in converted.modules() if "_pyconv_folded" in vars(m)]
+        assert folded == [], name
+    assert pct.convert(cases["shared conv"], **OURS)[0].not_fused == \
+        "BatchNorm2d not folded: this conv also runs elsewhere in the model"
+    assert not any(type(m) is PassThroughBatchNorm2d for m in pct.convert(net(gen), fuse=False, **OURS).modules())
+
+
+def test_copies_run_the_batch_norm_again(gen):
+    """deepcopy / pickle of a converted model leave the pairing behind (results equal); fuse_conv_bn_eval of a
+    paired conv (a deep copy of the conv alone) gives conv then batch norm, not the norm twice."""
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    x = rand(gen, 1, 3, 12, 12)
+    with torch.no_grad():
+        expected = model(x)
+        converted(x)
+        for copied in (copy.deepcopy(converted), pickle.loads(pickle.dumps(converted))):
+            assert_close(copied(x), expected)
+            assert not any("_pyconv_handed" in vars(m) or "_pyconv_bn" in vars(m) for m in copied.modules())
+        fused = fuse_conv_bn_eval(converted[3].conv1, converted[3].bn1)
+        y = rand(gen, 1, 8, 6, 6)
+        assert_close(fused(y), model[3].bn1(model[3].conv1(y)))
+        converted[3].conv1.epilogue = "relu"  # a new epilogue would run before the norm: unpaired
+        assert "_pyconv_bn" not in vars(converted[3].conv1)
+
+
+def test_threads_share_a_converted_model(gen):
+    """Each thread's conv hands its own output to the batch norm (the hand-over is per thread)."""
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    xs = [rand(gen, 1, 3, 10 + i, 12) for i in range(4)]
+    with torch.no_grad():
+        expected = [model(x) for x in xs]
+    errors = []
+
+    def run(i):
+        try:
+            with torch.no_grad():
+                for _ in range(20):
+                    assert_close(converted(xs[i]), expected[i])
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between a conv and its batch norm
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+
+
+def test_jit_trace_records_both(gen):
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    x = rand(gen, 1, 3, 12, 12)
+    with torch.no_grad():
+        traced = torch.jit.trace(converted, x, check_trace=False)
+        assert_close(traced(x * 2), model(x * 2))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_cuda_eager_and_graphs(gen, dtype):
+    """On the GPU in every dtype (bf16 / fp16 against float64: within twice PyTorch's own error); a CUDA graph
+    captures conv and batch norm unfolded, so that a replay after a parameter change follows it as the
+    original's does."""
+    model = net(gen).cuda()
+    converted = pct.convert(model, engine="fastest").to(dtype)
+    exact = copy.deepcopy(model).double()
+    model = model.to(dtype)
+    x = rand(gen, 2, 3, 20, 20).cuda()
+    with torch.no_grad():
+        truth = exact(x.double())
+        ours, theirs = converted(x.to(dtype)).double(), model(x.to(dtype)).double()
+        err, their_err = float((ours - truth).abs().max()), float((theirs - truth).abs().max())
+        assert err <= max(2 * their_err, 1e-5 * float(truth.abs().max())), (err, their_err)
+        graphs = {}
+        for name, m in (("ours", converted), ("theirs", model)):
+            static = x.to(dtype)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                m(static)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = m(static)
+            graphs[name] = (g, out)
+        for m in (converted, model):
+            m[1].running_mean.add_(0.25)
+        for g, _ in graphs.values():
+            g.replay()
+        torch.testing.assert_close(graphs["ours"][1].double(), graphs["theirs"][1].double(),
+                                   rtol=0, atol=2 * max(their_err, 1e-5 * float(truth.abs().max())) + 1e-6)
