@@ -14,7 +14,7 @@ would see the conv's output or the BatchNorm2d's input (module or global), nothi
 CUDA-graph capture (a graph keeps reading the parameters themselves, as the original's does). It then hands its
 output to the BatchNorm2d, which returns that very tensor (per thread); any other input it normalises as usual.
 The folded parameters are computed in float32 (float64 for float64 weights) and kept until a parameter or
-running statistic changes (its version counter) or is replaced.
+running statistic changes (its version counter), is replaced, or its memory is (`.data =`, as module.to() does).
 """
 from __future__ import annotations
 
@@ -54,8 +54,10 @@ def _no_hooks(conv, bn) -> bool:
                 or _module_globals._global_forward_hooks or _module_globals._global_forward_pre_hooks)
 
 
-def folded_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
-    """(w', b') to run in place of (weight, bias) with bn folded in, or None where this call must run both."""
+def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
+    """(w, b, folded) for this call of conv: bn folded in (folded True: hand the output over), or, while a CUDA
+    graph captures, the parameters themselves with a zero bias where the conv has none (folded False: bn runs
+    after it); None: the call as it comes, bn after it."""
     if bn.training or type(x) is not _op._Tensor or _op._is_compiling() or _op._tracing():
         return None
     mean, var = bn.running_mean, bn.running_var
@@ -64,20 +66,26 @@ def folded_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
     gamma, beta = bn.weight, bn.bias
     if _op._grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias, gamma, beta)):
         return None
+    cached = conv.__dict__.get("_pyconv_folded")
     if x.is_cuda and _engine.capturing():
-        return None
+        # A graph keeps reading the parameters themselves, as the original's does (a replay after they change
+        # computes with the new values): conv and bn both run. The eager calls planned the conv with a bias (the
+        # folded one), which a plan first seen while capturing could not be: a zero bias takes that plan.
+        if bias is not None or cached is None or cached[4].dtype != weight.dtype or cached[4].device != weight.device:
+            return None
+        return weight, cached[4], False
     sources = (weight, bias, gamma, beta, mean, var)
-    try:
-        versions = tuple(None if t is None else t._version for t in sources)
+    try:  # in-place changes count in _version; `.data =` (module.to(), .half(), .cuda()) brings new memory
+        versions = tuple(None if t is None else (t._version, t.data_ptr()) for t in sources)
     except RuntimeError:  # inference tensors (made under torch.inference_mode) keep no version: a change is unseen
         return None
-    cached = conv.__dict__.get("_pyconv_folded")
     if cached is not None and cached[2] == bn.eps and cached[1] == versions \
             and all(a is b for a, b in zip(cached[0], sources)):
         return cached[3]
-    folded = _fold(weight, bias, gamma, beta, mean, var, bn.eps)
-    conv.__dict__["_pyconv_folded"] = (sources, versions, bn.eps, folded)  # strong references: no id reuse
-    return folded
+    w, b = _fold(weight, bias, gamma, beta, mean, var, bn.eps)
+    # strong references to the sources: no id or address reuse can pass for them
+    conv.__dict__["_pyconv_folded"] = (sources, versions, bn.eps, (w, b, True), torch.zeros_like(b))
+    return w, b, True
 
 
 def _fold(weight, bias, gamma, beta, mean, var, eps: float) -> tuple:

@@ -26,7 +26,7 @@ from torch.nn.utils import parametrize
 
 from .._problem import ReluMaxPool
 from . import batchnorm
-from .module import Conv1d, Conv2d
+from .module import _BATCHNORM, Conv1d, Conv2d
 
 _SWAPS = {nn.Conv2d: Conv2d, nn.Conv1d: Conv1d}
 
@@ -120,7 +120,8 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
 class Report(dict):
     """report()'s answer: {layer name: its decisions()} as a dict, printed as a table with one row per
     layer and input shape (a layer not run yet: one row). not_fused: {layer name: why convert left a
-    ReLU / pool after it out of its epilogue}. The table cuts long "why" texts; the data keeps them.
+    ReLU / pool after it out of its epilogue, or a BatchNorm2d unfolded}; folded: {layer name: the BatchNorm2d
+    it folds in at inference calls}. The table cuts long "why" texts; the data keeps them.
     Columns: "engine" runs the layer's eager calls, "in graphs" its CUDA-graph captures; the times are ms per
     call of each engine as engine "fastest" measured them (host: the host's time, gpu: the GPU's)."""
 
@@ -129,15 +130,17 @@ class Report(dict):
     _TIMES = ("pyconv_host_ms", "torch_host_ms", "pyconv_gpu_ms", "torch_gpu_ms")  # the 4 columns before why
     _TIME_COLUMNS = frozenset(range(len(COLUMNS) - 5, len(COLUMNS) - 1))
 
-    def __init__(self, layers: dict, not_fused: dict):
+    def __init__(self, layers: dict, not_fused: dict, folded: Optional[dict] = None):
         super().__init__(layers)
         self.not_fused = not_fused
+        self.folded = folded or {}  # {layer name: the BatchNorm2d it folds in at inference calls}
 
     def rows(self) -> list:
         """The table's rows: one tuple of texts per layer and input shape, in COLUMNS' order, why uncut."""
         rows = []
         for layer, records in self.items():
-            note = self.not_fused.get(layer)
+            note = "; ".join(n for n in (self.not_fused.get(layer),
+                                         self.folded.get(layer) and f"folds BatchNorm2d {self.folded[layer]}") if n)
             for r in records or [None]:
                 if r is None:
                     row = [layer] + ["-"] * (len(self.COLUMNS) - 2) + ["not run yet"]
@@ -171,6 +174,9 @@ class Report(dict):
 
 def report(model: nn.Module) -> Report:
     """{layer name: its decisions()} for every pyconv layer of a converted model; prints as a table."""
+    names = {id(m): name for name, m in model.named_modules()}
     layers = {name: m for name, m in model.named_modules() if isinstance(m, (Conv2d, Conv1d))}
+    folded = {name: names.get(id(m.__dict__[_BATCHNORM]), "(outside this model)") for name, m in layers.items()
+              if _BATCHNORM in m.__dict__}
     return Report({name: m.decisions() for name, m in layers.items()},
-                  {name: m.not_fused for name, m in layers.items() if m.not_fused})
+                  {name: m.not_fused for name, m in layers.items() if m.not_fused}, folded)

@@ -49,15 +49,14 @@ class _PyconvOptions:
                          padding_mode, device, dtype)
         self._set_options(epilogue, variant, precision, engine, fallback)
 
-    def _conv_forward(self, input, weight, bias):
-        bn = self.__dict__.get(_BATCHNORM)  # a BatchNorm2d that convert paired with this conv (batchnorm.py)
-        if bn is not None:
-            folded = batchnorm.folded_parameters(self, bn, input, weight, bias)
-            if folded is not None:
-                return batchnorm.hand_over(bn, self._remembered_forward(input, *folded))
-        return self._remembered_forward(input, weight, bias)
-
-    def _remembered_forward(self, input, weight, bias):
+    def _conv_forward(self, input, weight, bias, pairing: bool = True):
+        if pairing:
+            bn = self.__dict__.get(_BATCHNORM)  # a BatchNorm2d that convert paired with this conv (batchnorm.py)
+            if bn is not None:
+                call = batchnorm.conv_parameters(self, bn, input, weight, bias)
+                if call is not None:
+                    y = self._conv_forward(input, call[0], call[1], False)
+                    return batchnorm.hand_over(bn, y) if call[2] else y
         # An eager call goes straight to what the engine decided for its input before: PyTorch's conv (engine
         # "fastest" timed it faster, or "torch") or our plan. In an eager model at batch 1 the engine's
         # per-call lookup, not the decision, made the converted network slower. Remembered per (shape,
@@ -83,7 +82,7 @@ class _PyconvOptions:
         return self._decided_forward(input, weight, bias)
 
     def _decided_forward(self, input, weight, bias):
-        """_remembered_forward past the memo: the engine's call, and what to remember of its decision."""
+        """_conv_forward past the memo: the engine's call, and what to remember of its decision."""
         if self.padding_mode != "zeros":  # PyTorch's own padding modes, then our unpadded conv
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
         spec, extra = self.spec()
