@@ -237,6 +237,27 @@ def test_copies_run_the_batch_norm_again(gen):
         assert "_pyconv_bn" not in vars(converted[3].conv1)
 
 
+def test_data_parallel_replicas_run_the_norm(gen):
+    """nn.DataParallel's replicas are shallow copies of each module: a replica's conv must not fold the original's
+    norm (another device's statistics, or the norm applied twice); it runs conv then its own norm."""
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    x = rand(gen, 1, 3, 12, 12)
+    with torch.no_grad():
+        converted(x)  # the original's convs have folded and handed over once
+    replicas = {id(m): m._replicate_for_data_parallel() for m in converted.modules()}
+    for m in converted.modules():  # as torch.nn.parallel.replicate wires the replicas' children
+        replica = replicas[id(m)]
+        replica._modules = {k: replicas[id(c)] for k, c in m._modules.items()}
+        for k, p in m._parameters.items():  # replicas hold copies of the parameters as plain attributes
+            setattr(replica, k, None if p is None else p.detach().clone())
+    root = replicas[id(converted)]
+    assert not any("_pyconv_bn" in vars(m) or "_pyconv_handed" in vars(m) for m in root.modules())
+    with torch.no_grad():
+        assert_close(root(x), model(x))
+        assert_close(converted(x), model(x))
+
+
 def test_threads_share_a_converted_model(gen):
     """Each thread's conv hands its own output to the batch norm (the hand-over is per thread)."""
     model = net(gen)
@@ -265,6 +286,33 @@ def test_threads_share_a_converted_model(gen):
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+def test_torch_func_and_dispatch_modes_run_both(gen):
+    """Under torch.func.vmap (batched wrappers, which the fold cache must not keep) and a dispatch mode (a mode
+    sees the original's norms) nothing is folded; results equal the original's."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Norms(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.count += "batch_norm" in func.__name__
+            return func(*args, **(kwargs or {}))
+
+    model = net(gen)
+    converted = pct.convert(model, **OURS)
+    xs = rand(gen, 3, 1, 3, 10, 10)
+    with torch.no_grad():
+        assert_close(torch.func.vmap(converted)(xs), torch.func.vmap(model)(xs))
+        assert "_pyconv_folded" not in vars(converted[0])
+        with Norms() as ours:
+            y = converted(xs[0])
+        with Norms() as theirs:
+            assert_close(y, model(xs[0]))
+        assert ours.count == theirs.count == 5
 
 
 def test_jit_trace_records_both(gen):

@@ -41,6 +41,11 @@ class PassThroughBatchNorm2d(nn.BatchNorm2d):
         state.pop("_pyconv_handed", None)  # a tensor in flight between two calls of this process
         return state
 
+    def _replicate_for_data_parallel(self):
+        replica = super()._replicate_for_data_parallel()
+        replica.__dict__.pop("_pyconv_handed", None)  # its own hand-overs (none: replicas' convs do not fold)
+        return replica
+
     def forward(self, input):
         if not _op._is_compiling():
             handed = self.__dict__.get("_pyconv_handed")
@@ -58,12 +63,15 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
     """(w, b, folded) for this call of conv: bn folded in (folded True: hand the output over), or, while a CUDA
     graph captures, the parameters themselves with a zero bias where the conv has none (folded False: bn runs
     after it); None: the call as it comes, bn after it."""
-    if bn.training or type(x) is not _op._Tensor or _op._is_compiling() or _op._tracing():
+    if bn.training or type(x) is not _op._Tensor or _op._is_compiling() or _op._tracing() \
+            or _op._dispatch_modes() or _op._transforms_active():  # (torch.func's wrappers must not be cached)
         return None
     mean, var = bn.running_mean, bn.running_var
     if mean is None or var is None or not _no_hooks(conv, bn):
         return None
     gamma, beta = bn.weight, bn.bias
+    if mean.device != weight.device:
+        return None  # the norm's own call says what is wrong
     if _op._grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias, gamma, beta)):
         return None
     cached = conv.__dict__.get("_pyconv_folded")

@@ -118,6 +118,13 @@ class _PyconvOptions:
             state.pop(cache, None)
         return state
 
+    def _replicate_for_data_parallel(self):
+        # nn.DataParallel's replicas share a shallow copy of this __dict__: a BatchNorm2d link would point at the
+        # original's norm, not the replica's (a fold with another device's statistics, or a norm applied twice)
+        replica = super()._replicate_for_data_parallel()
+        replica.__dict__.pop(_BATCHNORM, None)
+        return replica
+
     def spec(self):
         """(Spec, F.pad widths or None) of the current attributes (memoised outside tracing)."""
         if _op._is_compiling():
