@@ -15,26 +15,13 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
-from torch_support import no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
+# no_tf32 applies to every test here
+from torch_support import assert_close, gen, no_tf32, requires_cuda, uniform  # noqa: E402,F401
 
 import pyconv.torch as pct  # noqa: E402
 from pyconv.torch.batchnorm import PassThroughBatchNorm2d  # noqa: E402
 
 OURS = dict(engine="pyconv", fallback=False)
-
-
-@pytest.fixture
-def gen(rng):
-    torch.manual_seed(int(rng.integers(2**31)))
-    return torch.Generator().manual_seed(int(rng.integers(2**31)))
-
-
-def rand(gen, *shape):
-    return torch.rand(*shape, generator=gen).mul_(2).sub_(1)
-
-
-def assert_close(actual, expected, tol=1e-5):
-    torch.testing.assert_close(actual, expected, rtol=0, atol=tol * float(expected.detach().abs().max()))
 
 
 class Block(nn.Module):
@@ -57,11 +44,11 @@ def randomise(model, gen):
         for m in model.modules():
             if isinstance(m, nn.BatchNorm2d):
                 if m.track_running_stats:
-                    m.running_mean.copy_(rand(gen, m.num_features))
-                    m.running_var.copy_(rand(gen, m.num_features).abs() + 0.2)
+                    m.running_mean.copy_(uniform(gen, m.num_features))
+                    m.running_var.copy_(uniform(gen, m.num_features).abs() + 0.2)
                 if m.affine:
-                    m.weight.copy_(rand(gen, m.num_features) + 1.5)
-                    m.bias.copy_(rand(gen, m.num_features))
+                    m.weight.copy_(uniform(gen, m.num_features) + 1.5)
+                    m.bias.copy_(uniform(gen, m.num_features))
     return model.eval()
 
 
@@ -87,7 +74,7 @@ def test_inference_folds_every_pair_and_matches(gen, monkeypatch):
     report = pct.report(converted)
     assert report.folded == {"0": "1", "3.conv1": "3.bn1", "3.conv2": "3.bn2", "4.conv1": "4.bn1", "4.conv2": "4.bn2"}
     assert "folds BatchNorm2d 3.bn1" in str(report)
-    x = rand(gen, 2, 3, 17, 13)
+    x = uniform(gen, 2, 3, 17, 13)
     calls = batch_norm_calls(monkeypatch)
     for inference in (torch.no_grad, torch.inference_mode):
         with inference():
@@ -103,7 +90,7 @@ def test_training_mode_and_autograd_run_the_batch_norm(gen):
     """train(): batch statistics, running statistics updated as the original's; with grad: gradients equal."""
     model = net(gen)
     converted = pct.convert(model, **OURS)
-    x = rand(gen, 4, 3, 16, 16)
+    x = uniform(gen, 4, 3, 16, 16)
     model.train(), converted.train()
     with torch.no_grad():  # nothing to record, but training mode normalises with the batch's statistics
         assert_close(converted(x), model(x))
@@ -124,7 +111,7 @@ def test_training_mode_and_autograd_run_the_batch_norm(gen):
 def test_changed_parameters_and_statistics_are_folded_again(gen):
     model = net(gen)
     converted = pct.convert(model, **OURS)
-    x = rand(gen, 1, 3, 12, 12)
+    x = uniform(gen, 1, 3, 12, 12)
     with torch.no_grad():
         converted(x)
         for m in (model, converted):  # in place (optimizer steps, load_state_dict) and replaced
@@ -148,14 +135,15 @@ def test_hooks_see_what_they_saw(gen, monkeypatch):
     hooks see the unconverted model's tensors."""
     model = net(gen)
     converted = pct.convert(model, **OURS)
-    x = rand(gen, 2, 3, 12, 12)
+    x = uniform(gen, 2, 3, 12, 12)
     for where in ("conv", "bn", "global"):
         seen, seen_original = [], []
         handles = []
         for m, log in ((converted, seen), (model, seen_original)):
             record = (lambda log: lambda mod, args, *out: log.append(args[0].clone()))(log)
             if where == "conv":
-                handles.append(m[3].conv2.register_forward_hook(lambda mod, args, out, log=log: log.append(out.clone())))
+                handles.append(m[3].conv2.register_forward_hook(
+                    lambda mod, args, out, log=log: log.append(out.clone())))
             elif where == "bn":
                 handles.append(m[3].bn2.register_forward_pre_hook(record))
         if where == "global":
@@ -204,7 +192,7 @@ def test_what_is_not_paired(gen):
              "shared conv": nn.Sequential(shared, nn.BatchNorm2d(4), shared, nn.BatchNorm2d(4)),
              "no running statistics": nn.Sequential(nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4, track_running_stats=False)),
              "conv after the norm": nn.Sequential(nn.BatchNorm2d(4), nn.Conv2d(4, 4, 3))}
-    x = rand(gen, 2, 4, 9, 9)
+    x = uniform(gen, 2, 4, 9, 9)
     for name, model in cases.items():
         model = randomise(model, gen)
         converted = pct.convert(model, **OURS)
@@ -223,7 +211,7 @@ def test_copies_run_the_batch_norm_again(gen):
     from torch.nn.utils.fusion import fuse_conv_bn_eval
     model = net(gen)
     converted = pct.convert(model, **OURS)
-    x = rand(gen, 1, 3, 12, 12)
+    x = uniform(gen, 1, 3, 12, 12)
     with torch.no_grad():
         expected = model(x)
         converted(x)
@@ -231,7 +219,7 @@ def test_copies_run_the_batch_norm_again(gen):
             assert_close(copied(x), expected)
             assert not any("_pyconv_handed" in vars(m) or "_pyconv_bn" in vars(m) for m in copied.modules())
         fused = fuse_conv_bn_eval(converted[3].conv1, converted[3].bn1)
-        y = rand(gen, 1, 8, 6, 6)
+        y = uniform(gen, 1, 8, 6, 6)
         assert_close(fused(y), model[3].bn1(model[3].conv1(y)))
         converted[3].conv1.epilogue = "relu"  # a new epilogue would run before the norm: unpaired
         assert "_pyconv_bn" not in vars(converted[3].conv1)
@@ -242,7 +230,7 @@ def test_data_parallel_replicas_run_the_norm(gen):
     norm (another device's statistics, or the norm applied twice); it runs conv then its own norm."""
     model = net(gen)
     converted = pct.convert(model, **OURS)
-    x = rand(gen, 1, 3, 12, 12)
+    x = uniform(gen, 1, 3, 12, 12)
     with torch.no_grad():
         converted(x)  # the original's convs have folded and handed over once
     replicas = {id(m): m._replicate_for_data_parallel() for m in converted.modules()}
@@ -262,7 +250,7 @@ def test_threads_share_a_converted_model(gen):
     """Each thread's conv hands its own output to the batch norm (the hand-over is per thread)."""
     model = net(gen)
     converted = pct.convert(model, **OURS)
-    xs = [rand(gen, 1, 3, 10 + i, 12) for i in range(4)]
+    xs = [uniform(gen, 1, 3, 10 + i, 12) for i in range(4)]
     with torch.no_grad():
         expected = [model(x) for x in xs]
     errors = []
@@ -304,7 +292,7 @@ def test_torch_func_and_dispatch_modes_run_both(gen):
 
     model = net(gen)
     converted = pct.convert(model, **OURS)
-    xs = rand(gen, 3, 1, 3, 10, 10)
+    xs = uniform(gen, 3, 1, 3, 10, 10)
     with torch.no_grad():
         assert_close(torch.func.vmap(converted)(xs), torch.func.vmap(model)(xs))
         assert "_pyconv_folded" not in vars(converted[0])
@@ -318,7 +306,7 @@ def test_torch_func_and_dispatch_modes_run_both(gen):
 def test_jit_trace_records_both(gen):
     model = net(gen)
     converted = pct.convert(model, **OURS)
-    x = rand(gen, 1, 3, 12, 12)
+    x = uniform(gen, 1, 3, 12, 12)
     with torch.no_grad():
         traced = torch.jit.trace(converted, x, check_trace=False)
         assert_close(traced(x * 2), model(x * 2))
@@ -334,7 +322,7 @@ def test_cuda_eager_and_graphs(gen, dtype):
     converted = pct.convert(model, engine="fastest").to(dtype)
     exact = copy.deepcopy(model).double()
     model = model.to(dtype)
-    x = rand(gen, 2, 3, 20, 20).cuda()
+    x = uniform(gen, 2, 3, 20, 20).cuda()
     with torch.no_grad():
         truth = exact(x.double())
         ours, theirs = converted(x.to(dtype)).double(), model(x.to(dtype)).double()

@@ -17,29 +17,14 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 
 from torch import nn  # noqa: E402
 from torch.nn.utils import parametrizations, parametrize, prune  # noqa: E402
-from torch_support import no_tf32  # noqa: E402,F401 - applies to every test here
+# no_tf32 applies to every test here
+from torch_support import assert_close, gen, no_tf32, uniform  # noqa: E402,F401
 
 import pyconv  # noqa: E402
 import pyconv.torch as pct  # noqa: E402
 
 OURS = dict(engine="pyconv", fallback=False)  # every converted layer on pyconv, or an error
 INPLACE = pytest.mark.parametrize("inplace", [False, True], ids=["copy", "inplace"])
-
-
-@pytest.fixture
-def gen(rng):
-    """A torch generator for data, and torch's global seed for the weights, from the test's fresh seed."""
-    torch.manual_seed(int(rng.integers(2**31)))
-    return torch.Generator().manual_seed(int(rng.integers(2**31)))
-
-
-def rand(gen, *shape):
-    return torch.rand(*shape, generator=gen).mul_(2).sub_(1)
-
-
-def assert_close(actual, expected):
-    """Max relative error (against expected's largest magnitude) at most 1e-5."""
-    torch.testing.assert_close(actual, expected, rtol=0, atol=1e-5 * float(expected.abs().max()))
 
 
 def _net():
@@ -76,7 +61,7 @@ def test_forward_hooks_see_what_they_saw(gen, inplace):
     assert isinstance(converted[0], pct.Conv2d) and (converted is model) == inplace
     assert converted[0].epilogue is None and type(converted[1]) is nn.ReLU and type(converted[2]) is nn.MaxPool2d
     assert converted[3].epilogue == "relu", "the unhooked conv still fuses"
-    x = rand(gen, 2, 3, 10, 10)
+    x = uniform(gen, 2, 3, 10, 10)
     with torch.no_grad():
         assert_close(converted(x), reference(x))
     assert [s[0] for s in seen] == ["pre", "out", "kwargs"] == [s[0] for s in seen_original]
@@ -97,7 +82,7 @@ def test_handles_remove_hooks_after_convert_inplace(gen):
                conv.register_full_backward_hook(lambda m, grad_in, grad_out: calls.append("backward"))]
     converted = pct.convert(model, inplace=True, **OURS)
     assert converted[0] is conv and isinstance(conv, pct.Conv2d), "the same module object, now ours"
-    x = rand(gen, 2, 3, 10, 10).requires_grad_()
+    x = uniform(gen, 2, 3, 10, 10).requires_grad_()
     converted(x).sum().backward()
     assert calls == ["pre", "pre kwargs", "out", "out kwargs", "backward"]
     for handle in handles:
@@ -117,8 +102,8 @@ def test_a_copy_keeps_copies_of_the_hooks(gen):
     converted = pct.convert(model, **OURS)
     handle.remove()
     with torch.no_grad():
-        converted(rand(gen, 1, 3, 8, 8))
-        model(rand(gen, 1, 3, 8, 8))
+        converted(uniform(gen, 1, 3, 8, 8))
+        model(uniform(gen, 1, 3, 8, 8))
     assert calls == [converted[0]]
 
 
@@ -137,7 +122,7 @@ def test_a_hooked_relu_or_pool_is_not_fused(gen, hooked):
         assert converted[0].epilogue == "relu" and type(converted[1]) is nn.Identity
         assert type(converted[2]) is nn.MaxPool2d
         assert converted[0].not_fused == "MaxPool2d not fused: the pool has hooks"
-    x = rand(gen, 2, 3, 10, 10)
+    x = uniform(gen, 2, 3, 10, 10)
     with torch.no_grad():
         assert_close(converted(x), reference(x))
     assert len(seen) == len(seen_original) == 1
@@ -152,8 +137,8 @@ def test_full_backward_hooks_see_the_same_gradients(gen):
         net[3].register_full_backward_pre_hook(lambda m, grad_out, record=record: record((grad_out[0],)))
     converted = pct.convert(model, **OURS)
     assert converted[0].epilogue is None and converted[3].epilogue is None, "both see the conv's gradient"
-    x = rand(gen, 2, 3, 10, 10).requires_grad_()
-    grad = rand(gen, 2, 4, 5, 5)
+    x = uniform(gen, 2, 3, 10, 10).requires_grad_()
+    grad = uniform(gen, 2, 4, 5, 5)
     converted(x).backward(grad)
     x_grad = x.grad.clone()
     x.grad = None
@@ -174,7 +159,7 @@ def test_a_shared_conv_is_not_fused(gen):
     reference, converted = _convert(model, False)
     assert converted[0][0] is converted[1] and converted[1].epilogue is None
     assert converted[1].not_fused == "ReLU not fused: this conv also runs elsewhere in the model"
-    x = rand(gen, 2, 4, 6, 6)
+    x = uniform(gen, 2, 4, 6, 6)
     with torch.no_grad():
         assert_close(converted(x), reference(x))
 
@@ -192,7 +177,7 @@ def test_pruned_conv(gen, inplace):
     converted = pct.convert(model, inplace=inplace, **OURS)
     assert list(converted.state_dict()) == keys and "0.weight_orig" in keys and "0.weight_mask" in keys
     assert isinstance(converted[0].epilogue, pyconv.ReluMaxPool), "pruning's pre-hook does not stop fusion"
-    x = rand(gen, 2, 3, 10, 10)
+    x = uniform(gen, 2, 3, 10, 10)
     with torch.no_grad():
         assert_close(converted(x), reference(x))
         for m in (converted, reference):  # a changed mask counts on the next forward
@@ -219,7 +204,7 @@ def test_hook_style_norm_on_conv1d(gen, inplace, norm):
     keys = list(model.state_dict())
     converted = pct.convert(model, inplace=inplace, **OURS)
     assert list(converted.state_dict()) == keys and converted[0].epilogue == "relu"
-    x = rand(gen, 2, 3, 19)
+    x = uniform(gen, 2, 3, 19)
     with torch.no_grad():
         assert_close(converted(x), reference(x))
 
@@ -250,12 +235,12 @@ def test_parametrized_conv(gen, inplace, kind):
     conv = converted[0]
     assert parametrize.is_parametrized(conv, "weight") and isinstance(conv, pct.Conv2d)
     assert parametrize.type_before_parametrizations(conv) is pct.Conv2d
-    x = rand(gen, 2, 3, 10, 10)
+    x = uniform(gen, 2, 3, 10, 10)
     with torch.no_grad():
         assert_close(converted(x), reference(x))
         for ours, theirs in zip(conv.parametrizations.weight.parameters(),
                                 reference[0].parametrizations.weight.parameters()):
-            noise = rand(gen, *ours.shape)  # a changed original counts on the next forward
+            noise = uniform(gen, *ours.shape)  # a changed original counts on the next forward
             ours.add_(noise), theirs.add_(noise)
         assert_close(converted(x), reference(x))
     converted.load_state_dict(reference.state_dict())
@@ -271,7 +256,7 @@ def test_parametrized_conv_trains_the_same(gen):
     model = _net().train()
     parametrizations.weight_norm(model[0])
     reference, converted = _convert(model, False)
-    x, grad = rand(gen, 2, 3, 10, 10), rand(gen, 2, 4, 5, 5)
+    x, grad = uniform(gen, 2, 3, 10, 10), uniform(gen, 2, 4, 5, 5)
     converted(x).backward(grad)
     reference(x).backward(grad)
     assert "0.parametrizations.weight.original0" in dict(converted.named_parameters())
@@ -287,7 +272,7 @@ def test_parametrized_conv1d_root_with_a_hook(gen):
     reference = copy.deepcopy(conv)
     same = pct.convert(conv, inplace=True, **OURS)
     assert same is conv and parametrize.type_before_parametrizations(conv) is pct.Conv1d
-    x = rand(gen, 2, 3, 11)
+    x = uniform(gen, 2, 3, 11)
     with torch.no_grad():
         assert_close(conv(x), reference(x))
     assert len(seen) == 2, "the hook ran on both (deepcopy copied it onto the reference)"
@@ -331,8 +316,8 @@ def test_report_prints_a_table_and_is_the_dict(gen):
     model.body[0].register_forward_hook(lambda m, args, out: None)
     converted = pct.convert(model, engine="fastest")
     with torch.no_grad():
-        converted(rand(gen, 1, 3, 8, 8))
-        converted(rand(gen, 2, 3, 10, 10))
+        converted(uniform(gen, 1, 3, 8, 8))
+        converted(uniform(gen, 2, 3, 10, 10))
     report = pct.report(converted)
     assert isinstance(report, dict) and set(report) == {"body.0", "body.3", "spare"}
     assert len(report["body.0"]) == len(report["body.3"]) == 2 and report["spare"] == []
@@ -368,7 +353,7 @@ def test_a_converted_model_that_has_run_copies_and_saves(engine, gen):
     import pickle
     model = pct.convert(nn.Sequential(_net(), nn.Flatten(1), nn.Unflatten(1, (4, 64)),
                                       nn.Conv1d(4, 6, 3, padding=1)).eval(), engine=engine)
-    x = rand(gen, 2, 3, 16, 16)
+    x = uniform(gen, 2, 3, 16, 16)
     with torch.no_grad():
         expected = model(x)
         model(x)  # a second call: what the layers remembered
@@ -387,9 +372,9 @@ def test_a_converted_conv_that_has_run_fuses_with_batch_norm(gen):
     from torch.nn.utils.fusion import fuse_conv_bn_eval
     conv, bn = nn.Conv2d(3, 8, 3, padding=1).eval(), nn.BatchNorm2d(8).eval()
     with torch.no_grad():
-        bn.running_mean.copy_(rand(gen, 8))
-        bn.running_var.copy_(rand(gen, 8).abs() + 0.5)
-    x = rand(gen, 2, 3, 12, 12)
+        bn.running_mean.copy_(uniform(gen, 8))
+        bn.running_var.copy_(uniform(gen, 8).abs() + 0.5)
+    x = uniform(gen, 2, 3, 12, 12)
     with torch.no_grad():
         expected = bn(conv(x))
         layer = pct.Conv2d.from_torch(conv, **OURS)

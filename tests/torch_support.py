@@ -16,3 +16,21 @@ def no_tf32():
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     yield
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.fixture
+def gen(rng):
+    """A torch generator for data, and torch's global seed for the weights (module initialisation), both from
+    the test's fresh seed."""
+    torch.manual_seed(int(rng.integers(2**31)))
+    return torch.Generator().manual_seed(int(rng.integers(2**31)))
+
+
+def uniform(gen, *shape):
+    """Values uniform in [-1, 1) from `gen`."""
+    return torch.rand(*shape, generator=gen).mul_(2).sub_(1)
+
+
+def assert_close(actual, expected, tol=1e-5):
+    """Max relative error (against expected's largest magnitude) at most tol."""
+    torch.testing.assert_close(actual, expected, rtol=0, atol=tol * float(expected.detach().abs().max()))

@@ -209,9 +209,10 @@ def _run(entry: _Entry, x, w, b, dev: int):
     ws_bytes = entry.workspace_bytes
     stream = _raw_stream(dev) if dev >= 0 else 0
     ws = None
-    if ws_bytes:
-        ws = _stream_workspace(entry.device, dev, stream, ws_bytes) if dev >= 0 and ws_bytes <= _SHARED_WORKSPACE_BYTES \
-            else _empty(ws_bytes, dtype=_U8, device=entry.device)  # freed in stream order
+    if ws_bytes and dev >= 0 and ws_bytes <= _SHARED_WORKSPACE_BYTES:
+        ws = _stream_workspace(entry.device, dev, stream, ws_bytes)
+    elif ws_bytes:
+        ws = _empty(ws_bytes, dtype=_U8, device=entry.device)  # freed in stream order
     status = _launch(entry.handle, x.data_ptr(), w.data_ptr(), 0 if b is None else b.data_ptr(), y.data_ptr(),
                      0 if ws is None else ws.data_ptr(), ws_bytes, stream)
     if status:
