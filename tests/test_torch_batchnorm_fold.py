@@ -120,11 +120,13 @@ def test_changed_parameters_and_statistics_are_folded_again(gen):
             m[3].bn2.bias = nn.Parameter(m[3].bn2.bias + 1)
             m[3].bn1.eps = 0.1
         assert_close(converted(x), model(x))
-        converted(x)
-        for m in (model, converted):  # new memory under the same Parameter, its version unchanged (module.to())
-            m[3].conv2.weight.data = m[3].conv2.weight.data * -1
-            m[3].bn2.running_mean.data = m[3].bn2.running_mean.data + 1
-        assert_close(converted(x), model(x))
+        # new memory under the same tensor object, its version unchanged (as module.to() does), one at a time
+        for change in (lambda m: m[3].conv2, lambda m: m[3].bn2, lambda m: m[0], lambda m: m[1]):
+            for m in (model, converted):
+                layer = change(m)
+                tensor = layer.weight if isinstance(layer, nn.Conv2d) else layer.running_mean
+                tensor.data = tensor.data * -1 + 0.5
+            assert_close(converted(x), model(x))
         converted.load_state_dict(randomise(net(gen), gen).state_dict())
         model.load_state_dict(converted.state_dict())
         assert_close(converted(x), model(x))

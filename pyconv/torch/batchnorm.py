@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from operator import is_
 from typing import Optional
 
 import torch
@@ -72,10 +73,11 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
     if bn.training or type(x) is not _op._Tensor or _op._is_compiling() or _op._tracing() \
             or _op._dispatch_modes() or _op._transforms_active():  # (torch.func's wrappers must not be cached)
         return None
-    mean, var = bn.running_mean, bn.running_var
+    buffers, parameters = bn._buffers, bn._parameters  # (bn.running_mean: nn.Module.__getattr__, ~1 us each)
+    mean, var = buffers.get("running_mean"), buffers.get("running_var")
     if mean is None or var is None or not _no_hooks(conv, bn):
         return None
-    gamma, beta = bn.weight, bn.bias
+    gamma, beta = parameters.get("weight"), parameters.get("bias")
     if mean.device != weight.device:
         return None  # the norm's own call says what is wrong
     if _op._grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias, gamma, beta)):
@@ -90,11 +92,14 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
         return weight, cached[4], False
     sources = (weight, bias, gamma, beta, mean, var)
     try:  # in-place changes count in _version; `.data =` (module.to(), .half(), .cuda()) brings new memory
-        versions = tuple(None if t is None else (t._version, t.data_ptr()) for t in sources)
+        # (spelled out: generators over the six cost more than the rest of this function)
+        versions = (weight._version, weight.data_ptr(), mean._version, mean.data_ptr(), var._version, var.data_ptr(),
+                    None if bias is None else (bias._version, bias.data_ptr()),
+                    None if gamma is None else (gamma._version, gamma.data_ptr()),
+                    None if beta is None else (beta._version, beta.data_ptr()))
     except RuntimeError:  # inference tensors (made under torch.inference_mode) keep no version: a change is unseen
         return None
-    if cached is not None and cached[2] == bn.eps and cached[1] == versions \
-            and all(a is b for a, b in zip(cached[0], sources)):
+    if cached is not None and cached[2] == bn.eps and cached[1] == versions and all(map(is_, cached[0], sources)):
         return cached[3]
     w, b = _fold(weight, bias, gamma, beta, mean, var, bn.eps)
     # strong references to the sources: no id or address reuse can pass for them
