@@ -62,7 +62,10 @@ class Operand:
 
 
 def _dense_in(shape, strides, order) -> bool:
-    """strides (in elements) are those of a dense array whose dims lie in memory in `order`."""
+    """strides (in elements) are those of a dense array whose dims lie in memory in `order` (an empty array is:
+    NumPy gives it zero strides, e.g. a K = 1 decoding state of shape (B, D, 0))."""
+    if 0 in shape:
+        return True
     expected = 1
     for d in reversed(order):
         if shape[d] != 1 and strides[d] != expected:

@@ -118,5 +118,5 @@ def _update_on_host(x, state, w, bias, D: int, S: int, K: int, one_token: bool, 
     x3 = x[:, :, None] if one_token else x
     window = concatenate([state[:, :, S - (K - 1):], x3], 2)
     y = conv1d(window, w.reshape(D, 1, K), bias, groups=D, epilogue=activation, variant="cpu")
-    state[...] = concatenate([state, x3], 2)[:, :, -S:]
+    state[...] = concatenate([state, x3], 2)[:, :, x3.shape[2]:]  # (not [-S:]: S may be 0, where K = 1)
     return y[:, :, 0] if one_token else y

@@ -106,6 +106,7 @@ def test_gpu_inf_weight_on_causal_padding(config, rng):
 @pytest.mark.parametrize("B, D, T, K, S, bias, activation", [
     (2, 5, 1, 4, 3, True, "silu"), (1, 7, 1, 4, 6, False, None), (3, 4, 3, 3, 2, True, "relu"),
     (1, 3, 5, 2, 4, True, "silu"), (2, 6, 1, 1, 1, True, None),
+    (2, 6, 1, 1, 0, True, "relu"), (1, 3, 4, 1, 0, False, None),  # K = 1: an empty state (NumPy: zero strides)
 ])
 def test_update_on_host_arrays_matches_a_full_recompute(B, D, T, K, S, bias, activation, dtype, rng):
     """NumPy operands run the step on the host (every machine, CI included): steps over a sequence give the
