@@ -1,6 +1,7 @@
-"""convert folds an eval-mode BatchNorm2d into the Conv2d before it at inference calls (pyconv/torch/batchnorm.py),
-and runs both wherever folding could be seen: training mode, autograd recording, hooks, a conv output with
-another user, running statistics absent, parameters changed since the last fold, CUDA-graph capture.
+"""convert folds an eval-mode BatchNorm2d into the Conv2d before it (BatchNorm1d into a Conv1d) at inference
+calls (pyconv/torch/batchnorm.py), and runs both wherever folding could be seen: training mode, autograd
+recording, hooks, a conv output with another user, running statistics absent, parameters changed since the
+last fold, DataParallel replicas, torch.func and dispatch modes, CUDA-graph capture.
 
 Models with random weights and running statistics (never the defaults, which fold to the identity), compared
 with the unconverted model to a max relative error of 1e-5; CPU tensors (the cpu variant) unless marked."""
@@ -42,7 +43,7 @@ def randomise(model, gen):
     """Random affine parameters and running statistics for every batch norm; eval mode."""
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
                 if m.track_running_stats:
                     m.running_mean.copy_(uniform(gen, m.num_features))
                     m.running_var.copy_(uniform(gen, m.num_features).abs() + 0.2)
@@ -73,7 +74,7 @@ def test_inference_folds_every_pair_and_matches(gen, monkeypatch):
     assert sorted(converted.state_dict()) == sorted(model.state_dict()), "the same keys: the BN layers stay"
     report = pct.report(converted)
     assert report.folded == {"0": "1", "3.conv1": "3.bn1", "3.conv2": "3.bn2", "4.conv1": "4.bn1", "4.conv2": "4.bn2"}
-    assert "folds BatchNorm2d 3.bn1" in str(report)
+    assert "folds the norm 3.bn1" in str(report)
     x = uniform(gen, 2, 3, 17, 13)
     calls = batch_norm_calls(monkeypatch)
     for inference in (torch.no_grad, torch.inference_mode):
@@ -84,6 +85,34 @@ def test_inference_folds_every_pair_and_matches(gen, monkeypatch):
     params_free = pct.convert(model, **OURS).requires_grad_(False)  # nothing to record even with grad enabled
     assert_close(params_free(x), model(x).detach())
     assert len(calls) == 5
+
+
+class SeparableBlock1d(nn.Module):
+    """A QuartzNet-style block: depthwise and pointwise Conv1d, BatchNorm1d, ReLU, and a residual 1x1 conv + norm."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv1d(c, c, 5, padding=2, groups=c), nn.Conv1d(c, c, 1, bias=False),
+                                  nn.BatchNorm1d(c), nn.ReLU())
+        self.res, self.res_bn = nn.Conv1d(c, c, 1), nn.BatchNorm1d(c)
+
+    def forward(self, x):
+        return self.body(x) + self.res_bn(self.res(x))
+
+
+def test_conv1d_folds_batch_norm_1d(gen, monkeypatch):
+    model = net1d(gen)
+    converted = pct.convert(model, **OURS)
+    assert pct.report(converted).folded == {"0": "1", "3.body.1": "3.body.2", "3.res": "3.res_bn",
+                                            "4.body.1": "4.body.2", "4.res": "4.res_bn"}
+    x = uniform(gen, 2, 3, 37)
+    calls = batch_norm_calls(monkeypatch)
+    with torch.no_grad():
+        assert_close(converted(x), model(x))
+    assert len(calls) == 5, "the original's 5 norms ran; none of the converted model's"
+    model.train(), converted.train()
+    with torch.no_grad():
+        assert_close(converted(x), model(x))
 
 
 def test_training_mode_and_autograd_run_the_batch_norm(gen):
@@ -314,17 +343,23 @@ def test_jit_trace_records_both(gen):
         assert_close(traced(x * 2), model(x * 2))
 
 
+def net1d(gen):
+    return randomise(nn.Sequential(nn.Conv1d(3, 8, 3, stride=2, padding=1), nn.BatchNorm1d(8), nn.ReLU(),
+                                   SeparableBlock1d(8), SeparableBlock1d(8)), gen)
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_cuda_eager_and_graphs(gen, dtype):
+@pytest.mark.parametrize("dims", [2, 1])
+def test_cuda_eager_and_graphs(gen, dtype, dims):
     """On the GPU in every dtype (bf16 / fp16 against float64: within twice PyTorch's own error); a CUDA graph
     captures conv and batch norm unfolded, so that a replay after a parameter change follows it as the
     original's does."""
-    model = net(gen).cuda()
+    model = (net(gen) if dims == 2 else net1d(gen)).cuda()
     converted = pct.convert(model, engine="fastest").to(dtype)
     exact = copy.deepcopy(model).double()
     model = model.to(dtype)
-    x = uniform(gen, 2, 3, 20, 20).cuda()
+    x = (uniform(gen, 2, 3, 20, 20) if dims == 2 else uniform(gen, 2, 3, 77)).cuda()
     with torch.no_grad():
         truth = exact(x.double())
         ours, theirs = converted(x.to(dtype)).double(), model(x.to(dtype)).double()
@@ -346,7 +381,8 @@ def test_cuda_eager_and_graphs(gen, dtype):
         # the capture ran conv then norm through the plans the folded eager calls made (a zero bias where the conv
         # has none), not PyTorch's conv for shapes first seen while capturing
         assert not any("capture" in reason for reason in pct.fallback_counts()), pct.fallback_counts()
-        assert any(r["engine_captured"] == "pyconv" for records in pct.report(converted).values() for r in records)
+        if dims == 2:  # (on the H200 some of these layers capture ours; the test needs one)
+            assert any(r["engine_captured"] == "pyconv" for records in pct.report(converted).values() for r in records)
         for m in (converted, model):
             m[1].running_mean.add_(0.25)
         for g, _ in graphs.values():

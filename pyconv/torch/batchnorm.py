@@ -1,21 +1,22 @@
-"""An eval-mode BatchNorm2d folded into the conv before it, at the calls where nothing can tell.
+"""An eval-mode BatchNorm2d folded into the Conv2d before it (a BatchNorm1d into a Conv1d), at the calls where
+nothing can tell.
 
-Inference of a conv, BatchNorm2d pair is one conv with folded parameters:
+Inference of a conv, batch-norm pair is one conv with folded parameters:
     s = gamma / sqrt(running_var + eps),  w' = w * s (per output map),  b' = (b - running_mean) * s + beta.
-At batch 1 an eager model is bound by the host, where the BatchNorm2d's own call costs about as much as the
-conv's (folding them saved 16-34% of five torchvision networks' forward on the H200); under CUDA graphs it is a
+At batch 1 an eager model is bound by the host, where the norm's own call costs about as much as the conv's
+(folding them saved 16-34% of five torchvision networks' forward on the H200); under CUDA graphs it is a
 kernel per layer.
 
-convert (fuse=True) pairs a conv with the BatchNorm2d that takes its output and nothing else: adjacent in an
+convert (fuse=True) pairs a conv with the norm that takes its output and nothing else: adjacent in an
 nn.Sequential, or found in a module's forward traced by torch.fx (every submodule a leaf; a forward that does
-not trace pairs nothing). The BatchNorm2d stays in the model with its parameters, buffers and state_dict keys;
-its class becomes PassThroughBatchNorm2d. At each call the conv folds only where the result cannot differ from
-running both: the BatchNorm2d in eval mode with running statistics on the conv's device, autograd recording
-nothing, no hook that would see the conv's output or the BatchNorm2d's input (module or global), nothing
-compiling or tracing, no torch.func transform or dispatch mode. It then hands its output to the BatchNorm2d,
-which returns that very tensor (per thread); any other input it normalises as usual. While a CUDA graph
-captures, both run (a graph keeps reading the parameters themselves, as the original's does), the conv through
-the plan its folded calls made. nn.DataParallel's replicas, copies and saved models run both.
+not trace pairs nothing). The norm stays in the model with its parameters, buffers and state_dict keys; its
+class becomes PassThroughBatchNorm2d / 1d. At each call the conv folds only where the result cannot differ
+from running both: the norm in eval mode with running statistics on the conv's device, autograd recording
+nothing, no hook that would see the conv's output or the norm's input (module or global), nothing compiling or
+tracing, no torch.func transform or dispatch mode. It then hands its output to the norm, which returns that
+very tensor (per thread); any other input it normalises as usual. While a CUDA graph captures, both run (a
+graph keeps reading the parameters themselves, as the original's does), the conv through the plan its folded
+calls made. nn.DataParallel's replicas, copies and saved models run both.
 The folded parameters are computed in float32 (float64 for float64 weights) and kept until a parameter or
 running statistic changes (its version counter), is replaced, or its memory is (`.data =`, as module.to() does).
 """
@@ -36,9 +37,9 @@ from . import _engine, _op
 _get_ident = threading.get_ident
 
 
-class PassThroughBatchNorm2d(nn.BatchNorm2d):
-    """nn.BatchNorm2d whose conv folded it in: the tensor that conv handed over comes back as it is (already
-    normalised); any other input is normalised as nn.BatchNorm2d does."""
+class _PassThrough:
+    """What a folded norm adds to its nn.BatchNorm1d / 2d: the tensor its conv handed over comes back as it is
+    (already normalised); any other input is normalised as the base class does."""
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -58,7 +59,20 @@ class PassThroughBatchNorm2d(nn.BatchNorm2d):
         return super().forward(input)
 
 
-_NORMS = (nn.BatchNorm2d, PassThroughBatchNorm2d)  # exactly these (a subclass may change forward)
+class PassThroughBatchNorm2d(_PassThrough, nn.BatchNorm2d):
+    """nn.BatchNorm2d folded into the Conv2d before it (see _PassThrough)."""
+
+
+class PassThroughBatchNorm1d(_PassThrough, nn.BatchNorm1d):
+    """nn.BatchNorm1d folded into the Conv1d before it (see _PassThrough)."""
+
+
+_PASS_THROUGH = {nn.BatchNorm2d: PassThroughBatchNorm2d, nn.BatchNorm1d: PassThroughBatchNorm1d}
+
+
+def norm_name(bn) -> str:
+    """BatchNorm2d or BatchNorm1d, folded or not."""
+    return next(base.__name__ for base in _PASS_THROUGH if isinstance(bn, base))
 
 
 def _no_hooks(conv, bn) -> bool:
@@ -146,16 +160,21 @@ def _traced_calls(parent) -> Optional[fx.Graph]:
         return None
 
 
-def pairs(model: nn.Module, uses: Counter, conv_class) -> list:
-    """(conv, bn, why-not or None) for each conv_class layer whose output only a BatchNorm2d takes."""
+def pairs(model: nn.Module, uses: Counter, norms: dict) -> list:
+    """(conv, bn, why-not or None) for each layer of a class in `norms` ({conv class: its norm class}) whose
+    output only a norm of that class takes (exactly that class or its pass-through: a subclass may change
+    forward)."""
+    def paired(conv, bn) -> bool:
+        norm = norms.get(type_before_parametrizations(conv))
+        return norm is not None and type(bn) in (norm, _PASS_THROUGH[norm])
+
     found, called = [], Counter()
     for parent in model.modules():
         if isinstance(parent, nn.Sequential):
             children = list(parent._modules.values())
-            found += [(a, b) for a, b in zip(children, children[1:])
-                      if type_before_parametrizations(a) is conv_class and type(b) in _NORMS]
+            found += [(a, b) for a, b in zip(children, children[1:]) if paired(a, b)]
             continue
-        if not any(type_before_parametrizations(m) is conv_class for m in parent._modules.values()):
+        if not any(type_before_parametrizations(m) in norms for m in parent._modules.values()):
             continue
         graph = _traced_calls(parent)
         if graph is None:
@@ -166,12 +185,12 @@ def pairs(model: nn.Module, uses: Counter, conv_class) -> list:
             m = parent.get_submodule(node.target)
             called[id(m)] += 1
             users = list(node.users)
-            if type_before_parametrizations(m) is not conv_class or len(users) != 1:
+            if type_before_parametrizations(m) not in norms or len(users) != 1:
                 continue
             user = users[0]
             if user.op == "call_module" and user.args == (node,) and not user.kwargs:
                 bn = parent.get_submodule(user.target)
-                if type(bn) in _NORMS:
+                if paired(m, bn):
                     found.append((m, bn))
     result = []
     for conv, bn in found:
@@ -179,17 +198,17 @@ def pairs(model: nn.Module, uses: Counter, conv_class) -> list:
         if uses[id(conv)] > 1 or called[id(conv)] > 1:
             why = "this conv also runs elsewhere in the model"
         elif uses[id(bn)] > 1 or called[id(bn)] > 1:
-            why = "the BatchNorm2d also runs elsewhere in the model"
+            why = f"the {norm_name(bn)} also runs elsewhere in the model"
         elif bn.num_features != conv.out_channels:
-            why = "the BatchNorm2d's features are not the conv's maps"
+            why = f"the {norm_name(bn)}'s features are not the conv's maps"
         elif conv.epilogue is not None:
-            why = "the conv's epilogue runs before the BatchNorm2d"
+            why = f"the conv's epilogue runs before the {norm_name(bn)}"
         result.append((conv, bn, why))
     return result
 
 
 def attach(conv, bn) -> None:
-    """conv folds bn from its next call (bn becomes a PassThroughBatchNorm2d, the same object)."""
-    bn.__class__ = PassThroughBatchNorm2d
+    """conv folds bn from its next call (bn becomes a PassThroughBatchNorm2d / 1d, the same object)."""
+    bn.__class__ = _PASS_THROUGH.get(type(bn), type(bn))
     # module._BATCHNORM; not a submodule: the module tree and state_dict stay as they were
     conv.__dict__["_pyconv_bn"] = bn

@@ -7,11 +7,11 @@ weight_orig and mask, and the state_dict keys all stay. In an nn.Sequential, a C
 or by ReLU and a MaxPool2d without padding or dilation, takes them into its fused epilogue (a Conv1d a
 following ReLU), and they become nn.Identity, so that the module tree and state_dict keys stay the
 same; not where a hook would see a different tensor or be lost (report(model) says so). A Conv2d whose
-output only a BatchNorm2d takes (in an nn.Sequential, or in a forward torch.fx can trace) folds it in at
-inference calls (batchnorm.py: eval mode, nothing for autograd to record, no hook to see the difference);
-the BatchNorm2d stays in the model, with its state_dict keys, for every other call. With engine
-"fastest" (the default) each layer's first call of a shape times ours against PyTorch's conv and keeps
-the faster (report(model) prints what each layer chose).
+output only a BatchNorm2d takes (a Conv1d's: a BatchNorm1d; in an nn.Sequential, or in a forward torch.fx
+can trace) folds it in at inference calls (batchnorm.py: eval mode, nothing for autograd to record, no hook
+to see the difference); the norm stays in the model, with its state_dict keys, for every other call. With
+engine "fastest" (the default) each layer's first call of a shape times ours against PyTorch's conv and
+keeps the faster (report(model) prints what each layer chose).
 """
 from __future__ import annotations
 
@@ -79,8 +79,8 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
 
     variant, precision, engine, fallback: each layer's options (see pyconv.torch.conv2d); engine
     "fastest" keeps PyTorch's conv for a layer where that measured faster. fuse: take ReLU / ReLU +
-    MaxPool2d that follow a conv in an nn.Sequential into its epilogue, and fold a BatchNorm2d that takes a
-    Conv2d's output into it at inference calls (eval mode, no grad). example_inputs: a tensor or
+    MaxPool2d that follow a conv in an nn.Sequential into its epilogue, and fold a BatchNorm2d / 1d that takes a
+    Conv2d's / Conv1d's output into it at inference calls (eval mode, no grad). example_inputs: a tensor or
     tuple run through the model once (without grad) so that every layer plans, and with "fastest"
     decides, now rather than on its first real call.
 
@@ -106,11 +106,11 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
         for parent in parents:
             if isinstance(parent, nn.Sequential):
                 _fuse(parent, uses)
-        for conv, bn, why in batchnorm.pairs(model, uses, Conv2d):
+        for conv, bn, why in batchnorm.pairs(model, uses, {Conv2d: nn.BatchNorm2d, Conv1d: nn.BatchNorm1d}):
             if why is None:
                 batchnorm.attach(conv, bn)
             else:
-                conv.not_fused = f"BatchNorm2d not folded: {why}"
+                conv.not_fused = f"{batchnorm.norm_name(bn)} not folded: {why}"
     if example_inputs is not None:
         with torch.no_grad():
             model(*(example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)))
@@ -120,7 +120,7 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
 class Report(dict):
     """report()'s answer: {layer name: its decisions()} as a dict, printed as a table with one row per
     layer and input shape (a layer not run yet: one row). not_fused: {layer name: why convert left a
-    ReLU / pool after it out of its epilogue, or a BatchNorm2d unfolded}; folded: {layer name: the BatchNorm2d
+    ReLU / pool after it out of its epilogue, or a batch norm unfolded}; folded: {layer name: the batch norm
     it folds in at inference calls}. The table cuts long "why" texts; the data keeps them.
     Columns: "engine" runs the layer's eager calls, "in graphs" its CUDA-graph captures; the times are ms per
     call of each engine as engine "fastest" measured them (host: the host's time, gpu: the GPU's)."""
@@ -133,14 +133,14 @@ class Report(dict):
     def __init__(self, layers: dict, not_fused: dict, folded: Optional[dict] = None):
         super().__init__(layers)
         self.not_fused = not_fused
-        self.folded = folded or {}  # {layer name: the BatchNorm2d it folds in at inference calls}
+        self.folded = folded or {}  # {layer name: the batch norm it folds in at inference calls}
 
     def rows(self) -> list:
         """The table's rows: one tuple of texts per layer and input shape, in COLUMNS' order, why uncut."""
         rows = []
         for layer, records in self.items():
             note = "; ".join(n for n in (self.not_fused.get(layer),
-                                         self.folded.get(layer) and f"folds BatchNorm2d {self.folded[layer]}") if n)
+                                         self.folded.get(layer) and f"folds the norm {self.folded[layer]}") if n)
             for r in records or [None]:
                 if r is None:
                     row = [layer] + ["-"] * (len(self.COLUMNS) - 2) + ["not run yet"]

@@ -30,9 +30,9 @@ _SPEC_ATTRIBUTES = frozenset(("kernel_size", "stride", "padding", "dilation", "g
 
 
 _CACHES = ("_pyconv_spec", "_pyconv_decided", "_pyconv_folded")  # what __setattr__ drops and __getstate__ leaves out
-# The BatchNorm2d folded in (batchnorm.py) goes too where the epilogue changes (it would run before the
-# BatchNorm2d) and from copies: copy.deepcopy of the conv alone (fuse_conv_bn_eval's) would keep a copy of the
-# BatchNorm2d that no call reaches. A copied or saved model runs its BatchNorm2d layers again.
+# The batch norm folded in (batchnorm.py) goes too where the epilogue changes (it would run before the norm) and
+# from copies: copy.deepcopy of the conv alone (fuse_conv_bn_eval's) would keep a copy of the norm that no call
+# reaches. A copied or saved model runs its norms again.
 _BATCHNORM = "_pyconv_bn"
 
 
@@ -51,7 +51,7 @@ class _PyconvOptions:
 
     def _conv_forward(self, input, weight, bias, pairing: bool = True):
         if pairing:
-            bn = self.__dict__.get(_BATCHNORM)  # a BatchNorm2d that convert paired with this conv (batchnorm.py)
+            bn = self.__dict__.get(_BATCHNORM)  # the batch norm convert paired with this conv (batchnorm.py)
             if bn is not None:
                 call = batchnorm.conv_parameters(self, bn, input, weight, bias)
                 if call is not None:
