@@ -115,6 +115,25 @@ def test_conv1d_folds_batch_norm_1d(gen, monkeypatch):
         assert_close(converted(x), model(x))
 
 
+@pytest.mark.parametrize("dims", [2, 1])
+def test_unbatched_input_runs_the_norm_as_the_original(gen, dims):
+    """An unbatched x: the original's norm sees the conv's (C, ...) output as a batch (BatchNorm1d, where L equals
+    the features) or refuses it (BatchNorm2d); the converted model does the same, unfolded."""
+    conv = nn.Conv2d(3, 6, 3, padding=1) if dims == 2 else nn.Conv1d(3, 6, 3, padding=1)
+    model = randomise(nn.Sequential(conv, nn.BatchNorm2d(6) if dims == 2 else nn.BatchNorm1d(6)), gen)
+    converted = pct.convert(model, **OURS)
+    assert pct.report(converted).folded == {"0": "1"}
+    x = uniform(gen, 3, 7, 7) if dims == 2 else uniform(gen, 3, 6)
+    with torch.no_grad():
+        if dims == 2:
+            with pytest.raises(ValueError, match="expected 4D input"):
+                model(x)
+            with pytest.raises(ValueError, match="expected 4D input"):
+                converted(x)
+        else:
+            assert_close(converted(x), model(x))
+
+
 def test_training_mode_and_autograd_run_the_batch_norm(gen):
     """train(): batch statistics, running statistics updated as the original's; with grad: gradients equal."""
     model = net(gen)

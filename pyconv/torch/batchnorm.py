@@ -84,7 +84,8 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
     """(w, b, folded) for this call of conv: bn folded in (folded True: hand the output over), or, while a CUDA
     graph captures, the parameters themselves with a zero bias where the conv has none (folded False: bn runs
     after it); None: the call as it comes, bn after it."""
-    if bn.training or type(x) is not _op._Tensor or _op._is_compiling() or _op._tracing() \
+    # (unbatched x: the norm would see a (C, ...) output as a batch, or refuse it, as the original's does)
+    if bn.training or type(x) is not _op._Tensor or x.dim() != conv._DIMS or _op._is_compiling() or _op._tracing() \
             or _op._dispatch_modes() or _op._transforms_active():  # (torch.func's wrappers must not be cached)
         return None
     buffers, parameters = bn._buffers, bn._parameters  # (bn.running_mean: nn.Module.__getattr__, ~1 us each)
