@@ -3,6 +3,7 @@
     python bench/torch_models.py [--models lenet5,resnet18,mobilenet_v2,convnext_tiny] [--batches 1,32]
         [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph] [--engine fastest]
         [--reps 50] [--tune-budget-ms 500] [--per-call] [--out bench/results/<gpu>/torch-models]
+        [--max-seconds S] [--resume earlier/torch_models.json]
 
 For each network, batch, dtype and mode: the original model and the converted one (engine `fastest`:
 each layer runs pyconv's plan or PyTorch's conv, whichever measured faster for its shape) run in the
@@ -11,14 +12,18 @@ CUDA events (eager and compile: one forward each; graph: one replay each), after
 error = max |converted - original| / max |original| of the logits (TF32 off on both sides for fp32), and
 each side's against the same network in float64 (bf16 rows: ours beside PyTorch's own bf16 error).
 "fell back" lists the layers that ran PyTorch's conv and why (timing or refusal). Prints a markdown
-table and writes torch_models.json and torch_models.md under --out (--per-call: also
-torch_per_call.json, one call's host cost through each path on bench/per_call.py's layers).
+table and the geometric means per mode, batch and dtype, and writes torch_models.json and torch_models.md
+under --out (--per-call: also torch_per_call.json, one call's host cost through each path on
+bench/per_call.py's layers). --max-seconds stops starting rows after that time; --resume keeps an earlier
+run's measured rows and measures the rest, so that the whole table can be built over several GPU calls.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -160,6 +165,32 @@ def markdown(rows: list) -> str:
     return "\n".join(lines)
 
 
+def summary(rows: list) -> str:
+    """Per mode, batch and dtype: the geometric mean of converted / original over the networks measured, how
+    many rows were above 1.00 (and the largest), and the rows that failed; a markdown table."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["mode"], r["batch"], r["dtype"]), []).append(r)
+    lines = ["| mode | batch | dtype | networks | geo. mean | above 1.00 (largest) | failed |",
+             "|---|---|---|---|---|---|---|"]
+    for (mode, batch, dtype), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        ratios = [r["ratio"] for r in group if "error" not in r]
+        above = [x for x in ratios if x > 1.0]
+        geo = f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}" if ratios else "-"
+        worst = f" ({max(above):.2f})" if above else ""
+        lines.append(f"| {mode} | {batch} | {dtype} | {len(ratios)} | {geo} | {len(above)}{worst} | "
+                     f"{len(group) - len(ratios)} |")
+    return "\n".join(lines)
+
+
+def planned(models, batches, dtypes, modes, done: list) -> list:
+    """(model, batch, dtype, mode) still to measure, in the bench's order: those without a row in `done`
+    (rows of an earlier run, --resume) that measured."""
+    measured = {(r["model"], r["batch"], r["dtype"], r["mode"]) for r in done if "error" not in r}
+    return [(m, b, d, mode) for m in models for b in batches for d in dtypes for mode in modes
+            if (m, b, d, mode) not in measured]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(DEFAULT_NETWORKS), help=f"any of {', '.join(NETWORKS)}")
@@ -172,6 +203,10 @@ def main(argv=None) -> int:
     parser.add_argument("--per-call", action="store_true", help="also time one call's host cost per path")
     parser.add_argument("--tune-budget-ms", type=float, default=500,
                         help="auto's tuning budget per new shape (the default 3000 makes a first run long)")
+    parser.add_argument("--resume", type=Path, default=None,
+                        help="a torch_models.json of an earlier run: its measured rows are kept, not measured again")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="start no row after this many seconds (the rest: --resume in a later run)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("error: the model bench needs a CUDA device")
@@ -180,24 +215,29 @@ def main(argv=None) -> int:
     gpu = torch.cuda.get_device_name().lower().replace(" ", "-")
     out = args.out or Path(__file__).parent / "results" / gpu / "torch-models"
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for name in args.models.split(","):
-        for batch in map(int, args.batches.split(",")):
-            for dtype_name in args.dtypes.split(","):
-                for mode in args.modes.split(","):
-                    try:
-                        row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps)
-                    except Exception as exc:  # noqa: BLE001 - one failed row must not lose the others
-                        row = {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode,
-                               "error": f"{type(exc).__name__}: {exc}"[:300]}
-                    rows.append(row)
-                    print(markdown([row]).splitlines()[-1], flush=True)
-                    (out / "torch_models.json").write_text(json.dumps(rows, indent=1))
+    rows = [r for r in json.loads(args.resume.read_text()) if "error" not in r] if args.resume else []
+    todo = planned(args.models.split(","), [int(b) for b in args.batches.split(",")], args.dtypes.split(","),
+                   args.modes.split(","), rows)
+    started = time.monotonic()
+    for i, (name, batch, dtype_name, mode) in enumerate(todo):
+        if args.max_seconds is not None and time.monotonic() - started > args.max_seconds:
+            print(f"--max-seconds {args.max_seconds:g}: {len(todo) - i} rows not run (--resume "
+                  f"{out / 'torch_models.json'} runs them): {todo[i:]}", flush=True)
+            break
+        try:
+            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps)
+        except Exception as exc:  # noqa: BLE001 - one failed row must not lose the others
+            row = {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode,
+                   "error": f"{type(exc).__name__}: {exc}"[:300]}
+        rows.append(row)
+        print(markdown([row]).splitlines()[-1], flush=True)
+        (out / "torch_models.json").write_text(json.dumps(rows, indent=1))
     if args.per_call:
         (out / "torch_per_call.json").write_text(json.dumps(per_call_rows(), indent=1))
-    table = markdown(rows)
-    (out / "torch_models.md").write_text(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}\n\n{table}\n")
-    print(table)
+    table, groups = markdown(rows), summary(rows)
+    (out / "torch_models.md").write_text(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}\n\n"
+                                         f"{groups}\n\n{table}\n")
+    print(table + "\n\n" + groups)
     return 0
 
 

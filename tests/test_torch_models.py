@@ -154,3 +154,28 @@ def test_lenet5_sgd_matches_nn_conv2d(device, gen):
     assert ours == pytest.approx(truth, rel=1e-5)
     for (name, p), q in zip(exact.named_parameters(), converted.parameters()):
         assert error(q, p) <= 2e-3, name
+
+
+def _bench_module():
+    """bench/torch_models.py as a module (it is a script beside the package, not in it)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "bench" / "torch_models.py"
+    spec = importlib.util.spec_from_file_location("torch_models_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_resumes_and_summarises():
+    """The model bench's table can be built over several GPU calls: --resume measures only the rows an earlier
+    run did not (failed rows again), and the summary gives each mode / batch / dtype's geometric mean."""
+    bench = _bench_module()
+    done = [{"model": "a", "batch": 1, "dtype": "float32", "mode": "eager", "ratio": 0.5},
+            {"model": "b", "batch": 1, "dtype": "float32", "mode": "eager", "ratio": 2.0},
+            {"model": "a", "batch": 1, "dtype": "float32", "mode": "graph", "error": "RuntimeError: x"}]
+    todo = bench.planned(["a", "b"], [1], ["float32"], ["eager", "graph"], done)
+    assert todo == [("a", 1, "float32", "graph"), ("b", 1, "float32", "graph")]
+    table = bench.summary(done).splitlines()
+    assert "| eager | 1 | float32 | 2 | 1.00 | 1 (2.00) | 0 |" in table
+    assert "| graph | 1 | float32 | 0 | - | 0 | 1 |" in table
