@@ -138,10 +138,9 @@ def _fold(weight, bias, gamma, beta, mean, var, eps: float) -> tuple:
 
 def hand_over(bn, y):
     """y, which the conv computed with bn folded in: bn's next call in this thread with y returns it."""
-    handed = bn.__dict__.get("_pyconv_handed")
-    if handed is None:
-        handed = bn.__dict__["_pyconv_handed"] = {}
-    handed[_get_ident()] = y
+    # setdefault: one atomic step, so that two threads' first calls cannot each make a dict and lose one hand-over
+    # (whose norm would then normalise the folded output again)
+    bn.__dict__.setdefault("_pyconv_handed", {})[_get_ident()] = y
     return y
 
 
