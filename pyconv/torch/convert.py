@@ -88,7 +88,11 @@ def convert(model: nn.Module, *, variant: str = "auto", precision: Optional[str]
     before, and pruned or parametrized convs compute their weight at every forward with the same
     state_dict keys. inplace=True keeps the very modules: the handles that remove hooks still work. The
     copy (inplace=False) carries copies of the hooks as copy.deepcopy makes them: handles returned
-    before convert act on the original model, and a hook object's own state is copied."""
+    before convert act on the original model, and a hook object's own state is copied.
+
+    With fuse, finding batch norms to fold runs the forward of each module that holds a conv under torch.fx's
+    symbolic tracer (with proxies, not tensors; a forward it cannot trace is skipped), which patches
+    nn.Module's __call__ and __getattr__ for the process meanwhile: convert while no other thread runs a model."""
     if not inplace:
         # Tensors that prune's and weight_norm's forward pre-hooks compute from the parameters are plain
         # attributes deepcopy refuses while they have a grad_fn: the copy takes their values, and its own
