@@ -93,8 +93,6 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
     if mean is None or var is None or not _no_hooks(conv, bn):
         return None
     gamma, beta = parameters.get("weight"), parameters.get("bias")
-    if mean.device != weight.device:
-        return None  # the norm's own call says what is wrong
     if _op._grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias, gamma, beta)):
         return None
     cached = conv.__dict__.get("_pyconv_folded")
@@ -116,6 +114,8 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
         return None
     if cached is not None and cached[2] == bn.eps and cached[1] == versions and all(map(is_, cached[0], sources)):
         return cached[3]
+    if mean.get_device() != weight.get_device():  # (a cached fold was made on one device: memory is per device)
+        return None  # the norm's own call says what is wrong
     w, b = _fold(weight, bias, gamma, beta, mean, var, bn.eps)
     # strong references to the sources: no id or address reuse can pass for them
     conv.__dict__["_pyconv_folded"] = (sources, versions, bn.eps, (w, b, True), torch.zeros_like(b))
