@@ -179,3 +179,15 @@ def test_bench_resumes_and_summarises():
     table = bench.summary(done).splitlines()
     assert "| eager | 1 | float32 | 2 | 1.00 | 1 (2.00) | 0 |" in table
     assert "| graph | 1 | float32 | 0 | - | 0 | 1 |" in table
+
+
+def test_build_calibrates_batch_norms_deterministically():
+    """build() gives every batch norm the statistics of two seeded random batches (not the defaults 0 and 1,
+    under which deep networks' outputs collapse), the same in every build and dtype."""
+    a, b = build("replknet31b_s2", "cpu"), build("replknet31b_s2", "cpu", torch.float64)
+    norms = [m for m in a.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert norms and not any(m.training for m in a.modules())
+    assert all(float((m.running_var - 1).abs().max()) > 1e-3 for m in norms), "calibrated, not the defaults"
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(x.double(), y.double()) if x.is_floating_point() else torch.equal(x, y), name
+    assert [m.momentum for m in norms] == [0.1] * len(norms), "momentum restored"
