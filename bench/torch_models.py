@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import time
 from pathlib import Path
@@ -176,7 +175,7 @@ def summary(rows: list) -> str:
     for (mode, batch, dtype), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         ratios = [r["ratio"] for r in group if "error" not in r]
         above = [x for x in ratios if x > 1.0]
-        geo = f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}" if ratios else "-"
+        geo = f"{statistics.geometric_mean(ratios):.2f}" if ratios else "-"
         worst = f" ({max(above):.2f})" if above else ""
         lines.append(f"| {mode} | {batch} | {dtype} | {len(ratios)} | {geo} | {len(above)}{worst} | "
                      f"{len(group) - len(ratios)} |")
@@ -216,13 +215,13 @@ def main(argv=None) -> int:
     out = args.out or Path(__file__).parent / "results" / gpu / "torch-models"
     out.mkdir(parents=True, exist_ok=True)
     rows = [r for r in json.loads(args.resume.read_text()) if "error" not in r] if args.resume else []
-    todo = planned(args.models.split(","), [int(b) for b in args.batches.split(",")], args.dtypes.split(","),
-                   args.modes.split(","), rows)
+    remaining = planned(args.models.split(","), [int(b) for b in args.batches.split(",")],
+                        args.dtypes.split(","), args.modes.split(","), rows)
     started = time.monotonic()
-    for i, (name, batch, dtype_name, mode) in enumerate(todo):
+    for i, (name, batch, dtype_name, mode) in enumerate(remaining):
         if args.max_seconds is not None and time.monotonic() - started > args.max_seconds:
-            print(f"--max-seconds {args.max_seconds:g}: {len(todo) - i} rows not run (--resume "
-                  f"{out / 'torch_models.json'} runs them): {todo[i:]}", flush=True)
+            print(f"--max-seconds {args.max_seconds:g}: {len(remaining) - i} rows not run (--resume "
+                  f"{out / 'torch_models.json'} runs them): {remaining[i:]}", flush=True)
             break
         try:
             row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps)

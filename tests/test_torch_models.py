@@ -174,8 +174,8 @@ def test_bench_resumes_and_summarises():
     done = [{"model": "a", "batch": 1, "dtype": "float32", "mode": "eager", "ratio": 0.5},
             {"model": "b", "batch": 1, "dtype": "float32", "mode": "eager", "ratio": 2.0},
             {"model": "a", "batch": 1, "dtype": "float32", "mode": "graph", "error": "RuntimeError: x"}]
-    todo = bench.planned(["a", "b"], [1], ["float32"], ["eager", "graph"], done)
-    assert todo == [("a", 1, "float32", "graph"), ("b", 1, "float32", "graph")]
+    remaining = bench.planned(["a", "b"], [1], ["float32"], ["eager", "graph"], done)
+    assert remaining == [("a", 1, "float32", "graph"), ("b", 1, "float32", "graph")]
     table = bench.summary(done).splitlines()
     assert "| eager | 1 | float32 | 2 | 1.00 | 1 (2.00) | 0 |" in table
     assert "| graph | 1 | float32 | 0 | - | 0 | 1 |" in table
