@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from operator import is_
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 from torch import fx, nn
@@ -80,6 +80,15 @@ def _no_hooks(conv, bn) -> bool:
                 or _module_globals._global_forward_hooks or _module_globals._global_forward_pre_hooks)
 
 
+class _Folded(NamedTuple):
+    """A conv's folded parameters and what they were folded from (conv.__dict__["_pyconv_folded"])."""
+    sources: tuple      # (weight, bias, gamma, beta, mean, var): strong references, so no id or address reuse
+    versions: tuple     # their _version and data_ptr() when folded
+    eps: float
+    call: tuple         # (w', b', True): conv_parameters' answer
+    zero_bias: object   # zeros like b': the capture's bias where the conv has none
+
+
 def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
     """(w, b, folded) for this call of conv: bn folded in (folded True: hand the output over), or, while a CUDA
     graph captures, the parameters themselves with a zero bias where the conv has none (folded False: bn runs
@@ -100,9 +109,10 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
         # A graph keeps reading the parameters themselves, as the original's does (a replay after they change
         # computes with the new values): conv and bn both run. The eager calls planned the conv with a bias (the
         # folded one), which a plan first seen while capturing could not be: a zero bias takes that plan.
-        if bias is not None or cached is None or cached[4].dtype != weight.dtype or cached[4].device != weight.device:
+        zeros = None if bias is not None or cached is None else cached.zero_bias
+        if zeros is None or zeros.dtype != weight.dtype or zeros.device != weight.device:
             return None
-        return weight, cached[4], False
+        return weight, zeros, False
     sources = (weight, bias, gamma, beta, mean, var)
     try:  # in-place changes count in _version; `.data =` (module.to(), .half(), .cuda()) brings new memory
         # (spelled out: generators over the six cost more than the rest of this function)
@@ -112,14 +122,14 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
                     None if beta is None else (beta._version, beta.data_ptr()))
     except RuntimeError:  # inference tensors (made under torch.inference_mode) keep no version: a change is unseen
         return None
-    if cached is not None and cached[2] == bn.eps and cached[1] == versions and all(map(is_, cached[0], sources)):
-        return cached[3]
+    if cached is not None and cached.eps == bn.eps and cached.versions == versions \
+            and all(map(is_, cached.sources, sources)):
+        return cached.call
     if mean.get_device() != weight.get_device():  # (a cached fold was made on one device: memory is per device)
         return None  # the norm's own call says what is wrong
     w, b = _fold(weight, bias, gamma, beta, mean, var, bn.eps)
-    # strong references to the sources: no id or address reuse can pass for them
-    conv.__dict__["_pyconv_folded"] = (sources, versions, bn.eps, (w, b, True), torch.zeros_like(b))
-    return w, b, True
+    folded = conv.__dict__["_pyconv_folded"] = _Folded(sources, versions, bn.eps, (w, b, True), torch.zeros_like(b))
+    return folded.call
 
 
 def _fold(weight, bias, gamma, beta, mean, var, eps: float) -> tuple:

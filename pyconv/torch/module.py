@@ -55,8 +55,9 @@ class _PyconvOptions:
             if bn is not None:
                 call = batchnorm.conv_parameters(self, bn, input, weight, bias)
                 if call is not None:
-                    y = self._conv_forward(input, call[0], call[1], False)
-                    return batchnorm.hand_over(bn, y) if call[2] else y
+                    w, b, folded = call
+                    y = self._conv_forward(input, w, b, False)
+                    return batchnorm.hand_over(bn, y) if folded else y
         # An eager call goes straight to what the engine decided for its input before: PyTorch's conv (engine
         # "fastest" timed it faster, or "torch") or our plan. In an eager model at batch 1 the engine's
         # per-call lookup, not the decision, made the converted network slower. Remembered per (shape,
