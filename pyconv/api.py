@@ -517,8 +517,8 @@ def _recorder(x, w, bias) -> Optional[str]:
         return None
     if torch._C._get_tracing_state():  # a call by pointers would leave the trace an empty tensor
         return "torch.jit.trace"
-    if torch.is_grad_enabled() and ((isinstance(x, tensor) and x.requires_grad) or (isinstance(w, tensor) and
-                                                                                 w.requires_grad)
+    if torch.is_grad_enabled() and ((isinstance(x, tensor) and x.requires_grad)
+                                    or (isinstance(w, tensor) and w.requires_grad)
                                     or (isinstance(bias, tensor) and bias.requires_grad)):
         return "autograd"
     return None
