@@ -408,3 +408,50 @@ def test_cuda_eager_and_graphs(gen, dtype, dims):
             g.replay()
         torch.testing.assert_close(graphs["ours"][1].double(), graphs["theirs"][1].double(),
                                    rtol=0, atol=2 * max(their_err, 1e-5 * float(truth.abs().max())) + 1e-6)
+
+
+@requires_cuda
+@pytest.mark.parametrize("eager, captured", [("pyconv", "torch"), ("torch", "torch"), ("torch", "pyconv")])
+def test_a_capture_on_pytorchs_conv_passes_no_zero_bias(gen, monkeypatch, eager, captured):
+    """Where a CUDA graph captures PyTorch's conv for a folded layer without a bias, the conv is called as the
+    original calls it: bias None (cuDNN adds a bias in a kernel of its own, one more per layer), and the engine
+    timed PyTorch's side for graphs so; where it captures ours, through the folded calls' plan (no capture-time
+    fallback). Replays follow a running-mean change either way."""
+    from pyconv.torch import _engine
+    # (ours host, PyTorch host, ours GPU, PyTorch GPU) and the graph replays' (ours, PyTorch) that decide so
+    times = (0.010, 0.020, 0.004, 0.009) if eager == "pyconv" else (0.020, 0.010, 0.004, 0.009)
+    graphed = (0.004, 0.009) if captured == "pyconv" else (0.009, 0.004)
+    monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: times)
+    timed = []  # what each side of the graph timing computes
+    monkeypatch.setattr(_engine, "_graph_ms", lambda ours, theirs, device: timed.append((ours(), theirs())) or graphed)
+    pct.clear()
+    model = randomise(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)), gen).cuda()
+    model, converted = copy.deepcopy(model), pct.convert(model, engine="fastest")
+    x = uniform(gen, 2, 3, 10, 11).cuda()
+    convs, real = [], F.conv2d
+    monkeypatch.setattr(F, "conv2d", lambda *a, **k: convs.append(a[2] if len(a) > 2 else k.get("bias")) or
+                        real(*a, **k))
+    with torch.no_grad():
+        assert_close(converted(x), model(x), 1e-5)
+        record = pct.report(converted)["0"][-1]
+        assert (record["engine"], record["engine_captured"]) == (eager, captured), record
+        # PyTorch's side was timed as its capture runs: without the folded bias (ours: with it, as its plan)
+        folded_bias = converted[0].__dict__["_pyconv_folded"].call[1]
+        (ours, theirs), = timed
+        assert_close(ours - theirs, folded_bias.view(1, -1, 1, 1).expand_as(ours), 1e-5)
+        pct.reset_fallback_counts()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            converted(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        convs.clear()
+        with torch.cuda.graph(graph):
+            y = converted(x)
+        assert convs == ([None] if captured == "torch" else []), convs
+        assert not pct.fallback_counts(), pct.fallback_counts()
+        for m in (converted, model):
+            m[1].running_mean.add_(0.25)
+        graph.replay()
+        assert_close(y, model(x), 1e-5)

@@ -417,6 +417,52 @@ def test_fastest_decides_eager_calls_and_graph_capture_apart(gen, monkeypatch):
             assert len(launches) == (2 if capture else 0), (capture, launches)
 
 
+@requires_cuda
+def test_fastest_decides_graph_capture_by_graph_replays(gen, monkeypatch):
+    """On the GPU engine "fastest" also times each side replayed from a CUDA graph of calls, and capture follows
+    those times, not the back-to-back GPU times (whose launch gaps hide a short kernel's cost); the timing
+    captures leave eager calls and a later capture of the layer working."""
+    from pyconv.torch import _engine
+    x, w, b = rand(gen, 1, 16, 14, 14, device="cuda"), rand(gen, 32, 16, 3, 3, device="cuda"), \
+        rand(gen, 32, device="cuda")
+    expected = F.conv2d(x, w, b, padding=1)
+    pct.clear()
+    with torch.no_grad():
+        assert max_rel(pct.conv2d(x, w, b, padding=1, engine="fastest"), expected) <= 1e-5
+    record = [d for d in pct.decisions() if d["input"] == (1, 16, 14, 14)][-1]
+    assert record["pyconv_graph_ms"] > 0 and record["torch_graph_ms"] > 0, record
+    faster = "pyconv" if record["pyconv_graph_ms"] <= record["torch_graph_ms"] else "torch"
+    assert record["engine_captured"] == faster
+    graph_ms = _engine._graph_ms
+    for graphed, captured in (((0.009, 0.004), "torch"), ((0.004, 0.009), "pyconv")):
+        gpu = (0.004, 0.009) if captured == "torch" else (0.009, 0.004)  # the back-to-back times say the opposite
+        monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: (0.010, 0.020) + gpu)
+        monkeypatch.setattr(_engine, "_graph_ms", lambda ours, theirs, device: graph_ms(ours, theirs, device)
+                            and graphed)
+        pct.clear()
+        layer = pct.Conv2d(16, 32, 3, padding=1, engine="fastest").cuda()
+        with torch.no_grad():
+            layer.weight.copy_(w)
+            layer.bias.copy_(b)
+            assert max_rel(layer(x), expected) <= 1e-5
+            record = layer.decisions()[-1]
+            assert (record["engine_captured"], record["pyconv_graph_ms"]) == (captured, graphed[0]), record
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                layer(x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                y = layer(x)
+            x2 = rand(gen, 1, 16, 14, 14, device="cuda")
+            x.copy_(x2)
+            graph.replay()
+            assert max_rel(y, F.conv2d(x2, w, b, padding=1)) <= 1e-5
+        x.copy_(rand(gen, 1, 16, 14, 14, device="cuda"))
+        expected = F.conv2d(x, w, b, padding=1)
+
+
 @pytest.mark.parametrize("times, ours", [
     ((0.020, 0.015, 0.005, 0.004), False),  # host-bound: ours slower on the host loses whatever the GPU saves
     ((0.020, 0.015, 0.004, 0.005), False),

@@ -108,7 +108,10 @@ def conv_parameters(conv, bn, x, weight, bias) -> Optional[tuple]:
     if x.is_cuda and _engine.capturing():
         # A graph keeps reading the parameters themselves, as the original's does (a replay after they change
         # computes with the new values): conv and bn both run. The eager calls planned the conv with a bias (the
-        # folded one), which a plan first seen while capturing could not be: a zero bias takes that plan.
+        # folded one), which a plan first seen while capturing could not be: a zero bias takes that plan. Where the
+        # capture runs PyTorch's conv, the call as it comes: its cuDNN path adds a bias in a kernel of its own.
+        if conv._captured_by_torch(x):
+            return None
         zeros = None if bias is not None or cached is None else cached.zero_bias
         if zeros is None or zeros.dtype != weight.dtype or zeros.device != weight.device:
             return None

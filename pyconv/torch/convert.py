@@ -127,12 +127,14 @@ class Report(dict):
     ReLU / pool after it out of its epilogue, or a batch norm unfolded}; folded: {layer name: the batch norm
     it folds in at inference calls}. The table cuts long "why" texts; the data keeps them.
     Columns: "engine" runs the layer's eager calls, "in graphs" its CUDA-graph captures; the times are ms per
-    call of each engine as engine "fastest" measured them (host: the host's time, gpu: the GPU's)."""
+    call of each engine as engine "fastest" measured them (host: the host's time, gpu: the GPU's over
+    back-to-back launches, graph: the GPU's replaying a CUDA graph of calls, which "in graphs" follows)."""
 
     COLUMNS = ("layer", "input", "device", "dtype layout", "epilogue", "engine", "in graphs", "variant[config]",
-               "ours host", "torch host", "ours gpu", "torch gpu", "why")
-    _TIMES = ("pyconv_host_ms", "torch_host_ms", "pyconv_gpu_ms", "torch_gpu_ms")  # the 4 columns before why
-    _TIME_COLUMNS = frozenset(range(len(COLUMNS) - 5, len(COLUMNS) - 1))
+               "ours host", "torch host", "ours gpu", "torch gpu", "ours graph", "torch graph", "why")
+    _TIMES = ("pyconv_host_ms", "torch_host_ms", "pyconv_gpu_ms", "torch_gpu_ms", "pyconv_graph_ms",
+              "torch_graph_ms")  # the columns before why
+    _TIME_COLUMNS = frozenset(range(len(COLUMNS) - 1 - len(_TIMES), len(COLUMNS) - 1))
 
     def __init__(self, layers: dict, not_fused: dict, folded: Optional[dict] = None):
         super().__init__(layers)

@@ -73,14 +73,25 @@ class _PyconvOptions:
         if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _is_compiling() \
                 and not _tracing():
             pick = memo[1].get((input.shape, input.dtype, input.get_device()))
-            if pick is not None and not (pick.captured and _engine.capturing()):
+            if pick is not None:
                 spec = dictionary["_pyconv_spec"][0]
-                if pick.entry is None:
+                if pick.captured and _engine.capturing():  # capture runs the other engine than eager calls
+                    if pick.entry is not None:
+                        return self._torch_conv(input, weight, bias, spec)
+                elif pick.entry is None:
                     return self._torch_conv(input, weight, bias, spec)
-                y = self._run_remembered(pick, input, weight, bias, spec)
-                if y is not None:
-                    return y
+                else:
+                    y = self._run_remembered(pick, input, weight, bias, spec)
+                    if y is not None:
+                        return y
         return self._decided_forward(input, weight, bias)
+
+    def _captured_by_torch(self, input) -> bool:
+        """Whether a CUDA-graph capture of this input runs PyTorch's conv, as remembered from eager calls."""
+        memo = self.__dict__.get("_pyconv_decided")
+        pick = None if memo is None or memo[0] != _engine.generation else \
+            memo[1].get((input.shape, input.dtype, input.get_device()))
+        return pick is not None and (pick.entry is None) != pick.captured
 
     def _decided_forward(self, input, weight, bias):
         """_conv_forward past the memo: the engine's call, and what to remember of its decision."""
@@ -97,7 +108,12 @@ class _PyconvOptions:
         if memo is None or memo[0] != _engine.generation:
             memo = dictionary["_pyconv_decided"] = (_engine.generation, {})
         signature = (input.shape, input.dtype, input.get_device())  # memo: _engine.Remembered or None
-        y = self._run(input, weight, bias, spec, extra)  # (a remembered input gets here while captured)
+        # a folded norm's bias where the conv has none: a capture on PyTorch's conv runs without it
+        _engine.capture_without_bias.on = bias is not None and self.bias is None
+        try:
+            y = self._run(input, weight, bias, spec, extra)  # (a remembered input gets here while captured)
+        finally:
+            _engine.capture_without_bias.on = False
         if signature not in memo[1] and extra is None and not _op._any_autocast():  # the engine saw it as it is
             memo[1][signature] = self._remember(input, weight, bias, spec)
         return y
