@@ -2,6 +2,7 @@
 (vmap, grad, jacrev; jacfwd refused in words), torch.compile with engine "fastest" stepping aside for PyTorch's
 conv (and "pyconv" keeping its op), empty batches, FX symbolic tracing. Each against F.conv2d / F.conv1d /
 nn.Conv2d, eager and compiled (fullgraph, aot_eager: CPU, no compiler needed); CPU tensors run the cpu variant."""
+import copy
 import warnings
 
 import pytest
@@ -208,7 +209,9 @@ def test_compile_graph_per_engine(gen, fresh_dynamo, engine):
     x = rand(gen, 2, 3, 10, 6).requires_grad_()
     y = run(x)
     ours = sum(t in (CONV2D, CONV1D) for t in targets)
-    assert (ours, targets.count(torch.conv2d)) == ((3, 0) if engine == "pyconv" else (0, 3))
+    # (PyTorch's conv as the original modules trace it: the Conv1d as conv1d; the fused ReLU + pool after it)
+    theirs = (targets.count(torch.conv2d), targets.count(torch.conv1d))
+    assert (ours, theirs) == ((3, (0, 0)) if engine == "pyconv" else (0, (2, 1)))
     assert bool(pct.decisions()) == (engine == "pyconv")
     expected = model(x)
     assert max_rel(y, expected) <= 1e-5
@@ -268,3 +271,39 @@ def test_fx_symbolic_trace_records_the_op(gen):
     x = rand(gen, 2, 3, 6, 6)
     with torch.no_grad():
         assert max_rel(traced(x), F.conv2d(x, layer.weight, layer.bias, padding=1)) <= 1e-5
+
+
+def test_compiled_converted_model_traces_as_the_original(gen, fresh_dynamo):
+    """Compiled after eager calls (its layers have decided, its batch norms folded), a converted conv + batch norm
+    + ReLU network traces to the original's graph: the same calls and the same inputs, none read through the
+    conv's link to its norm or its memo (each read is a guard that every compiled call checks)."""
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1), m.running_var.uniform_(0.5, 2), m.weight.uniform_(0.5, 2)
+    original = copy.deepcopy(model)
+    converted = pct.convert(model, engine="fastest")
+    x = rand(gen, 2, 3, 10, 9)
+    graphs = {}
+    with torch.no_grad():
+        converted(x)
+        assert pct.report(converted).folded  # folded in eager calls
+        for name, m in (("original", original), ("converted", converted)):
+            def backend(gm, example_inputs, name=name):
+                graphs[name] = gm
+                return gm.forward
+            y = torch.compile(m, fullgraph=True, backend=backend)(x)
+            assert max_rel(y, original(x)) <= 1e-5
+
+    def calls(gm):
+        return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+    def inputs(gm):
+        return [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    assert calls(graphs["converted"]) == calls(graphs["original"])
+    assert len(inputs(graphs["converted"])) == len(inputs(graphs["original"]))
+    assert not any("pyconv" in name for name in inputs(graphs["converted"])), inputs(graphs["converted"])

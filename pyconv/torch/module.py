@@ -50,6 +50,13 @@ class _PyconvOptions:
         self._set_options(epilogue, variant, precision, engine, fallback)
 
     def _conv_forward(self, input, weight, bias, pairing: bool = True):
+        if _is_compiling():
+            # Traced: what reads the module puts guards that every call of the compiled model checks (the norm's
+            # link, the memo, the options). Engines fastest / torch compile to PyTorch's conv (_op._pytorchs_conv):
+            # without an epilogue, as the original module's own forward traces it.
+            if self.engine != "pyconv" and self.epilogue is None:
+                return super()._conv_forward(input, weight, bias)
+            return self._decided_forward(input, weight, bias)
         if pairing:
             bn = self.__dict__.get(_BATCHNORM)  # the batch norm convert paired with this conv (batchnorm.py)
             if bn is not None:
