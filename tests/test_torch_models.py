@@ -9,6 +9,7 @@ model's error may be at most 2x the original's own plus 1e-3 (no less exact than
 half-precision run of the same network).
 LeNet-5 also runs on the CPU (the cpu variant); the rest needs CUDA and skips with the reason."""
 import copy
+import sys
 
 import pytest
 
@@ -156,15 +157,38 @@ def test_lenet5_sgd_matches_nn_conv2d(device, gen):
         assert error(q, p) <= 2e-3, name
 
 
-def _bench_module():
-    """bench/torch_models.py as a module (it is a script beside the package, not in it)."""
+def _bench_module(name: str = "torch_models"):
+    """bench/<name>.py as a module (a script beside the package, not in it; it imports its neighbours)."""
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "bench" / "torch_models.py"
-    spec = importlib.util.spec_from_file_location("torch_models_bench", path)
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", bench / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(bench))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(bench))
     return module
+
+
+def test_profile_tallies_kernels_and_ops_per_forward():
+    """bench/torch_profile.py's sums: per forward, each kernel's launches and GPU time and each op's calls and host
+    time; and the ops the two models call a different number of times."""
+    from types import SimpleNamespace
+    profile = _bench_module("torch_profile")
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    def event(name, device, us):
+        return SimpleNamespace(name=name, device_type=device, device_time=us if device == cuda else 0.0,
+                               self_cpu_time_total=0.0 if device == cuda else us)
+    events = [event("gemm", cuda, 4.0), event("gemm", cuda, 6.0), event("aten::conv2d", cpu, 10.0),
+              event("aten::add_", cpu, 2.0)]
+    kernels, ops = profile.tally(events, 2)
+    assert kernels == {"gemm": [1.0, 5.0]}
+    assert ops == {"aten::conv2d": [0.5, 5.0], "aten::add_": [0.5, 1.0]}
+    assert profile.op_differences({"a": [2, 1.0], "b": [1, 1.0]}, {"a": [2, 3.0], "c": [1, 1.0]}) == \
+        [("b", 1, 0), ("c", 0, 1)]
 
 
 def test_bench_resumes_and_summarises():
