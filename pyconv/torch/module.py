@@ -77,8 +77,7 @@ class _PyconvOptions:
         # (its memory format may differ from x's where only w is channels-last).
         dictionary = self.__dict__
         memo = dictionary.get("_pyconv_decided")
-        if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _is_compiling() \
-                and not _tracing():
+        if memo is not None and memo[0] == _engine.generation and type(input) is _Tensor and not _tracing():
             pick = memo[1].get((input.shape, input.dtype, input.get_device()))
             if pick is not None:
                 spec = dictionary["_pyconv_spec"][0]
@@ -116,11 +115,14 @@ class _PyconvOptions:
             memo = dictionary["_pyconv_decided"] = (_engine.generation, {})
         signature = (input.shape, input.dtype, input.get_device())  # memo: _engine.Remembered or None
         # a folded norm's bias where the conv has none: a capture on PyTorch's conv runs without it
-        _engine.capture_without_bias.on = bias is not None and self.bias is None
+        folded_bias = bias is not None and self.bias is None
+        if folded_bias:
+            _engine.capture_without_bias.on = True
         try:
             y = self._run(input, weight, bias, spec, extra)  # (a remembered input gets here while captured)
         finally:
-            _engine.capture_without_bias.on = False
+            if folded_bias:
+                _engine.capture_without_bias.on = False
         if signature not in memo[1] and extra is None and not _op._any_autocast():  # the engine saw it as it is
             memo[1][signature] = self._remember(input, weight, bias, spec)
         return y
