@@ -7,10 +7,12 @@ everywhere (engine "torch": the converted module's own cost), each forward is ti
 host's time to enqueue it while the GPU sleeps (so that the host never waits: one forward's launches
 fit the launch queue), the GPU's time with the host ahead (events around the forward, after the sleep),
 and plain eager latency (events around the forward, nothing else queued). Then the host time of each
-conv layer of the "fastest" model inside the model (perf_counter around the module's forward, under the
-same sleep), beside the host time engine "fastest" measured for that layer alone: where the model's
-eager time exceeds both the original's and the GPU time, these show which layers cost more in the
-model than their timing alone predicted. Medians over --reps forwards.
+conv layer inside the "fastest" model and inside the "torch" one (perf_counter around each conv's call, its
+batch-norm fold included, under the same sleep), beside the host time engine "fastest" measured for that
+layer alone: where the model's eager time exceeds both the original's and the GPU time, these show which
+layers cost more in the model than their timing alone predicted. Medians over --reps forwards. (A network
+of many launches a forward, as densenet121's ~430, may fill the launch queue while the GPU sleeps: then the
+host waits, and its per-forward host time is not the host's own.)
 """
 from __future__ import annotations
 
@@ -46,23 +48,31 @@ def forward_times(model, x, reps: int) -> tuple:
 
 
 def layer_host_times(model, x, reps: int) -> dict:
-    """{layer name: median host ms of its forward inside the model} for the converted convs."""
+    """{layer name: median host ms of its conv call inside the model} for the converted convs. Each layer's
+    _conv_forward is wrapped for the run (an instance attribute; hooks would stop the batch-norm folds)."""
     convs = {name: m for name, m in model.named_modules() if isinstance(m, (pct.Conv2d, pct.Conv1d))}
     times = {name: [] for name in convs}
-    began = {}
-    handles = []
+
+    def timed(m, name):
+        call = type(m)._conv_forward
+
+        def wrapper(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return call(m, *args, **kwargs)
+            finally:
+                times[name].append((time.perf_counter() - began) * 1e3)
+        return wrapper
     for name, m in convs.items():
-        handles.append(m.register_forward_pre_hook(lambda m, args, name=name: began.__setitem__(name, time.perf_counter())))
-        handles.append(m.register_forward_hook(
-            lambda m, args, out, name=name: times[name].append((time.perf_counter() - began[name]) * 1e3)))
+        m._conv_forward = timed(m, name)
     try:
         for _ in range(reps):
             torch.cuda._sleep(SLEEP_CYCLES)
             model(x)
             torch.cuda.synchronize()
     finally:
-        for h in handles:
-            h.remove()
+        for m in convs.values():
+            del m._conv_forward
     return {name: statistics.median(t) for name, t in times.items() if t}
 
 
@@ -91,16 +101,18 @@ def main(argv=None) -> int:
             host, gpu, eager = forward_times(m, x, args.reps)
             print(f"  {label:9s} host {host:7.3f} ms  gpu {gpu:7.3f} ms  eager {eager:7.3f} ms")
         in_model = layer_host_times(models["fastest"], x, args.reps)
+        torch_in_model = layer_host_times(models["torch"], x, args.reps)
     report = pct.report(models["fastest"])
-    print("  layer host time in the model (ms) beside engine fastest's own timing of it:")
-    print(f"  {'layer':40s} {'engine':7s} {'in model':>9s} {'ours alone':>10s} {'torch alone':>11s}")
+    print("  each conv layer's host time (ms; its batch norm's fold included) in the model, engine fastest and engine\n"
+          "  torch (PyTorch's conv through our module), beside engine fastest's own timing of it alone:")
+    print(f"  {'layer':40s} {'engine':7s} {'in model':>9s} {'torch in model':>14s} {'ours alone':>10s} {'torch alone':>11s}")
     for name, records in report.items():
         record = next((r for r in records if r["input"][0] == args.batch), None)
         if record is None or name not in in_model:
             continue
-        alone = [record.get("pyconv_host_ms"), record.get("torch_host_ms")]
-        print(f"  {name:40s} {record['engine']:7s} {in_model[name]:9.4f} "
-              + " ".join("-".rjust(w) if v is None else f"{v:{w}.4f}" for v, w in zip(alone, (10, 11))))
+        times = [in_model[name], torch_in_model.get(name), record.get("pyconv_host_ms"), record.get("torch_host_ms")]
+        print(f"  {name:40s} {record['engine']:7s} "
+              + " ".join("-".rjust(w) if v is None else f"{v:{w}.4f}" for v, w in zip(times, (9, 14, 10, 11))))
     return 0
 
 
