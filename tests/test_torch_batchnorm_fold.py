@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 # no_tf32 applies to every test here
-from torch_support import assert_close, gen, no_tf32, requires_cuda, uniform  # noqa: E402,F401
+from torch_support import assert_close, capture, gen, no_tf32, requires_cuda, uniform  # noqa: E402,F401
 
 import pyconv.torch as pct  # noqa: E402
 from pyconv.torch.batchnorm import PassThroughBatchNorm2d  # noqa: E402
@@ -388,15 +388,7 @@ def test_cuda_eager_and_graphs(gen, dtype, dims):
         pct.reset_fallback_counts()
         for name, m in (("ours", converted), ("theirs", model)):
             static = x.to(dtype)
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                m(static)
-            torch.cuda.current_stream().wait_stream(side)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                out = m(static)
-            graphs[name] = (g, out)
+            graphs[name] = capture(lambda: m(static))
         # the capture ran conv then norm through the plans the folded eager calls made (a zero bias where the conv
         # has none), not PyTorch's conv for shapes first seen while capturing
         assert not any("capture" in reason for reason in pct.fallback_counts()), pct.fallback_counts()
@@ -428,9 +420,13 @@ def test_a_capture_on_pytorchs_conv_passes_no_zero_bias(gen, monkeypatch, eager,
     model = randomise(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)), gen).cuda()
     model, converted = copy.deepcopy(model), pct.convert(model, engine="fastest")
     x = uniform(gen, 2, 3, 10, 11).cuda()
-    convs, real = [], F.conv2d
-    monkeypatch.setattr(F, "conv2d", lambda *a, **k: convs.append(a[2] if len(a) > 2 else k.get("bias")) or
-                        real(*a, **k))
+    convs, real = [], F.conv2d  # the bias of each F.conv2d call while capturing
+
+    def spy(*a, **k):
+        if torch.cuda.is_current_stream_capturing():
+            convs.append(a[2] if len(a) > 2 else k.get("bias"))
+        return real(*a, **k)
+    monkeypatch.setattr(F, "conv2d", spy)
     with torch.no_grad():
         assert_close(converted(x), model(x), 1e-5)
         record = pct.report(converted)["0"][-1]
@@ -440,15 +436,7 @@ def test_a_capture_on_pytorchs_conv_passes_no_zero_bias(gen, monkeypatch, eager,
         (ours, theirs), = timed
         assert_close(ours - theirs, folded_bias.view(1, -1, 1, 1).expand_as(ours), 1e-5)
         pct.reset_fallback_counts()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            converted(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        convs.clear()
-        with torch.cuda.graph(graph):
-            y = converted(x)
+        graph, y = capture(lambda: converted(x))
         assert convs == ([None] if captured == "torch" else []), convs
         assert not pct.fallback_counts(), pct.fallback_counts()
         for m in (converted, model):

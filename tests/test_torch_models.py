@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
 
-from torch_support import CUDA_REASON, no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
+from torch_support import CUDA_REASON, capture, no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
 
 import pyconv.torch as pct  # noqa: E402
 import pyconv.tuning  # noqa: E402
@@ -52,16 +52,8 @@ def run(model, x, mode, backend="inductor"):
             return model(x)
         if mode == "compile":
             return torch.compile(model, fullgraph=True, backend=backend)(x)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):  # plans, tunes and warms up outside the capture
-                model(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
         static_x = x.clone()
-        with torch.cuda.graph(graph):
-            y = model(static_x)
+        graph, y = capture(lambda: model(static_x), warmups=2)  # (plans, tunes and warms up outside the capture)
         static_x.copy_(x)
         graph.replay()
         return y.clone()

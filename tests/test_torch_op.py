@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
 
 import torch.nn.functional as F  # noqa: E402
-from torch_support import no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
+from torch_support import capture, no_tf32, requires_cuda  # noqa: E402,F401 - no_tf32 applies to every test here
 
 import pyconv  # noqa: E402
 import pyconv.torch as pct  # noqa: E402
@@ -447,14 +447,7 @@ def test_fastest_decides_graph_capture_by_graph_replays(gen, monkeypatch):
             assert max_rel(layer(x), expected) <= 1e-5
             record = layer.decisions()[-1]
             assert (record["engine_captured"], record["pyconv_graph_ms"]) == (captured, graphed[0]), record
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                layer(x)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                y = layer(x)
+            graph, y = capture(lambda: layer(x))
             x2 = rand(gen, 1, 16, 14, 14, device="cuda")
             x.copy_(x2)
             graph.replay()
@@ -628,14 +621,8 @@ def test_cuda_graph_capture_of_a_converted_model(gen):
     model = _small_net().cuda().eval()
     converted = pct.convert(model, engine="pyconv", fallback=False)
     x = rand(gen, 2, 3, 9, 10, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(side):
-        converted(x)  # plans (and tunes) before the capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(graph):
-        y = converted(x)
+    with torch.no_grad():
+        graph, y = capture(lambda: converted(x))  # (plans and tunes before the capture)
     x.copy_(rand(gen, 2, 3, 9, 10, device="cuda"))
     graph.replay()
     with torch.no_grad():

@@ -34,3 +34,18 @@ def uniform(gen, *shape):
 def assert_close(actual, expected, tol=1e-5):
     """Max relative error (against expected's largest magnitude) at most tol."""
     torch.testing.assert_close(actual, expected, rtol=0, atol=tol * float(expected.detach().abs().max()))
+
+
+def capture(fn, warmups: int = 1):
+    """(graph, output): fn() called `warmups` times on a side stream (plans made and tuned outside the capture),
+    then one call of it captured in a CUDA graph (run graph.replay() to compute again)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
