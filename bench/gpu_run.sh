@@ -17,7 +17,8 @@
 # lenet-process per-call torch-models bench-lenet bench-lenet-cmp bench-groups bench-cnn5 pytest-benchmark";
 # "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
-# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default; CAUSAL_ARGS: more of its arguments; CAUSAL_PACKAGE_SRC: a
+# "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "torch-profile"
+# bench/torch_profile.py once per ";"-separated argument list in PROFILES (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default; CAUSAL_ARGS: more of its arguments; CAUSAL_PACKAGE_SRC: a
 # checkout of Dao-AILab/causal-conv1d, relative to the repository root and carried, e.g. build/ext/causal-conv1d, to
 # build for this GPU and time beside ours: --package-src, issue 44), "bench-*-cmp"/"bench-groups"/"bench-large-kernel" (not by default)/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments, split on spaces), PYTEST_K (a -k expression, spaces allowed), PYTEST_PATHS (what pytest runs, default tests/; "" to name files, with absolute paths, in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
@@ -158,7 +159,15 @@ want torch-models && cp "$out/logs/torch-models.log" "$res/torch-models.txt"
 # (FIRST_FORWARD_ARGS, default resnet50 at batch 1).
 step torch-first-forward python3 "$repo/bench/torch_first_forward.py" --out "$res" ${FIRST_FORWARD_ARGS:-}
 want torch-first-forward && cp "$out/logs/torch-first-forward.log" "$res/torch-first-forward.txt"
-# 3h. Causal depthwise conv1d and its decoding step against cuDNN and the HBM floor (CAUSAL_ARGS: more
+# 3h. Kernels and ops of converted models beside the originals' (PROFILES: argument lists separated by ";", e.g.
+# "--model mobilenet_v2 --mode compile; --model densenet121 --batch 16"), all in torch-profile.txt.
+want torch-profile && : > "$res/torch-profile.txt"
+IFS=';' read -ra profiles <<< "${PROFILES:---model mobilenet_v2 --mode compile}"
+for args in "${profiles[@]}"; do
+    step torch-profile python3 "$repo/bench/torch_profile.py" $args
+    want torch-profile && cat "$out/logs/torch-profile.log" >> "$res/torch-profile.txt"
+done
+# 3i. Causal depthwise conv1d and its decoding step against cuDNN and the HBM floor (CAUSAL_ARGS: more
 # arguments of bench/causal_conv1d.py, e.g. "--dtypes bfloat16 --lengths 2048"). CAUSAL_PACKAGE_SRC (a folder
 # of the checkout, e.g. build/ext/causal-conv1d): Dao-AILab's causal-conv1d built from it for this GPU alone and
 # timed beside ours (--package-src; its build is kept in the folder's sibling "-build" for the next run).
