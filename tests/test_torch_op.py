@@ -387,13 +387,19 @@ def test_engine_fastest_records_its_choice(gen):
     assert record["engine"] in ("pyconv", "torch") and record["torch_host_ms"] > 0 and "faster" in record["why"]
 
 
-def test_fastest_decides_eager_calls_and_graph_capture_apart(gen, monkeypatch):
-    """Engine "fastest" decides eager calls and CUDA-graph capture (GPU time) apart; where they disagree
-    (ours faster on the GPU, slower on the host of a GPU-light layer), capture runs ours, in the op and
-    through a Conv2d's memo of PyTorch's inputs, and eager calls PyTorch's conv."""
+@pytest.mark.parametrize("times, graphed, eager, captured", [
+    # ours faster on the GPU, slower on the host of a GPU-light layer (no graph timing: the host's tensors)
+    ((0.020, 0.010, 0.008, 0.009), None, "torch", "pyconv"),
+    # ours faster in eager calls, PyTorch's faster replayed from a graph
+    ((0.010, 0.020, 0.004, 0.009), (0.009, 0.004), "pyconv", "torch"),
+])
+def test_fastest_decides_eager_calls_and_graph_capture_apart(gen, monkeypatch, times, graphed, eager, captured):
+    """Engine "fastest" decides eager calls and CUDA-graph capture apart (times: ours host, PyTorch host, ours GPU,
+    PyTorch GPU ms; graphed: ours, PyTorch's replayed from a graph, which captures follow where measured); where
+    they disagree each mode runs its own, in the op and through a Conv2d's memo."""
     from pyconv.torch import _engine
-    times = (0.020, 0.010, 0.008, 0.009)  # (ours host, PyTorch host, ours GPU, PyTorch GPU) ms
     monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: times)
+    monkeypatch.setattr(_engine, "_graph_ms", lambda ours, theirs, device: graphed)
     launches = []
     run = _engine._run
     monkeypatch.setattr(_engine, "_run", lambda *a: launches.append(1) or run(*a))
@@ -402,19 +408,22 @@ def test_fastest_decides_eager_calls_and_graph_capture_apart(gen, monkeypatch):
     layer = pct.Conv2d(3, 5, 3, padding=1, engine="fastest")
     x = rand(gen, 2, 3, 9, 7)
     expected = F.conv2d(x, layer.weight, layer.bias, padding=1)
+    verdict = {"pyconv": "pyconv faster", "torch": "PyTorch faster"}
     with torch.no_grad():
         assert max_rel(layer(x), expected) <= 1e-5
         record = layer.decisions()[-1]
-        assert (record["engine"], record["engine_captured"]) == ("torch", "pyconv")
-        assert record["why"] == "eager: PyTorch faster; graphs: pyconv faster"
-        assert record["pyconv_host_ms"] == 0.020 and record["torch_gpu_ms"] == 0.009
-        for capture in (False, True, False):
-            monkeypatch.setattr(_engine, "capturing", lambda: capture)
+        assert (record["engine"], record["engine_captured"]) == (eager, captured)
+        assert record["why"] == f"eager: {verdict[eager]}; graphs: {verdict[captured]}"
+        assert (record["pyconv_host_ms"], record["torch_gpu_ms"]) == (times[0], times[3])
+        assert (record["pyconv_graph_ms"], record["torch_graph_ms"]) == (graphed or (None, None))
+        for capturing in (False, True, False):
+            monkeypatch.setattr(_engine, "capturing", lambda: capturing)
             launches.clear()
             for call in (lambda: layer(x), lambda: pct.conv2d(x, layer.weight, layer.bias, padding=1,
                                                               engine="fastest")):
                 assert max_rel(call(), expected) <= 1e-5
-            assert len(launches) == (2 if capture else 0), (capture, launches)
+            ours = captured if capturing else eager
+            assert len(launches) == (2 if ours == "pyconv" else 0), (capturing, launches)
 
 
 @requires_cuda
