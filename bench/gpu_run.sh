@@ -56,6 +56,21 @@ step() {
     return "$rc"
 }
 
+# step_each NAME LISTS SCRIPT: step NAME, python3 SCRIPT once per ";"-separated argument list in LISTS, all their
+# output in $res/NAME.txt.
+step_each() {
+    local name="$1" script="$3" args
+    local -a lists
+    want "$name" || return 0
+    : > "$res/$name.txt"
+    IFS=';' read -ra lists <<< "$2"
+    for args in "${lists[@]}"; do
+        # shellcheck disable=SC2086 # each list is split into its arguments
+        step "$name" python3 "$script" $args
+        cat "$out/logs/$name.log" >> "$res/$name.txt"
+    done
+}
+
 # 1. cffi and pycparser from the carried wheels (the GPU machine has no network and no cffi).
 if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
     site="$(mktemp -d)"
@@ -161,12 +176,7 @@ step torch-first-forward python3 "$repo/bench/torch_first_forward.py" --out "$re
 want torch-first-forward && cp "$out/logs/torch-first-forward.log" "$res/torch-first-forward.txt"
 # 3h. Kernels and ops of converted models beside the originals' (PROFILES: argument lists separated by ";", e.g.
 # "--model mobilenet_v2 --mode compile; --model densenet121 --batch 16"), all in torch-profile.txt.
-want torch-profile && : > "$res/torch-profile.txt"
-IFS=';' read -ra profiles <<< "${PROFILES:---model mobilenet_v2 --mode compile}"
-for args in "${profiles[@]}"; do
-    step torch-profile python3 "$repo/bench/torch_profile.py" $args
-    want torch-profile && cat "$out/logs/torch-profile.log" >> "$res/torch-profile.txt"
-done
+step_each torch-profile "${PROFILES:---model mobilenet_v2 --mode compile}" "$repo/bench/torch_profile.py"
 # 3i. Causal depthwise conv1d and its decoding step against cuDNN and the HBM floor (CAUSAL_ARGS: more
 # arguments of bench/causal_conv1d.py, e.g. "--dtypes bfloat16 --lengths 2048"). CAUSAL_PACKAGE_SRC (a folder
 # of the checkout, e.g. build/ext/causal-conv1d): Dao-AILab's causal-conv1d built from it for this GPU alone and
@@ -207,12 +217,7 @@ for f in cnn5 groups lenet-cudnn; do [ -f "$res/$f.json" ] && summaries+=("$res/
 
 # 5a. Every launch configuration of a variant on a suite's layers beside cuDNN (bench/config_sweep.py), once
 # per ";"-separated argument list in SWEEPS (default: grouped_direct on the groups suite, fp16, B = 32).
-want config-sweep && : > "$res/config-sweep.txt"
-IFS=';' read -ra sweeps <<< "${SWEEPS:-grouped_direct --suite groups --batch 32 --compare fp16}"
-for args in "${sweeps[@]}"; do
-    step config-sweep python3 "$repo/bench/config_sweep.py" $args
-    want config-sweep && cat "$out/logs/config-sweep.log" >> "$res/config-sweep.txt"
-done
+step_each config-sweep "${SWEEPS:-grouped_direct --suite groups --batch 32 --compare fp16}" "$repo/bench/config_sweep.py"
 
 # 6. pytest-benchmark's GPU suite, saved for pytest-benchmark's compare.
 step pytest-benchmark python3 -m pytest -q -p no:cacheprovider "$repo/bench/test_bench_gpu.py" --benchmark-only \
