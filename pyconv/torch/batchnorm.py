@@ -35,11 +35,18 @@ from torch.nn.utils.parametrize import type_before_parametrizations
 from . import _engine, _op
 
 _get_ident = threading.get_ident
+# nn.BatchNorm1d's and 2d's forward, called by name rather than through super(): under torch.compile a super() call
+# puts guards on each norm's class and MRO that every call of the compiled model checks (module.py, _conv_forward)
+_norm_forward = nn.modules.batchnorm._BatchNorm.forward
 
 
 class _PassThrough:
     """What a folded norm adds to its nn.BatchNorm1d / 2d: the tensor its conv handed over comes back as it is
     (already normalised); any other input is normalised as the base class does."""
+
+    # What torch._dynamo.mark_static(cls) sets (without importing dynamo: a second): torch.compile treats the norm
+    # as it does nn.BatchNorm2d, without the aliasing guard over every norm's buffers it puts on a user class.
+    _dynamo_marked_static = True
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -56,7 +63,7 @@ class _PassThrough:
             handed = self.__dict__.get("_pyconv_handed")
             if handed and handed.pop(_get_ident(), None) is input:
                 return input
-        return super().forward(input)
+        return _norm_forward(self, input)
 
 
 class PassThroughBatchNorm2d(_PassThrough, nn.BatchNorm2d):
