@@ -41,9 +41,10 @@ class _PyconvOptions:
     decisions() and the repr. A subclass names its op (`_run`: _op.conv2d_spec or conv1d_spec)."""
 
     not_fused: Optional[str] = None  # set by convert: why a ReLU / pool after this conv stayed out of its epilogue
-    # engine "fastest" / "torch" without an epilogue: a compiled model runs nn.Conv2d's own _conv_forward
-    # (kept by __setattr__; False for a module unpickled from before it was kept, which then compiles our op)
-    _compiles_to_torch = False
+    # engine "fastest" / "torch" without an epilogue: nn.Conv2d's / Conv1d's own _conv_forward, which a compiled
+    # model runs; else None (kept by __setattr__; None for a module unpickled from before it was kept, which then
+    # compiles our op)
+    _compiled_forward = None
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None, *, epilogue=None, variant: str = "auto",
@@ -57,11 +58,12 @@ class _PyconvOptions:
             # Traced: every attribute, method and class the trace reads becomes a guard that each call of the
             # compiled model checks before it runs (a super() call: the module's class, its MRO and the method's
             # code, per layer). Engines fastest / torch compile to PyTorch's conv (_op._pytorchs_conv): without an
-            # epilogue, nn.Conv2d's own _conv_forward (a global: one guard for the model, not one a layer), read
-            # through one attribute. Guards cost as the host's caches are cold after a forward: on mobilenet_v2
-            # this and the norm's forward (batchnorm.py) took 0.25 -> 0.04 ms off its guards' 0.5 ms (CPU).
-            if self._compiles_to_torch:
-                return self._TORCH_CONV_FORWARD(input, weight, bias)
+            # epilogue, nn.Conv2d's own _conv_forward, read from one attribute: one guard a layer. Guards cost as
+            # the host's caches are cold after a forward: on mobilenet_v2 this and the norm's forward
+            # (batchnorm.py) took its extra cache lookup from 0.15-0.2 ms to none (CPU).
+            compiled_forward = self._compiled_forward
+            if compiled_forward is not None:
+                return compiled_forward(self, input, weight, bias)
             return self._decided_forward(input, weight, bias)
         bn = self.__dict__.get(_BATCHNORM)  # the batch norm convert paired with this conv (batchnorm.py)
         if bn is not None:
@@ -139,7 +141,8 @@ class _PyconvOptions:
         super().__setattr__(name, value)
         if name in ("engine", "epilogue"):
             options = self.__dict__
-            options["_compiles_to_torch"] = options.get("engine") != "pyconv" and options.get("epilogue") is None
+            options["_compiled_forward"] = self._TORCH_CONV_FORWARD \
+                if options.get("engine") != "pyconv" and options.get("epilogue") is None else None
         if name in _SPEC_ATTRIBUTES:
             for cache in _CACHES:
                 self.__dict__.pop(cache, None)
@@ -227,7 +230,7 @@ class _PyconvOptions:
             conv._set_options(epilogue, variant, precision, engine, fallback)
         except BaseException:  # a refused option leaves conv as it was
             conv.__class__ = old_class
-            for name in ("epilogue", "variant", "precision", "engine", "fallback", "_compiles_to_torch"):
+            for name in ("epilogue", "variant", "precision", "engine", "fallback", "_compiled_forward"):
                 conv.__dict__.pop(name, None)
             raise
         return conv
@@ -239,7 +242,7 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
     ("pyconv", "fastest", "torch") and fallback."""
 
     _DIMS = 4
-    _TORCH_CONV_FORWARD = nn.Conv2d._conv_forward
+    _TORCH_CONV_FORWARD = staticmethod(nn.Conv2d._conv_forward)
     _run = staticmethod(_op.conv2d_spec)
     _torch_conv = staticmethod(torch_conv)
     _run_remembered = staticmethod(_op.run_remembered)
@@ -260,7 +263,7 @@ class Conv1d(_PyconvOptions, nn.Conv1d):
     ReluMaxPool epilogue pooling along L."""
 
     _DIMS = 3
-    _TORCH_CONV_FORWARD = nn.Conv1d._conv_forward
+    _TORCH_CONV_FORWARD = staticmethod(nn.Conv1d._conv_forward)
     _run = staticmethod(_op.conv1d_spec)
 
     # The engine runs both its plans and PyTorch's conv on (B, C, 1, L) views, as conv1d_spec calls it: so do
