@@ -68,6 +68,10 @@ def latency_ms(fn, reps: int) -> list:
 
 
 def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int) -> dict:
+    if mode == "compile":
+        # Each row's two models compile afresh: earlier rows' entries stay on the code objects that networks
+        # share (ResNet.forward: resnet18 / 50, resnext50) and reached dynamo's recompile limit (fullgraph: failed).
+        torch._dynamo.reset()
     x = torch.rand(batch, *NETWORKS[name][1], device="cuda").to(dtype)
     original = build(name, "cuda", dtype)
     pct.reset_fallback_counts()

@@ -313,23 +313,28 @@ def test_compiled_converted_model_guards_little_more_than_the_original(gen, fres
     """Each call of a compiled model checks its guards first, on the host, with caches cold from the forward
     before: on the H200 a converted mobilenet_v2's guards took 0.59 ms a call against the original's 0.28 while
     its convs and norms reached their bases through super() (guards on each layer's class and MRO) and its norms'
-    buffers drew aliasing guards. Now a folded conv + batch norm pair adds at most two guards to the original's
-    (the conv's one attribute read, and that the instance does not shadow the method it calls)."""
+    buffers drew aliasing guards. Now each folded conv + batch norm pair adds one guard to the original's (the
+    conv's one attribute read); what the model adds once (our functions' globals) depends on PyTorch's version,
+    so the test counts the guards of networks of 2 and 6 pairs."""
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
     nn = torch.nn
-    layers = []
-    for i in range(5):
-        layers += [nn.Conv2d(3 if i == 0 else 8, 8, 3, padding=1, bias=i % 2 == 0), nn.BatchNorm2d(8), nn.ReLU()]
-    model = nn.Sequential(*layers).eval()
-    original = copy.deepcopy(model)
-    converted = pct.convert(model, engine="fastest")
-    x = rand(gen, 1, 3, 9, 7)
-    guards = {}
-    with torch.no_grad():
-        converted(x)
-        assert len(pct.report(converted).folded) == 5
-        for name, m in (("original", original), ("converted", converted)):
-            torch._dynamo.reset()
-            guards[name] = torch._dynamo.explain(m)(x).out_guards
-    extra = len(guards["converted"]) - len(guards["original"])
-    assert extra <= 2 * 5 + 10, (extra, sorted({g.name for g in guards["converted"]} - {g.name for g in guards["original"]}))
+
+    def extra_guards(pairs: int) -> int:
+        layers = []
+        for i in range(pairs):
+            layers += [nn.Conv2d(3 if i == 0 else 8, 8, 3, padding=1, bias=i % 2 == 0), nn.BatchNorm2d(8),
+                       nn.ReLU()]
+        model = nn.Sequential(*layers).eval()
+        original = copy.deepcopy(model)
+        converted = pct.convert(model, engine="fastest")
+        x = rand(gen, 1, 3, 9, 7)
+        guards = {}
+        with torch.no_grad():
+            converted(x)
+            assert len(pct.report(converted).folded) == pairs
+            for name, m in (("original", original), ("converted", converted)):
+                torch._dynamo.reset()
+                guards[name] = torch._dynamo.explain(m)(x).out_guards
+        return len(guards["converted"]) - len(guards["original"])
+    per_pair = (extra_guards(6) - extra_guards(2)) / 4
+    assert per_pair <= 1, per_pair
