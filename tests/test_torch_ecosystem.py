@@ -338,3 +338,31 @@ def test_compiled_converted_model_guards_little_more_than_the_original(gen, fres
         return len(guards["converted"]) - len(guards["original"])
     per_pair = (extra_guards(6) - extra_guards(2)) / 4
     assert per_pair <= 1, per_pair
+
+
+def test_compiled_converted_conv_follows_an_engine_changed_after_compiling(gen, fresh_dynamo):
+    """The compiled graph reads the conv's engine through one attribute (its guard): setting engine "pyconv"
+    after compiling recompiles with our op in the graph, and setting "fastest" back runs the first graph again."""
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    nn = torch.nn
+    converted = pct.convert(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU()).eval(), engine="fastest",
+                            fuse=False)
+    x = rand(gen, 1, 3, 8, 7)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
+        return gm.forward
+    compiled = torch.compile(converted, fullgraph=True, backend=backend)
+    with torch.no_grad():
+        expected = F.relu(F.conv2d(x, converted[0].weight, converted[0].bias, padding=1))
+        results = [compiled(x)]
+        converted[0].engine = "pyconv"
+        results.append(compiled(x))
+        converted[0].engine = "fastest"
+        results.append(compiled(x))
+    assert len(graphs) == 2
+    assert not any("pyconv" in target for target in graphs[0])
+    assert any("pyconv" in target for target in graphs[1])
+    for y in results:
+        assert max_rel(y, expected) <= 1e-5
