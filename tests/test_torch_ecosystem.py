@@ -273,6 +273,18 @@ def test_fx_symbolic_trace_records_the_op(gen):
         assert max_rel(traced(x), F.conv2d(x, layer.weight, layer.bias, padding=1)) <= 1e-5
 
 
+def _folded_after_a_call(gen, model, shape) -> tuple:
+    """(original, converted, x): a deep copy of model, model converted (engine "fastest") and called once on a
+    fresh x, so that its layers have decided and its batch norms folded, and x."""
+    original = copy.deepcopy(model)
+    converted = pct.convert(model, engine="fastest")
+    x = rand(gen, *shape)
+    with torch.no_grad():
+        converted(x)
+    assert pct.report(converted).folded  # folded in eager calls
+    return original, converted, x
+
+
 def test_compiled_converted_model_traces_as_the_original(gen, fresh_dynamo):
     """Compiled after eager calls (its layers have decided, its batch norms folded), a converted conv + batch norm
     + ReLU network traces to the original's graph: the same calls and the same inputs, none read through the
@@ -285,13 +297,9 @@ def test_compiled_converted_model_traces_as_the_original(gen, fresh_dynamo):
         for m in model.modules():
             if isinstance(m, nn.BatchNorm2d):
                 m.running_mean.uniform_(-1, 1), m.running_var.uniform_(0.5, 2), m.weight.uniform_(0.5, 2)
-    original = copy.deepcopy(model)
-    converted = pct.convert(model, engine="fastest")
-    x = rand(gen, 2, 3, 10, 9)
+    original, converted, x = _folded_after_a_call(gen, model, (2, 3, 10, 9))
     graphs = {}
     with torch.no_grad():
-        converted(x)
-        assert pct.report(converted).folded  # folded in eager calls
         for name, m in (("original", original), ("converted", converted)):
             def backend(gm, example_inputs, name=name):
                 graphs[name] = gm
@@ -324,14 +332,10 @@ def test_compiled_converted_model_guards_little_more_than_the_original(gen, fres
         for i in range(pairs):
             layers += [nn.Conv2d(3 if i == 0 else 8, 8, 3, padding=1, bias=i % 2 == 0), nn.BatchNorm2d(8),
                        nn.ReLU()]
-        model = nn.Sequential(*layers).eval()
-        original = copy.deepcopy(model)
-        converted = pct.convert(model, engine="fastest")
-        x = rand(gen, 1, 3, 9, 7)
+        original, converted, x = _folded_after_a_call(gen, nn.Sequential(*layers).eval(), (1, 3, 9, 7))
+        assert len(pct.report(converted).folded) == pairs
         guards = {}
         with torch.no_grad():
-            converted(x)
-            assert len(pct.report(converted).folded) == pairs
             for name, m in (("original", original), ("converted", converted)):
                 torch._dynamo.reset()
                 guards[name] = torch._dynamo.explain(m)(x).out_guards
