@@ -18,7 +18,8 @@
 # "config-sweep" is bench/config_sweep.py once per ";"-separated argument list in SWEEPS; "triage" is
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
 # "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "torch-profile"
-# bench/torch_profile.py once per ";"-separated argument list in PROFILES (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default; CAUSAL_ARGS: more of its arguments; CAUSAL_PACKAGE_SRC: a
+# bench/torch_profile.py once per ";"-separated argument list in PROFILES (not by default), "torch-compile-guards"
+# bench/torch_compile_guards.py once per argument list in GUARDS (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default; CAUSAL_ARGS: more of its arguments; CAUSAL_PACKAGE_SRC: a
 # checkout of Dao-AILab/causal-conv1d, relative to the repository root and carried, e.g. build/ext/causal-conv1d, to
 # build for this GPU and time beside ours: --package-src, issue 44), "bench-*-cmp"/"bench-groups"/"bench-large-kernel" (not by default)/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments, split on spaces), PYTEST_K (a -k expression, spaces allowed), PYTEST_PATHS (what pytest runs, default tests/; "" to name files, with absolute paths, in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
@@ -177,6 +178,9 @@ want torch-first-forward && cp "$out/logs/torch-first-forward.log" "$res/torch-f
 # 3h. Kernels and ops of converted models beside the originals' (PROFILES: argument lists separated by ";", e.g.
 # "--model mobilenet_v2 --mode compile; --model densenet121 --batch 16"), all in torch-profile.txt.
 step_each torch-profile "${PROFILES:---model mobilenet_v2 --mode compile}" "$repo/bench/torch_profile.py"
+# 3i. What dynamo's guards cost compiled converted models beside the originals (GUARDS: argument lists as above).
+step_each torch-compile-guards "${GUARDS:---model mobilenet_v2; --model densenet121 --batch 16}" \
+    "$repo/bench/torch_compile_guards.py"
 # 3i. Causal depthwise conv1d and its decoding step against cuDNN and the HBM floor (CAUSAL_ARGS: more
 # arguments of bench/causal_conv1d.py, e.g. "--dtypes bfloat16 --lengths 2048"). CAUSAL_PACKAGE_SRC (a folder
 # of the checkout, e.g. build/ext/causal-conv1d): Dao-AILab's causal-conv1d built from it for this GPU alone and
