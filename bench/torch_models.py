@@ -3,7 +3,7 @@
     python bench/torch_models.py [--models lenet5,resnet18,mobilenet_v2,convnext_tiny] [--batches 1,32]
         [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph] [--engine fastest]
         [--reps 50] [--tune-budget-ms 500] [--per-call] [--out bench/results/<gpu>/torch-models]
-        [--max-seconds S] [--resume earlier/torch_models.json]
+        [--max-seconds S] [--resume earlier/torch_models.json] [--compile-ours]
 
 For each network, batch, dtype and mode: the original model and the converted one (engine `fastest`:
 each layer runs pyconv's plan or PyTorch's conv, whichever measured faster for its shape) run in the
@@ -16,6 +16,10 @@ table and the geometric means per mode, batch and dtype, and writes torch_models
 under --out (--per-call: also torch_per_call.json, one call's host cost through each path on
 bench/per_call.py's layers). --max-seconds stops starting rows after that time; --resume keeps an earlier
 run's measured rows and measures the rest, so that the whole table can be built over several GPU calls.
+--compile-ours (an experiment for issue 42's compile rows, engine fastest): before compiling, each layer whose
+eager and CUDA-graph timings both chose our plan at this input is set to engine "pyconv", so that the compiled
+model calls our op there and PyTorch's conv elsewhere (engine "fastest" compiles PyTorch's conv everywhere);
+its rows say "fastest, ours compiled where faster".
 """
 from __future__ import annotations
 
@@ -67,7 +71,19 @@ def latency_ms(fn, reps: int) -> list:
     return times
 
 
-def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int) -> dict:
+def ours_in_both_modes(layers: dict, batch: int, dtype_name: str) -> list:
+    """Names of the layers (report(model)'s) whose decisions at this batch and dtype all ran our plan in eager
+    calls and in CUDA-graph captures."""
+    chosen = []
+    for layer, records in layers.items():
+        mine = [r for r in records if r["input"][0] == batch and r["dtype"] == dtype_name]
+        if mine and all(r["engine"] == "pyconv" and r["engine_captured"] == "pyconv" for r in mine):
+            chosen.append(layer)
+    return chosen
+
+
+def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int,
+            compile_ours: bool = False) -> dict:
     if mode == "compile":
         # Each row's two models compile afresh: earlier rows' entries stay on the code objects that networks
         # share (ResNet.forward: resnet18 / 50, resnext50) and reached dynamo's recompile limit (fullgraph: failed).
@@ -85,6 +101,13 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
             print(f"{name}: no float64 reference ({str(exc).splitlines()[0]})", flush=True)
             exact = None
         converted = pct.convert(original, engine=engine_name, example_inputs=x)
+        dtype_name = str(dtype).replace("torch.", "")
+        ours = []
+        if compile_ours and mode == "compile" and engine_name == "fastest":
+            ours = ours_in_both_modes(pct.report(converted), batch, dtype_name)
+            modules = dict(converted.named_modules())
+            for layer in ours:
+                modules[layer].engine = "pyconv"
         runs = {}
         for label, model in (("original", original), ("converted", converted)):
             fn, out = forward_fn(model, x, mode)
@@ -103,12 +126,13 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
                                                                  rel_error("original", exact))
     t_orig, t_conv = statistics.median(runs["original"][2]), statistics.median(runs["converted"][2])
     layers = pct.report(converted)
-    dtype_name = str(dtype).replace("torch.", "")
     engine = "engine_captured" if mode == "graph" else "engine"
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
                  if r["input"][0] == batch and r["dtype"] == dtype_name and r[engine] == "torch"}
     if mode == "compile" and engine_name != "pyconv":  # engines fastest / torch compile to PyTorch's conv
-        fell_back = {layer: "compiled: PyTorch's conv" for layer in layers}
+        fell_back = {layer: "compiled: PyTorch's conv" for layer in layers if layer not in ours}
+    if compile_ours and mode == "compile":
+        engine_name += ", ours compiled where faster"
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
             "original_max_rel_error": original_err, "max_rel_error_f64": err64,
@@ -143,7 +167,7 @@ def per_call_rows(calls: int = 300, repeats: int = 7) -> list:
 def _fell_back(row: dict) -> str:
     """Layers on PyTorch's conv: by timing (counted) and by refusal (named with the reason)."""
     if row["fell_back"] and all(why.startswith("compiled") for why in row["fell_back"].values()):
-        return "all: compiled"
+        return "all: compiled" if row["pyconv_layers"] == 0 else f"{len(row['fell_back'])} compiled"
     timed = sum(why.endswith(" faster") for why in row["fell_back"].values())
     refused = [f"{layer}: {why[:60]}" for layer, why in row["fell_back"].items() if not why.endswith(" faster")]
     return "; ".join(([f"{timed} by timing"] if timed else []) + refused) or "none"
@@ -208,6 +232,8 @@ def main(argv=None) -> int:
                         help="auto's tuning budget per new shape (the default 3000 makes a first run long)")
     parser.add_argument("--resume", type=Path, default=None,
                         help="a torch_models.json of an earlier run: its measured rows are kept, not measured again")
+    parser.add_argument("--compile-ours", action="store_true",
+                        help="compile rows: our op on the layers both eager and graph timings chose it for")
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="start no row after this many seconds (the rest: --resume in a later run)")
     args = parser.parse_args(argv)
@@ -228,7 +254,7 @@ def main(argv=None) -> int:
                   f"{out / 'torch_models.json'} runs them): {remaining[i:]}", flush=True)
             break
         try:
-            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps)
+            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps, args.compile_ours)
         except Exception as exc:  # noqa: BLE001 - one failed row must not lose the others
             row = {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode,
                    "error": f"{type(exc).__name__}: {exc}"[:300]}
