@@ -43,7 +43,7 @@ class _PyconvOptions:
     not_fused: Optional[str] = None  # set by convert: why a ReLU / pool after this conv stayed out of its epilogue
     # engine "fastest" / "torch" without an epilogue: nn.Conv2d's / Conv1d's own _conv_forward, which a compiled
     # model runs; else None (kept by __setattr__; None for a module unpickled from before it was kept, which then
-    # compiles our op)
+    # compiles through _decided_forward: the same conv, with more guards)
     _compiled_forward = None
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
