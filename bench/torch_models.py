@@ -1,9 +1,9 @@
 """Whole-model latency and accuracy of pyconv.torch.convert beside the unconverted PyTorch model.
 
     python bench/torch_models.py [--models lenet5,resnet18,mobilenet_v2,convnext_tiny] [--batches 1,32]
-        [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph] [--engine fastest]
+        [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph,compile-ours] [--engine fastest]
         [--reps 50] [--tune-budget-ms 500] [--per-call] [--out bench/results/<gpu>/torch-models]
-        [--max-seconds S] [--resume earlier/torch_models.json] [--compile-ours]
+        [--max-seconds S] [--resume earlier/torch_models.json]
 
 For each network, batch, dtype and mode: the original model and the converted one (engine `fastest`:
 each layer runs pyconv's plan or PyTorch's conv, whichever measured faster for its shape) run in the
@@ -16,10 +16,10 @@ table and the geometric means per mode, batch and dtype, and writes torch_models
 under --out (--per-call: also torch_per_call.json, one call's host cost through each path on
 bench/per_call.py's layers). --max-seconds stops starting rows after that time; --resume keeps an earlier
 run's measured rows and measures the rest, so that the whole table can be built over several GPU calls.
---compile-ours (an experiment for issue 42's compile rows, engine fastest): before compiling, each layer whose
-eager and CUDA-graph timings both chose our plan at this input is set to engine "pyconv", so that the compiled
-model calls our op there and PyTorch's conv elsewhere (engine "fastest" compiles PyTorch's conv everywhere);
-its rows say "fastest, ours compiled where faster".
+Mode compile-ours (an experiment for issue 42's compile rows, not in the default modes): compiled as in mode
+compile, but first each layer whose eager and CUDA-graph timings both chose our plan at this input is set to
+engine "pyconv", so that the compiled model calls our op there and PyTorch's conv elsewhere (engine "fastest"
+compiles PyTorch's conv everywhere).
 """
 from __future__ import annotations
 
@@ -41,9 +41,12 @@ from pyconv.torch.models import DEFAULT_NETWORKS, NETWORKS, build
 _ROUNDS = 10
 
 
+COMPILED = ("compile", "compile-ours")  # modes run through torch.compile
+
+
 def forward_fn(model, x, mode):
     """A no-argument callable running one forward pass in `mode`, and its output."""
-    if mode == "compile":
+    if mode in COMPILED:
         model = torch.compile(model, fullgraph=True)
     if mode != "graph":
         return (lambda: model(x)), None
@@ -82,9 +85,8 @@ def ours_in_both_modes(layers: dict, batch: int, dtype_name: str) -> list:
     return chosen
 
 
-def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int,
-            compile_ours: bool = False) -> dict:
-    if mode == "compile":
+def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int) -> dict:
+    if mode in COMPILED:
         # Each row's two models compile afresh: earlier rows' entries stay on the code objects that networks
         # share (ResNet.forward: resnet18 / 50, resnext50) and reached dynamo's recompile limit (fullgraph: failed).
         torch._dynamo.reset()
@@ -103,7 +105,7 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
         converted = pct.convert(original, engine=engine_name, example_inputs=x)
         dtype_name = str(dtype).replace("torch.", "")
         ours = []
-        if compile_ours and mode == "compile" and engine_name == "fastest":
+        if mode == "compile-ours" and engine_name == "fastest":
             ours = ours_in_both_modes(pct.report(converted), batch, dtype_name)
             modules = dict(converted.named_modules())
             for layer in ours:
@@ -129,10 +131,8 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
     engine = "engine_captured" if mode == "graph" else "engine"
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
                  if r["input"][0] == batch and r["dtype"] == dtype_name and r[engine] == "torch"}
-    if mode == "compile" and engine_name != "pyconv":  # engines fastest / torch compile to PyTorch's conv
+    if mode in COMPILED and engine_name != "pyconv":  # engines fastest / torch compile to PyTorch's conv
         fell_back = {layer: "compiled: PyTorch's conv" for layer in layers if layer not in ours}
-    if compile_ours and mode == "compile":
-        engine_name += ", ours compiled where faster"
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
             "original_max_rel_error": original_err, "max_rel_error_f64": err64,
@@ -232,8 +232,6 @@ def main(argv=None) -> int:
                         help="auto's tuning budget per new shape (the default 3000 makes a first run long)")
     parser.add_argument("--resume", type=Path, default=None,
                         help="a torch_models.json of an earlier run: its measured rows are kept, not measured again")
-    parser.add_argument("--compile-ours", action="store_true",
-                        help="compile rows: our op on the layers both eager and graph timings chose it for")
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="start no row after this many seconds (the rest: --resume in a later run)")
     args = parser.parse_args(argv)
@@ -254,7 +252,7 @@ def main(argv=None) -> int:
                   f"{out / 'torch_models.json'} runs them): {remaining[i:]}", flush=True)
             break
         try:
-            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps, args.compile_ours)
+            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps)
         except Exception as exc:  # noqa: BLE001 - one failed row must not lose the others
             row = {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode,
                    "error": f"{type(exc).__name__}: {exc}"[:300]}

@@ -165,7 +165,7 @@ def _bench_module(name: str = "torch_models"):
 
 
 def test_compile_ours_picks_layers_both_timings_chose_ours_for():
-    """bench/torch_models.py --compile-ours: a layer runs our op compiled only where every decision at the row's
+    """bench/torch_models.py's mode compile-ours: a layer runs our op compiled only where every decision at the row's
     batch and dtype ran our plan both eagerly and in CUDA-graph captures."""
     bench = _bench_module()
 
