@@ -23,6 +23,7 @@ import torch
 
 import pyconv.torch as pct
 from pyconv.torch.models import NETWORKS, build
+from torch_models import latency_ms  # bench/, the script's directory
 
 LOOKUP = "TorchDynamo Cache Lookup"
 
@@ -32,18 +33,13 @@ def latencies(fns: dict, x, rounds: int, reps: int, cuda: bool) -> dict:
     times = {label: [] for label in fns}
     for _ in range(rounds):
         for label, fn in fns.items():
+            if cuda:  # CUDA events, as the model bench times
+                times[label] += latency_ms(lambda fn=fn: fn(x), reps)
+                continue
             for _ in range(reps):
-                if cuda:
-                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    fn(x)
-                    stop.record()
-                    stop.synchronize()
-                    times[label].append(start.elapsed_time(stop))
-                else:
-                    began = time.perf_counter()
-                    fn(x)
-                    times[label].append((time.perf_counter() - began) * 1e3)
+                began = time.perf_counter()
+                fn(x)
+                times[label].append((time.perf_counter() - began) * 1e3)
     return {label: statistics.median(t) for label, t in times.items()}
 
 
