@@ -66,12 +66,18 @@ class _PassThrough:
         return _norm_forward(self, input)
 
 
+# Each class holds the method that _norm_forward looks up on its own: PyTorch 2.11's dynamo guards, at every
+# compiled call, that a class between the one it is found in and the module's own (here _PassThrough) still lacks it.
 class PassThroughBatchNorm2d(_PassThrough, nn.BatchNorm2d):
     """nn.BatchNorm2d folded into the Conv2d before it (see _PassThrough)."""
+
+    _check_input_dim = nn.BatchNorm2d._check_input_dim
 
 
 class PassThroughBatchNorm1d(_PassThrough, nn.BatchNorm1d):
     """nn.BatchNorm1d folded into the Conv1d before it (see _PassThrough)."""
+
+    _check_input_dim = nn.BatchNorm1d._check_input_dim
 
 
 _PASS_THROUGH = {nn.BatchNorm2d: PassThroughBatchNorm2d, nn.BatchNorm1d: PassThroughBatchNorm1d}

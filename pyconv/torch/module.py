@@ -243,6 +243,9 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
 
     _DIMS = 4
     _TORCH_CONV_FORWARD = staticmethod(nn.Conv2d._conv_forward)
+    # Held here, not only by nn.Conv2d: PyTorch 2.11's dynamo guards, at every compiled call, that a class between
+    # the one a method is found in and the module's own (_PyconvOptions) still lacks it.
+    forward = nn.Conv2d.forward
     _run = staticmethod(_op.conv2d_spec)
     _torch_conv = staticmethod(torch_conv)
     _run_remembered = staticmethod(_op.run_remembered)
@@ -264,6 +267,9 @@ class Conv1d(_PyconvOptions, nn.Conv1d):
 
     _DIMS = 3
     _TORCH_CONV_FORWARD = staticmethod(nn.Conv1d._conv_forward)
+    # Held here, not only by nn.Conv1d: PyTorch 2.11's dynamo guards, at every compiled call, that a class between
+    # the one a method is found in and the module's own (_PyconvOptions) still lacks it.
+    forward = nn.Conv1d.forward
     _run = staticmethod(_op.conv1d_spec)
 
     # The engine runs both its plans and PyTorch's conv on (B, C, 1, L) views, as conv1d_spec calls it: so do
