@@ -37,24 +37,36 @@ def _spec(stride, padding, dilation, groups, epilogue, variant, precision, engin
                 engine, fallback)
 
 
-@torch.library.custom_op("pyconv::conv2d", mutates_args=())
-def conv2d_op(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: List[int], padding: List[int],
-              dilation: List[int], groups: int, epilogue: List[int], variant: str, precision: str, engine: str,
-              fallback: bool) -> Tensor:
+def _conv2d_kernel(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: List[int], padding: List[int],
+                   dilation: List[int], groups: int, epilogue: List[int], variant: str, precision: str, engine: str,
+                   fallback: bool) -> Tensor:
     """epilogue(conv2d(input, weight) + bias); epilogue is [kind, pool_h, pool_w, pool_stride_h,
     pool_stride_w, ceil] with kind 0 none, 1 ReLU, 2 ReLU + max-pool."""
     return _engine.conv2d(input, weight, bias, _spec(stride, padding, dilation, groups, epilogue, variant,
                                                      precision, engine, fallback))
 
 
-@torch.library.custom_op("pyconv::conv1d", mutates_args=())
-def conv1d_op(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: int, padding: int, dilation: int,
-              groups: int, epilogue: List[int], variant: str, precision: str, engine: str,
-              fallback: bool) -> Tensor:
+def _conv1d_kernel(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: int, padding: int, dilation: int,
+                   groups: int, epilogue: List[int], variant: str, precision: str, engine: str,
+                   fallback: bool) -> Tensor:
     """conv2d_op on (B, C, 1, L) views; epilogue as conv2d_op's, its pool window (1, k)."""
     spec = _spec((1, stride), (0, padding), (1, dilation), groups, epilogue, variant, precision, engine, fallback)
     y = _engine.conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, spec)
     return y.view(y.shape[0], y.shape[1], y.shape[3])
+
+
+conv2d_op = torch.library.custom_op("pyconv::conv2d", _conv2d_kernel, mutates_args=())
+conv1d_op = torch.library.custom_op("pyconv::conv1d", _conv1d_kernel, mutates_args=())
+
+# The same kernels registered for the CPU and CUDA dispatch keys themselves, ahead of custom_op's registration
+# (CompositeExplicitAutograd, still there for other devices), which wraps each call in a check that the output
+# aliases no input (ours never does: it is allocated here) and a look-up of the op's schema: 27 us of the op's
+# 37 us a call on the H200 host with PyTorch 2.11, three times what the kernel itself costs. A compiled model
+# calls the op through the dispatcher at every layer that runs ours.
+_KERNELS = torch.library.Library("pyconv", "IMPL")
+for _key in ("CPU", "CUDA"):
+    _KERNELS.impl("conv2d", _conv2d_kernel, _key)
+    _KERNELS.impl("conv1d", _conv1d_kernel, _key)
 
 
 def _out_size(n, k, stride, padding, dilation):
