@@ -19,7 +19,7 @@
 # tests/sanitize/triage.sh, "lenet-e2e"/"lenet-process" the main job end to end and its process time,
 # "torch-models" bench/torch_models.py, "torch-first-forward" bench/torch_first_forward.py (not by default), "torch-profile"
 # bench/torch_profile.py once per ";"-separated argument list in PROFILES (not by default), "torch-compile-guards"
-# bench/torch_compile_guards.py once per argument list in GUARDS (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default; CAUSAL_ARGS: more of its arguments; CAUSAL_PACKAGE_SRC: a
+# bench/torch_compile_guards.py once per argument list in GUARDS (not by default), "torch-compiled-op" bench/torch_compiled_op.py once per argument list in COMPILED_OP (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default; CAUSAL_ARGS: more of its arguments; CAUSAL_PACKAGE_SRC: a
 # checkout of Dao-AILab/causal-conv1d, relative to the repository root and carried, e.g. build/ext/causal-conv1d, to
 # build for this GPU and time beside ours: --package-src, issue 44), "bench-*-cmp"/"bench-groups"/"bench-large-kernel" (not by default)/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments, split on spaces), PYTEST_K (a -k expression, spaces allowed), PYTEST_PATHS (what pytest runs, default tests/; "" to name files, with absolute paths, in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
@@ -181,7 +181,11 @@ step_each torch-profile "${PROFILES:---model mobilenet_v2 --mode compile}" "$rep
 # 3i. What dynamo's guards cost compiled converted models beside the originals (GUARDS: argument lists as above).
 step_each torch-compile-guards "${GUARDS:---model mobilenet_v2; --model densenet121 --batch 16}" \
     "$repo/bench/torch_compile_guards.py"
-# 3i. Causal depthwise conv1d and its decoding step against cuDNN and the HBM floor (CAUSAL_ARGS: more
+# 3j. Our op's call inside a compiled model (lowered, through the dispatcher) beside nn.Conv2d's (COMPILED_OP:
+# argument lists as above).
+step_each torch-compiled-op "${COMPILED_OP:---convs 20; --convs 20 --channels 64 --size 28 --batch 16}" \
+    "$repo/bench/torch_compiled_op.py"
+# 3k. Causal depthwise conv1d and its decoding step against cuDNN and the HBM floor (CAUSAL_ARGS: more
 # arguments of bench/causal_conv1d.py, e.g. "--dtypes bfloat16 --lengths 2048"). CAUSAL_PACKAGE_SRC (a folder
 # of the checkout, e.g. build/ext/causal-conv1d): Dao-AILab's causal-conv1d built from it for this GPU alone and
 # timed beside ours (--package-src; its build is kept in the folder's sibling "-build" for the next run).

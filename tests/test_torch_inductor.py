@@ -1,0 +1,131 @@
+"""pyconv.torch under inductor (torch.compile's default backend): the ops pyconv::conv2d / conv1d lowered to a
+direct call of their kernel (pyconv/torch/_lowering.py), checked in the generated code and against float64
+references across layouts, bias, epilogues and conv1d; dynamic shapes (the dispatcher's call) and gradients.
+
+Inductor compiles C++ for CPU graphs (a compiler on the machine, as the build needs) and Triton for CUDA ones.
+Its caches are off here: a graph from an earlier run would not show this run's code."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'pyconv[torch]')")
+
+import torch.nn.functional as F  # noqa: E402
+from torch._inductor.utils import run_and_get_code  # noqa: E402
+from torch_support import assert_close, gen, no_tf32, requires_cuda, uniform  # noqa: E402,F401 - fixtures
+
+import pyconv  # noqa: E402
+import pyconv.torch as pct  # noqa: E402
+
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
+
+
+@pytest.fixture(autouse=True)
+def fresh_inductor():
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):
+        yield
+    torch._dynamo.reset()
+
+
+def compiled_code(fn, *args, **compile_options):
+    """(fn(*args) compiled by inductor with fullgraph, the generated code of its graphs as one string)."""
+    out, code = run_and_get_code(torch.compile(fn, fullgraph=True, **compile_options), *args)
+    return out, "\n".join(code)
+
+
+CASES = {  # name: (x shape, w shape, bias, keyword arguments of pct.conv2d, reference after F.conv2d)
+    "plain": ((2, 3, 9, 8), (4, 3, 3, 3), False, dict(), None),
+    "bias_stride_groups": ((2, 6, 11, 9), (9, 2, 3, 2), True, dict(stride=(2, 1), padding=(1, 2), groups=3), None),
+    "relu": ((1, 4, 10, 10), (8, 4, 3, 3), True, dict(padding=2, dilation=2, epilogue="relu"), F.relu),
+    "relu_maxpool": ((2, 3, 13, 12), (5, 3, 3, 3), True, dict(padding=1, epilogue=pyconv.ReluMaxPool(3, 2, True)),
+                     lambda y: F.max_pool2d(F.relu(y), 3, 2, ceil_mode=True)),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_inductor_calls_the_conv2d_kernel_directly(gen, device, channels_last, case):
+    x_shape, w_shape, bias, kwargs, after = CASES[case]
+    x, w = uniform(gen, *x_shape).to(device), uniform(gen, *w_shape).to(device)
+    b = uniform(gen, w_shape[0]).to(device) if bias else None
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    fn = lambda x: torch.sigmoid(pct.conv2d(x * 2, w, b, **kwargs, fallback=False))  # noqa: E731 - fused around
+    y, code = compiled_code(fn, x)
+    assert "extern_kernels.pyconv_conv2d(" in code and "torch.ops.pyconv.conv2d.default(" not in code
+    kw = {k: v for k, v in kwargs.items() if k != "epilogue"}
+    ref = F.conv2d(x.double() * 2, w.double(), None if b is None else b.double(), **kw)
+    ref = torch.sigmoid(ref if after is None else after(ref))
+    assert y.shape == ref.shape and y.dtype == x.dtype
+    assert_close(y.double(), ref, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inductor_calls_the_conv1d_kernel_directly(gen, device):
+    x, w, b = (uniform(gen, 2, 4, 21).to(device), uniform(gen, 6, 2, 5).to(device), uniform(gen, 6).to(device))
+    fn = lambda x: pct.conv1d(x + 1, w, b, stride=2, padding=1, dilation=2, groups=2, fallback=False)  # noqa: E731
+    y, code = compiled_code(fn, x)
+    assert "extern_kernels.pyconv_conv1d(" in code and "torch.ops.pyconv.conv1d.default(" not in code
+    assert_close(y.double(), F.conv1d(x.double() + 1, w.double(), b.double(), stride=2, padding=1, dilation=2,
+                                      groups=2), 1e-5)
+
+
+def test_dynamic_shapes_call_the_op_through_the_dispatcher(gen):
+    """With symbolic sizes the lowering steps aside: the op's call, right for every size the graph runs."""
+    w = uniform(gen, 5, 3, 3, 3)
+    fn = torch.compile(lambda x: pct.conv2d(x, w, padding=1, fallback=False), fullgraph=True, dynamic=True)
+    for shape in ((2, 3, 9, 8), (3, 3, 12, 7)):
+        x = uniform(gen, *shape)
+        y, code = run_and_get_code(fn, x)
+        if code:  # the first call compiles; a size that fits its symbols runs without compiling again
+            assert "torch.ops.pyconv.conv2d.default(" in "\n".join(code)
+        assert_close(y.double(), F.conv2d(x.double(), w.double(), padding=1), 1e-5)
+
+
+def test_gradients_through_the_lowered_op(gen):
+    """Training under inductor: the forward graph calls the kernel directly, the backward is PyTorch's."""
+    x, w, b = uniform(gen, 2, 3, 9, 8), uniform(gen, 4, 3, 3, 3), uniform(gen, 4)
+    w.requires_grad_(), b.requires_grad_()
+    fn = torch.compile(lambda x, w, b: pct.conv2d(x, w, b, padding=1, epilogue="relu", fallback=False).square().sum(),
+                       fullgraph=True)
+    (loss, code) = run_and_get_code(fn, x, w, b)
+    assert "extern_kernels.pyconv_conv2d(" in "\n".join(code)
+    loss.backward()
+    w64, b64 = w.detach().double().requires_grad_(), b.detach().double().requires_grad_()
+    ref = F.relu(F.conv2d(x.double(), w64, b64, padding=1)).square().sum()
+    ref.backward()
+    assert_close(loss.double(), ref, 1e-5)
+    assert_close(w.grad.double(), w64.grad, 1e-5)
+    assert_close(b.grad.double(), b64.grad, 1e-5)
+
+
+def test_lowering_can_be_turned_off_for_a_process():
+    """PYCONV_TORCH_LOWERING=0: graphs compiled in that process call the op through the dispatcher (the way back
+    where a PyTorch version's inductor mishandles the lowering), with the same results."""
+    code = """if True:
+        import torch, torch.nn.functional as F
+        import pyconv.torch as pct
+        from torch._inductor.utils import run_and_get_code
+        torch._inductor.config.force_disable_caches = True
+        x, w = torch.rand(2, 3, 8, 8), torch.rand(4, 3, 3, 3)
+        y, code = run_and_get_code(torch.compile(lambda x: pct.conv2d(x, w, fallback=False), fullgraph=True), x)
+        assert "torch.ops.pyconv.conv2d.default(" in code[0] and "extern_kernels.pyconv_conv2d(" not in code[0]
+        assert float((y - F.conv2d(x, w)).abs().max()) <= 1e-5 * float(F.conv2d(x, w).abs().max())
+    """
+    env = {**os.environ, "PYCONV_TORCH_LOWERING": "0"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_compiled_op_bench_runs():
+    """bench/torch_compiled_op.py (the figures of the lowering) runs and prints its three columns."""
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "torch_compiled_op.py")
+    result = subprocess.run([sys.executable, script, "--device", "cpu", "--convs", "2", "--calls", "3"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = result.stdout.strip().splitlines()[-1]
+    assert row.startswith("| ") and all(float(cell) > 0 for cell in row.strip("| ").split(" | "))
