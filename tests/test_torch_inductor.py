@@ -7,6 +7,7 @@ Its caches are off here: a graph from an earlier run would not show this run's c
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -129,3 +130,19 @@ def test_compiled_op_bench_runs():
     assert result.returncode == 0, result.stderr[-3000:]
     row = result.stdout.strip().splitlines()[-1]
     assert row.startswith("| ") and all(float(cell) > 0 for cell in row.strip("| ").split(" | "))
+
+
+def test_a_lowering_that_cannot_be_registered_says_so(monkeypatch):
+    """Inductor's lowering API is internal: where a PyTorch version has moved it, the first trace warns in words
+    and the ops stay callable through the dispatcher."""
+    from pyconv.torch import _lowering
+
+    def moved(**_):
+        raise AttributeError("module 'torch._inductor.lowering' has no attribute 'register_lowering'")
+    monkeypatch.setitem(_lowering._state, "tried", False)
+    monkeypatch.setattr(_lowering, "_register", moved)
+    with pytest.warns(RuntimeWarning, match="through PyTorch's dispatcher .*AttributeError: module"):
+        _lowering.ensure_registered()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _lowering.ensure_registered()  # once a process: no second warning
