@@ -146,3 +146,18 @@ def test_a_lowering_that_cannot_be_registered_says_so(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _lowering.ensure_registered()  # once a process: no second warning
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lowered_calls_repeat_right_on_views_and_changed_inputs(gen, device):
+    """The generated code's later calls of a site skip the engine's lookup: they must still read each call's
+    operands (new values each time) and take strided views the engine copies (a step-2 slice of the channels)."""
+    w, b = uniform(gen, 4, 3, 3, 3).to(device), uniform(gen, 4).to(device)
+    inputs = {"dense": lambda x: x[:, :3] + 0.5, "view": lambda x: x[:, ::2]}
+    for label, take in inputs.items():
+        torch._dynamo.reset()
+        run = torch.compile(lambda x: pct.conv2d(take(x), w, b, padding=1, fallback=False), fullgraph=True)
+        for _ in range(3):
+            x = uniform(gen, 2, 6, 9, 8).to(device)
+            ref = F.conv2d(take(x.double()), w.double(), b.double(), padding=1)
+            assert_close(run(x).double(), ref, 1e-5)

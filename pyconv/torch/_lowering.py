@@ -4,8 +4,9 @@ Without it inductor calls an op it has no lowering for through PyTorch's dispatc
 (`torch.ops.pyconv.conv2d.default(...)`), which enters Python twice a call (custom_op's autograd wrapper, then a
 redispatch to the kernel): measured in a compiled efficientnet_b0 on the H200 host (batch 16), 98 us a call of
 our op against 29 us for each of inductor's `extern_kernels.convolution` calls, and compiled forwards there are
-bound by the host. Lowered, the generated code calls `extern_kernels.pyconv_conv2d(x, w, b, args=(...))`, the
-way it calls cuDNN's convolution: the op's kernel with the same arguments, nothing between.
+bound by the host. Lowered, the generated code calls `extern_kernels.pyconv_conv2d(x, w, b, args=(...),
+site='...')`, the way it calls cuDNN's convolution: the op's kernel with the same arguments, nothing between;
+from its second call a site runs the plan its first call found (_sites), without the engine's lookup.
 
 Registered from the ops' fake kernels (which run whenever something traces them) once inductor is imported, so
 that importing pyconv.torch imports no part of inductor; a process that loads compiled code from inductor's
@@ -22,7 +23,14 @@ import warnings
 
 import torch
 
+from . import _engine
+
 _state = {"tried": False}
+# A lowered conv2d's call site (the string the generated code passes: everything static about its operands and
+# arguments, a str so that its hash is computed once) -> (our plan's engine entry, its device, the TF32 flag it
+# was made under or None): later calls skip the engine's key, which costs more than the rest of a call.
+_sites: dict = {}
+os.register_at_fork(after_in_child=_sites.clear)  # a parent's entries hold plans of its CUDA context
 
 
 def ensure_registered() -> None:
@@ -50,9 +58,16 @@ def _register(with_lowerings: bool) -> None:
 
     def lowering(op, kernel, name):
         # The kernel takes the op's arguments; the generated code passes the tensors, then the rest as one tuple
-        # (a signature that follows the op's schema, which is part of the cached graphs' keys).
-        def call(input, weight, bias=None, *, args):
-            return kernel(input, weight, bias, *args)
+        # (a signature that follows the op's schema, which is part of the cached graphs' keys), and for conv2d
+        # its call site (None for conv1d, whose views the engine's entry does not describe).
+        def call(input, weight, bias=None, *, args, site=None):
+            hit = _sites.get(site)
+            if hit is not None and (hit[2] is None or hit[2] == _engine._cudnn_allow_tf32()):
+                return _engine._run(hit[0], input, weight, bias, hit[1])
+            y = kernel(input, weight, bias, *args)
+            if site is not None:
+                _remember(site, input, weight, bias, args)
+            return y
         call.__name__ = call.__qualname__ = name
         if not with_lowerings:
             setattr(extern_kernels, name, call)
@@ -72,8 +87,33 @@ def _register(with_lowerings: bool) -> None:
             if bias is not None:
                 inputs.append(ir.ExternKernel.require_contiguous(bias))
             layout = ir.FixedLayout(out.device, out.dtype, list(out.shape), list(out.stride()))
-            return choice.bind(inputs, layout, args=tuple(args)).output_node()
+            args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+            site = None
+            if op is torch.ops.pyconv.conv2d.default:
+                b = node.args[2].meta["val"] if bias is not None else None
+                site = repr((args, tuple(x.shape), x.stride(), x.dtype, tuple(w.shape), w.stride(), w.dtype,
+                             None if b is None else (tuple(b.shape), b.dtype), str(x.device)))
+            return choice.bind(inputs, layout, args=args, site=site).output_node()
         register_lowering(op, type_promotion_kind=None)(lower)
 
     lowering(torch.ops.pyconv.conv2d.default, _op._conv2d_kernel, "pyconv_conv2d")
     lowering(torch.ops.pyconv.conv1d.default, _op._conv1d_kernel, "pyconv_conv1d")
+
+
+def _remember(site: str, x, w, b, args) -> None:
+    """After a call through the engine: the site's entry where it runs our plan the same way at every call (the
+    compiled graph's operands keep the metadata the site names); PyTorch's conv, refusals and entries that
+    capture another engine keep the full path."""
+    from . import _op
+    spec = _op._spec(*args)
+    pick = _engine.remembered(x, w, b, spec)
+    if pick is None or pick.entry is None or pick.captured:
+        return
+    if not (_op._layout_is(x, pick.x_nhwc) and _op._layout_is(w, pick.w_nhwc) and (b is None or b.is_contiguous())):
+        return  # a view the engine copies at each call (its entry is for the dense copy)
+    tf32 = None
+    if spec.precision == "default" and x.dtype is torch.float32 and x.is_cuda:
+        tf32 = pick.precision == "tf32"
+    if len(_sites) > 4096:  # graphs compiled and dropped over a long process: their entries go too
+        _sites.clear()
+    _sites[site] = (pick.entry, x.get_device(), tf32)
