@@ -161,3 +161,12 @@ def test_lowered_calls_repeat_right_on_views_and_changed_inputs(gen, device):
             x = uniform(gen, 2, 6, 9, 8).to(device)
             ref = F.conv2d(take(x.double()), w.double(), b.double(), padding=1)
             assert_close(run(x).double(), ref, 1e-5)
+
+
+def test_cpp_wrapper_calls_the_op_through_the_dispatcher(gen):
+    """Inductor's C++ wrapper (as AOTInductor's) cannot call a Python extern kernel: the lowering steps aside for
+    it, and the compiled graph calls the op (it failed to compile with the lowering)."""
+    x, w = uniform(gen, 2, 3, 8, 8), uniform(gen, 4, 3, 3, 3)
+    with torch._inductor.config.patch(cpp_wrapper=True):
+        y = torch.compile(lambda x: torch.relu(pct.conv2d(x, w, padding=1, fallback=False)) + 1, fullgraph=True)(x)
+    assert_close(y.double(), torch.relu(F.conv2d(x.double(), w.double(), padding=1)) + 1, 1e-5)

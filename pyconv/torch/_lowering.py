@@ -12,8 +12,10 @@ Registered from the ops' fake kernels (which run whenever something traces them)
 that importing pyconv.torch imports no part of inductor; a process that loads compiled code from inductor's
 caches traces the model with dynamo first, which runs the fakes and so registers the extern kernels that code
 calls. Inductor's lowering API is internal: where it differs from what this module expects (another PyTorch
-version), nothing is registered and inductor calls the op through the dispatcher as before. The environment
-variable PYCONV_TORCH_LOWERING=0 (read at the first trace) keeps the dispatcher's call in graphs compiled then.
+version), nothing is registered and inductor calls the op through the dispatcher as before; so it does with
+symbolic sizes and in C++ wrappers (cpp_wrapper, AOTInductor), which reach Python kernels only that way. The
+environment variable PYCONV_TORCH_LOWERING=0 (read at the first trace) keeps the dispatcher's call in graphs
+compiled then.
 """
 from __future__ import annotations
 
@@ -78,8 +80,11 @@ def _register(with_lowerings: bool) -> None:
         def lower(input, weight, bias, *args):
             node = V.graph.current_node
             out, x, w = node.meta["val"], node.args[0].meta["val"], node.args[1].meta["val"]
-            if any(not isinstance(s, int) for t in (out, x, w) for s in (*t.shape, *t.stride())):
-                return fallback(input, weight, bias, *args)  # dynamic shapes: the dispatcher's call is exact
+            # Symbolic sizes, and C++ wrappers (cpp_wrapper, AOTInductor), which call a Python kernel only through
+            # the dispatcher: the op's call.
+            static = all(isinstance(s, int) for t in (out, x, w) for s in (*t.shape, *t.stride()))
+            if V.graph.cpp_wrapper or not static:
+                return fallback(input, weight, bias, *args)
             # The kernel reads the operands in the layouts the op was traced with (dense NCHW or NHWC: copies of
             # other views are made where the kernel runs) and its result has the fake's strides.
             inputs = [ir.ExternKernel.require_exact_strides(input, x.stride()),
