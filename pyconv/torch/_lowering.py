@@ -30,8 +30,10 @@ from . import _engine
 _state = {"tried": False}
 # A lowered conv2d's call site (the string the generated code passes: everything static about its operands and
 # arguments, a str so that its hash is computed once) -> (our plan's engine entry, its device, the TF32 flag it
-# was made under or None): later calls skip the engine's key, which costs more than the rest of a call.
+# was made under or None): later calls skip the engine's key, which costs more than the rest of a call; or
+# _FULL_PATH where every call takes the engine's path (it is not looked at again).
 _sites: dict = {}
+_FULL_PATH = ()
 os.register_at_fork(after_in_child=_sites.clear)  # a parent's entries hold plans of its CUDA context
 
 
@@ -64,11 +66,15 @@ def _register(with_lowerings: bool) -> None:
         # its call site (None for conv1d, whose views the engine's entry does not describe).
         def call(input, weight, bias=None, *, args, site=None):
             hit = _sites.get(site)
+            if hit is _FULL_PATH:
+                return kernel(input, weight, bias, *args)
             if hit is not None and (hit[2] is None or hit[2] == _engine._cudnn_allow_tf32()):
                 return _engine._run(hit[0], input, weight, bias, hit[1])
             y = kernel(input, weight, bias, *args)
             if site is not None:
-                _remember(site, input, weight, bias, args)
+                if len(_sites) > 4096:  # graphs compiled and dropped over a long process: their sites go too
+                    _sites.clear()
+                _sites[site] = _fast_path(input, weight, bias, args)
             return y
         call.__name__ = call.__qualname__ = name
         if not with_lowerings:
@@ -92,7 +98,7 @@ def _register(with_lowerings: bool) -> None:
             if bias is not None:
                 inputs.append(ir.ExternKernel.require_contiguous(bias))
             layout = ir.FixedLayout(out.device, out.dtype, list(out.shape), list(out.stride()))
-            args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+            args = tuple(args)
             site = None
             if op is torch.ops.pyconv.conv2d.default:
                 b = node.args[2].meta["val"] if bias is not None else None
@@ -105,20 +111,18 @@ def _register(with_lowerings: bool) -> None:
     lowering(torch.ops.pyconv.conv1d.default, _op._conv1d_kernel, "pyconv_conv1d")
 
 
-def _remember(site: str, x, w, b, args) -> None:
-    """After a call through the engine: the site's entry where it runs our plan the same way at every call (the
-    compiled graph's operands keep the metadata the site names); PyTorch's conv, refusals and entries that
-    capture another engine keep the full path."""
+def _fast_path(x, w, b, args) -> tuple:
+    """After a site's call through the engine: what its later calls run, the entry where it runs our plan the
+    same way at every call (the compiled graph's operands keep the metadata the site names); _FULL_PATH for
+    PyTorch's conv, refusals, entries that capture another engine and views the engine copies."""
     from . import _op
     spec = _op._spec(*args)
     pick = _engine.remembered(x, w, b, spec)
     if pick is None or pick.entry is None or pick.captured:
-        return
+        return _FULL_PATH
     if not (_op._layout_is(x, pick.x_nhwc) and _op._layout_is(w, pick.w_nhwc) and (b is None or b.is_contiguous())):
-        return  # a view the engine copies at each call (its entry is for the dense copy)
+        return _FULL_PATH  # a view the engine copies at each call (its entry is for the dense copy)
     tf32 = None
     if spec.precision == "default" and x.dtype is torch.float32 and x.is_cuda:
         tf32 = pick.precision == "tf32"
-    if len(_sites) > 4096:  # graphs compiled and dropped over a long process: their entries go too
-        _sites.clear()
-    _sites[site] = (pick.entry, x.get_device(), tf32)
+    return pick.entry, x.get_device(), tf32
