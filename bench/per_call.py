@@ -27,16 +27,18 @@ LAYERS = [  # name, x shape, w shape, padding
 ]
 
 
-def per_call_us(fn, calls: int, repeats: int, sync_each: bool) -> float:
+def per_call_us(fn, calls: int, repeats: int, sync_each: bool, sync=torch.cuda.synchronize) -> float:
+    """Median over `repeats` loops of (wall time of `calls` calls of fn) / calls, in us; `sync` waits for the
+    device (a no-op for CPU work) after every call where sync_each, else once a loop."""
     times = []
     for _ in range(repeats):
-        torch.cuda.synchronize()
+        sync()
         start = time.perf_counter()
         for _ in range(calls):
             fn()
             if sync_each:
-                torch.cuda.synchronize()
-        torch.cuda.synchronize()
+                sync()
+        sync()
         times.append((time.perf_counter() - start) / calls * 1e6)
     return statistics.median(times)
 

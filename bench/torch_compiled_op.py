@@ -7,22 +7,21 @@ with fullgraph: nn.Conv2d (inductor's extern cuDNN / oneDNN call), pyconv.torch.
 (inductor's direct call of the op's kernel, pyconv/torch/_lowering.py) and the same through PyTorch's
 dispatcher (PYCONV_TORCH_LOWERING=0, in a child process: the lowering is registered once per process). Small
 layers, so that the host's time is the forward's time: each figure is the median over 7 rounds of (wall time of
-`--calls` forwards without a sync) / calls, with one sync at the end of each round.
+`--calls` forwards without a sync) / calls, with a sync before and after each round (per_call.py's timing).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import torch
 import torch._inductor.config as inductor_config
 
 import pyconv.torch as pct
+from per_call import per_call_us  # bench/, the script's directory
 
 
 def build(engine, convs: int, channels: int, device: str) -> torch.nn.Module:
@@ -40,18 +39,6 @@ def build(engine, convs: int, channels: int, device: str) -> torch.nn.Module:
     return Chain().to(device).eval()
 
 
-def forward_us(fn, x, calls: int, cuda: bool) -> float:
-    rounds = []
-    for _ in range(7):
-        began = time.perf_counter()
-        for _ in range(calls):
-            fn(x)
-        if cuda:
-            torch.cuda.synchronize()
-        rounds.append((time.perf_counter() - began) / calls * 1e6)
-    return statistics.median(rounds)
-
-
 def measure(engines: list, args) -> dict:
     torch.set_num_threads(1)
     inductor_config.force_disable_caches = True  # a cached graph may be the other column's
@@ -62,7 +49,8 @@ def measure(engines: list, args) -> dict:
             fn = torch.compile(build(engine, args.convs, args.channels, args.device), fullgraph=True)
             for _ in range(3):
                 fn(x)
-            out[engine or "nn.Conv2d"] = forward_us(fn, x, args.calls, args.device == "cuda")
+            sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+            out[engine or "nn.Conv2d"] = per_call_us(lambda: fn(x), args.calls, 7, False, sync)
     return out
 
 
