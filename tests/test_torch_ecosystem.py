@@ -11,21 +11,13 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 
 import torch.nn.functional as F  # noqa: E402
 from test_torch_op import gen, max_rel, rand  # noqa: E402,F401 - gen: the seeded generator fixture
-from torch_support import no_tf32  # noqa: E402,F401 - applies to every test here
+from torch_support import fresh_dynamo, no_tf32  # noqa: E402,F401 - fixtures; no_tf32 applies to every test here
 
 import pyconv  # noqa: E402
 import pyconv.torch as pct  # noqa: E402
 
 CONV2D = torch.ops.pyconv.conv2d.default
 CONV1D = torch.ops.pyconv.conv1d.default
-
-
-@pytest.fixture
-def fresh_dynamo():
-    """Compiled lambdas share code objects across tests: each test compiles afresh (no recompile limit)."""
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 def compiled(fn, targets=None):

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 
 import torch.nn.functional as F  # noqa: E402
 from torch._inductor.utils import run_and_get_code  # noqa: E402
-from torch_support import assert_close, gen, no_tf32, requires_cuda, uniform  # noqa: E402,F401 - fixtures
+from torch_support import assert_close, fresh_dynamo, gen, no_tf32, requires_cuda, uniform  # noqa: E402,F401 - fixtures
 
 import pyconv  # noqa: E402
 import pyconv.torch as pct  # noqa: E402
@@ -24,11 +24,9 @@ DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 
 
 @pytest.fixture(autouse=True)
-def fresh_inductor():
-    torch._dynamo.reset()
+def fresh_inductor(fresh_dynamo):
     with torch._inductor.config.patch(force_disable_caches=True):
         yield
-    torch._dynamo.reset()
 
 
 def compiled_code(fn, *args, **compile_options):

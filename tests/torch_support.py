@@ -19,6 +19,14 @@ def no_tf32():
 
 
 @pytest.fixture
+def fresh_dynamo():
+    """Compiled lambdas share code objects across tests: each test compiles afresh (no recompile limit)."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
 def gen(rng):
     """A torch generator for data, and torch's global seed for the weights (module initialisation), both from
     the test's fresh seed."""
