@@ -1,7 +1,7 @@
 """Whole-model latency and accuracy of pyconv.torch.convert beside the unconverted PyTorch model.
 
     python bench/torch_models.py [--models lenet5,resnet18,mobilenet_v2,convnext_tiny] [--batches 1,32]
-        [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph,compile-ours] [--engine fastest]
+        [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph] [--engine fastest]
         [--reps 50] [--tune-budget-ms 500] [--per-call] [--out bench/results/<gpu>/torch-models]
         [--max-seconds S] [--resume earlier/torch_models.json]
 
@@ -16,10 +16,8 @@ table and the geometric means per mode, batch and dtype, and writes torch_models
 under --out (--per-call: also torch_per_call.json, one call's host cost through each path on
 bench/per_call.py's layers). --max-seconds stops starting rows after that time; --resume keeps an earlier
 run's measured rows and measures the rest, so that the whole table can be built over several GPU calls.
-Mode compile-ours (an experiment for issue 42's compile rows, not in the default modes): compiled as in mode
-compile, but first each layer whose eager and CUDA-graph timings both chose our plan at this input is set to
-engine "pyconv", so that the compiled model calls our op there and PyTorch's conv elsewhere (engine "fastest"
-compiles PyTorch's conv everywhere).
+Compiled (mode compile), a converted layer of engine "fastest" runs our op where its eager calls ran our plan
+in both timed modes (eager and CUDA graph), PyTorch's conv elsewhere; "fell back" lists the latter.
 """
 from __future__ import annotations
 
@@ -41,12 +39,9 @@ from pyconv.torch.models import DEFAULT_NETWORKS, NETWORKS, build
 _ROUNDS = 10
 
 
-COMPILED = ("compile", "compile-ours")  # modes run through torch.compile
-
-
 def forward_fn(model, x, mode):
     """A no-argument callable running one forward pass in `mode`, and its output."""
-    if mode in COMPILED:
+    if mode == "compile":
         model = torch.compile(model, fullgraph=True)
     if mode != "graph":
         return (lambda: model(x)), None
@@ -76,7 +71,7 @@ def latency_ms(fn, reps: int) -> list:
 
 def ours_in_both_modes(layers: dict, batch: int, dtype_name: str) -> list:
     """Names of the layers (report(model)'s) whose decisions at this batch and dtype all ran our plan in eager
-    calls and in CUDA-graph captures."""
+    calls and in CUDA-graph captures: those that a compiled model runs on our op (engine "fastest")."""
     chosen = []
     for layer, records in layers.items():
         mine = [r for r in records if r["input"][0] == batch and r["dtype"] == dtype_name]
@@ -86,7 +81,7 @@ def ours_in_both_modes(layers: dict, batch: int, dtype_name: str) -> list:
 
 
 def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int) -> dict:
-    if mode in COMPILED:
+    if mode == "compile":
         # Each row's two models compile afresh: earlier rows' entries stay on the code objects that networks
         # share (ResNet.forward: resnet18 / 50, resnext50) and reached dynamo's recompile limit (fullgraph: failed).
         torch._dynamo.reset()
@@ -104,12 +99,6 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
             exact = None
         converted = pct.convert(original, engine=engine_name, example_inputs=x)
         dtype_name = str(dtype).replace("torch.", "")
-        ours = []
-        if mode == "compile-ours" and engine_name == "fastest":
-            ours = ours_in_both_modes(pct.report(converted), batch, dtype_name)
-            modules = dict(converted.named_modules())
-            for layer in ours:
-                modules[layer].engine = "pyconv"
         runs = {}
         for label, model in (("original", original), ("converted", converted)):
             fn, out = forward_fn(model, x, mode)
@@ -131,7 +120,8 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
     engine = "engine_captured" if mode == "graph" else "engine"
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
                  if r["input"][0] == batch and r["dtype"] == dtype_name and r[engine] == "torch"}
-    if mode in COMPILED and engine_name != "pyconv":  # engines fastest / torch compile to PyTorch's conv
+    if mode == "compile" and engine_name != "pyconv":
+        ours = ours_in_both_modes(layers, batch, dtype_name)
         fell_back = {layer: "compiled: PyTorch's conv" for layer in layers if layer not in ours}
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,

@@ -1,6 +1,6 @@
 """pyconv.torch as PyTorch users run convolutions around it (issue 42): unbatched input, autocast, torch.func
 (vmap, grad, jacrev; jacfwd refused in words), torch.compile with engine "fastest" stepping aside for PyTorch's
-conv (and "pyconv" keeping its op), empty batches, FX symbolic tracing. Each against F.conv2d / F.conv1d /
+conv where no timing chose ours (and "pyconv" keeping its op), empty batches, FX symbolic tracing. Each against F.conv2d / F.conv1d /
 nn.Conv2d, eager and compiled (fullgraph, aot_eager: CPU, no compiler needed); CPU tensors run the cpu variant."""
 import copy
 import warnings
@@ -265,11 +265,32 @@ def test_fx_symbolic_trace_records_the_op(gen):
         assert max_rel(traced(x), F.conv2d(x, layer.weight, layer.bias, padding=1)) <= 1e-5
 
 
-def _folded_after_a_call(gen, model, shape) -> tuple:
-    """(original, converted, x): a deep copy of model, model converted (engine "fastest") and called once on a
-    fresh x, so that its layers have decided and its batch norms folded, and x."""
+# times of engine "fastest" (ours host, PyTorch host, ours GPU, PyTorch GPU ms) and graph replays (ours, PyTorch)
+OURS_FASTER = ((0.010, 0.020, 0.004, 0.009), (0.004, 0.009))
+THEIRS_FASTER = ((0.020, 0.010, 0.009, 0.004), (0.009, 0.004))
+OURS_IN_EAGER_ONLY = ((0.010, 0.020, 0.004, 0.009), (0.009, 0.004))
+
+
+def _decide_with(monkeypatch, timings):
+    from pyconv.torch import _engine
+    monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: timings[0])
+    monkeypatch.setattr(_engine, "_graph_ms", lambda ours, theirs, device: timings[1])
+    monkeypatch.setattr(_engine, "capturing", lambda: False)  # (host tensors: no capture to ask CUDA about)
+
+
+# how a converted model's layers decide: (engine, timings of engine "fastest")
+DECIDED = {"theirs faster": ("fastest", THEIRS_FASTER), "ours faster": ("fastest", OURS_FASTER),
+           "engine pyconv": ("pyconv", THEIRS_FASTER)}
+
+
+def _folded_after_a_call(gen, model, shape, monkeypatch, decided="theirs faster") -> tuple:
+    """(original, converted, x): a deep copy of model, model converted and called once on a fresh x, so that its
+    layers have decided (as DECIDED[decided] says) and its batch norms folded, and x."""
+    engine, timings = DECIDED[decided]
+    _decide_with(monkeypatch, timings)
+    pct.clear()
     original = copy.deepcopy(model)
-    converted = pct.convert(model, engine="fastest")
+    converted = pct.convert(model, engine=engine)
     x = rand(gen, *shape)
     with torch.no_grad():
         converted(x)
@@ -277,10 +298,12 @@ def _folded_after_a_call(gen, model, shape) -> tuple:
     return original, converted, x
 
 
-def test_compiled_converted_model_traces_as_the_original(gen, fresh_dynamo):
+@pytest.mark.parametrize("decided", sorted(DECIDED))
+def test_compiled_converted_model_traces_as_the_original(gen, fresh_dynamo, monkeypatch, decided):
     """Compiled after eager calls (its layers have decided, its batch norms folded), a converted conv + batch norm
-    + ReLU network traces to the original's graph: the same calls and the same inputs, none read through the
-    conv's link to its norm or its memo (each read is a guard that every compiled call checks)."""
+    + ReLU network traces to the original's graph: the same calls (our op for PyTorch's conv where our plan won
+    both timed modes) and the same inputs, none read through the conv's link to its norm or its memo (each read
+    is a guard that every compiled call checks)."""
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
@@ -289,7 +312,8 @@ def test_compiled_converted_model_traces_as_the_original(gen, fresh_dynamo):
         for m in model.modules():
             if isinstance(m, nn.BatchNorm2d):
                 m.running_mean.uniform_(-1, 1), m.running_var.uniform_(0.5, 2), m.weight.uniform_(0.5, 2)
-    original, converted, x = _folded_after_a_call(gen, model, (2, 3, 10, 9))
+    original, converted, x = _folded_after_a_call(gen, model, (2, 3, 10, 9), monkeypatch, decided)
+    ours = decided != "theirs faster"
     graphs = {}
     with torch.no_grad():
         for name, m in (("original", original), ("converted", converted)):
@@ -304,18 +328,21 @@ def test_compiled_converted_model_traces_as_the_original(gen, fresh_dynamo):
 
     def inputs(gm):
         return [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    assert calls(graphs["converted"]) == calls(graphs["original"])
+    expected = [CONV2D if ours and target is torch.conv2d else target for target in calls(graphs["original"])]
+    assert calls(graphs["converted"]) == expected
     assert len(inputs(graphs["converted"])) == len(inputs(graphs["original"]))
     assert not any("pyconv" in name for name in inputs(graphs["converted"])), inputs(graphs["converted"])
 
 
-def test_compiled_converted_model_guards_little_more_than_the_original(gen, fresh_dynamo):
+@pytest.mark.parametrize("decided", sorted(DECIDED))
+def test_compiled_converted_model_guards_little_more_than_the_original(gen, fresh_dynamo, monkeypatch, decided):
     """Each call of a compiled model checks its guards first, on the host, with caches cold from the forward
     before: on the H200 a converted mobilenet_v2's guards took 0.59 ms a call against the original's 0.28 while
     its convs and norms reached their bases through super() (guards on each layer's class and MRO) and its norms'
     buffers drew aliasing guards; PyTorch 2.11 also guarded each conv's and folded norm's class hierarchy (a method
-    found in nn.Conv2d or nn.BatchNorm2d). Now each conv adds one guard to the original's (its one attribute read),
-    folded or not; what the model adds once (our functions' globals) depends on PyTorch's version, so the test
+    found in nn.Conv2d or nn.BatchNorm2d); a conv compiled to our op read its options through spec() (70 guards).
+    Now each conv adds about one guard to the original's (its one attribute read), folded or not, on PyTorch's conv
+    or on our op; what the model adds once (our functions' globals) depends on PyTorch's version, so the test
     counts the guards of networks of 2 and 6 units (a conv + batch norm + ReLU, then a conv on its own)."""
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
     nn = torch.nn
@@ -325,7 +352,8 @@ def test_compiled_converted_model_guards_little_more_than_the_original(gen, fres
         for i in range(units):
             layers += [nn.Conv2d(3 if i == 0 else 8, 8, 3, padding=1, bias=i % 2 == 0), nn.BatchNorm2d(8),
                        nn.ReLU(), nn.Conv2d(8, 8, 1, bias=i % 2 == 1)]
-        original, converted, x = _folded_after_a_call(gen, nn.Sequential(*layers).eval(), (1, 3, 9, 7))
+        original, converted, x = _folded_after_a_call(gen, nn.Sequential(*layers).eval(), (1, 3, 9, 7), monkeypatch,
+                                                      decided)
         assert len(pct.report(converted).folded) == units
         guards = {}
         with torch.no_grad():
@@ -361,3 +389,52 @@ def test_compiled_converted_conv_follows_an_engine_changed_after_compiling(gen, 
     assert len(targets) == len(first) + len(second)  # the first graph again: no third compile
     for y in results:
         assert max_rel(y, expected) <= 1e-5
+
+
+@pytest.mark.parametrize("timings, ours", [(OURS_FASTER, True), (THEIRS_FASTER, False), (OURS_IN_EAGER_ONLY, False)])
+@pytest.mark.parametrize("conv", ["conv2d", "conv1d"])
+def test_compiled_fastest_runs_our_op_where_both_timed_modes_chose_ours(gen, fresh_dynamo, monkeypatch, timings,
+                                                                        ours, conv):
+    """Engine "fastest" compiles a converted layer to our op where its eager calls so far ran our plan in both
+    timed modes (eager and CUDA graph), else to PyTorch's conv; the compiled result is the conv's either way."""
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    _decide_with(monkeypatch, timings)
+    pct.clear()
+    nn = torch.nn
+    layer = nn.Conv2d(3, 6, 3, padding=1) if conv == "conv2d" else nn.Conv1d(3, 6, 3, padding=1)
+    converted = pct.convert(nn.Sequential(layer, nn.ReLU()).eval(), engine="fastest", fuse=False)
+    x = rand(gen, 2, 3, 9, 7) if conv == "conv2d" else rand(gen, 2, 3, 13)
+    targets = []
+    with torch.no_grad():
+        converted(x)  # decided
+        y = compiled(converted, targets)(x)
+    op, function = (CONV2D, torch.conv2d) if conv == "conv2d" else (CONV1D, torch.conv1d)
+    assert (op in targets, function in targets) == (ours, not ours)
+    functional = F.conv2d if conv == "conv2d" else F.conv1d
+    assert max_rel(y, F.relu(functional(x, layer.weight, layer.bias, padding=1))) <= 1e-5
+
+
+def test_compiled_fastest_follows_later_decisions_and_copies_start_over(gen, fresh_dynamo, monkeypatch):
+    """A new input that PyTorch's conv won turns the layer's compiled forward back to PyTorch's conv (the next
+    compiled call compiles again); a copy keeps no decisions, and so compiles to PyTorch's conv."""
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    pct.clear()
+    layer = pct.Conv2d(3, 4, 3, padding=1, engine="fastest")
+    targets = []
+    run = compiled(layer, targets)
+    x, x2 = rand(gen, 1, 3, 8, 8), rand(gen, 2, 3, 8, 8)
+    with torch.no_grad():
+        _decide_with(monkeypatch, OURS_FASTER)
+        layer(x)
+        run(x)
+        assert CONV2D in targets
+        _decide_with(monkeypatch, THEIRS_FASTER)
+        layer(x2)
+        del targets[:]
+        y = run(x)
+        assert targets and CONV2D not in targets and torch.conv2d in targets
+        assert max_rel(y, F.conv2d(x, layer.weight, layer.bias, padding=1)) <= 1e-5
+        del targets[:]
+        copied = copy.deepcopy(layer)
+        compiled(copied, targets)(x)
+        assert CONV2D not in targets and torch.conv2d in targets

@@ -4,6 +4,7 @@ references across layouts, bias, epilogues and conv1d; dynamic shapes (the dispa
 
 Inductor compiles C++ for CPU graphs (a compiler on the machine, as the build needs) and Triton for CUDA ones.
 Its caches are off here: a graph from an earlier run would not show this run's code."""
+import copy
 import os
 import subprocess
 import sys
@@ -168,3 +169,54 @@ def test_cpp_wrapper_calls_the_op_through_the_dispatcher(gen):
     with torch._inductor.config.patch(cpp_wrapper=True):
         y = torch.compile(lambda x: torch.relu(pct.conv2d(x, w, padding=1, fallback=False)) + 1, fullgraph=True)(x)
     assert_close(y.double(), torch.relu(F.conv2d(x.double(), w.double(), padding=1)) + 1, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout_optimization", [False, True])
+def test_lowered_conv_follows_inductors_channels_last_graphs(gen, device, layout_optimization):
+    """Where inductor runs a graph's convs channels-last (its layout optimisation, decided from the aten convs
+    in it; forced here), our conv2d between two of them takes and gives NHWC as they do, so that no copy is made
+    between theirs and ours; elsewhere it keeps the traced layout (NCHW here). Both right against float64."""
+    nn = torch.nn
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 12, (3, 2), padding=(1, 0)),
+                          nn.ReLU(), nn.Conv2d(12, 5, 1)).eval().to(device)
+    reference = copy.deepcopy(model).double()
+    pct.Conv2d.adopt(model[2], engine="pyconv", fallback=False)
+    x = uniform(gen, 2, 3, 11, 9).to(device)
+    with torch.no_grad(), torch._inductor.config.patch(layout_optimization=layout_optimization,
+                                                       force_layout_optimization=layout_optimization):
+        y, code = compiled_code(model, x)
+        reference = reference(x.double())
+    call = next(line for line in code.splitlines() if "extern_kernels.pyconv_conv2d(" in line)
+    out = call.split("=")[0].strip()
+    ours_nhwc = f"assert_size_stride({out}, (2, 12, 11, 8), (1056, 1, 96, 12)" in code
+    ours_nchw = f"assert_size_stride({out}, (2, 12, 11, 8), (1056, 88, 8, 1)" in code
+    assert (ours_nhwc, ours_nchw) == (layout_optimization, not layout_optimization)
+    assert_close(y.double(), reference, 1e-5)
+
+
+def test_compiled_fastest_layer_decides_again_in_inductors_layout(gen, monkeypatch):
+    """A converted layer of engine "fastest" whose NCHW inputs ran ours compiles to our op; in a channels-last graph
+    (inductor's layout optimisation) its operands are NHWC, which the engine times anew at the first compiled
+    call: where PyTorch's conv wins there, the site runs PyTorch's conv from then on, right at every call."""
+    from pyconv.torch import _engine, _lowering
+    nn = torch.nn
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Conv2d(8, 6, 3, padding=1), nn.Conv2d(6, 4, 1)).eval()
+    reference = copy.deepcopy(model).double()
+    pct.Conv2d.adopt(model[1], engine="fastest")
+    monkeypatch.setattr(_engine, "capturing", lambda: False)  # (host tensors: no capture to ask CUDA about)
+    monkeypatch.setattr(_engine, "_graph_ms", lambda ours, theirs, device: None)
+    pct.clear()
+    with torch.no_grad():
+        monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: (0.01, 0.02, None, None))
+        model(uniform(gen, 2, 3, 9, 7))  # NCHW: ours
+        monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: (0.02, 0.01, None, None))
+        with torch._inductor.config.patch(force_layout_optimization=True):
+            run = torch.compile(model, fullgraph=True)
+            for _ in range(3):
+                x = uniform(gen, 2, 3, 9, 7)
+                assert_close(run(x).double(), reference(x.double()), 1e-5)
+    torch_sites = [hit for hit in _lowering._sites.values() if hit and hit[0] is None]
+    assert torch_sites and all(hit[2] == torch.channels_last for hit in torch_sites)

@@ -26,12 +26,14 @@ import warnings
 import torch
 
 from . import _engine
+from ._fallback import torch_conv
 
 _state = {"tried": False}
 # A lowered conv2d's call site (the string the generated code passes: everything static about its operands and
 # arguments, a str so that its hash is computed once) -> (our plan's engine entry, its device, the TF32 flag it
-# was made under or None): later calls skip the engine's key, which costs more than the rest of a call; or
-# _FULL_PATH where every call takes the engine's path (it is not looked at again).
+# was made under or None), or (None, Spec, memory format) for PyTorch's conv: later calls skip the engine's key,
+# which costs more than the rest of a call; or _FULL_PATH where every call takes the engine's path (it is not
+# looked at again).
 _sites: dict = {}
 _FULL_PATH = ()
 os.register_at_fork(after_in_child=_sites.clear)  # a parent's entries hold plans of its CUDA context
@@ -68,8 +70,11 @@ def _register(with_lowerings: bool) -> None:
             hit = _sites.get(site)
             if hit is _FULL_PATH:
                 return kernel(input, weight, bias, *args)
-            if hit is not None and (hit[2] is None or hit[2] == _engine._cudnn_allow_tf32()):
-                return _engine._run(hit[0], input, weight, bias, hit[1])
+            if hit is not None:
+                if hit[0] is None:  # PyTorch's conv, which engine "fastest" timed faster for these operands
+                    return torch_conv(input, weight, bias, hit[1]).contiguous(memory_format=hit[2])
+                if hit[2] is None or hit[2] == _engine._cudnn_allow_tf32():
+                    return _engine._run(hit[0], input, weight, bias, hit[1])
             y = kernel(input, weight, bias, *args)
             if site is not None:
                 if len(_sites) > 4096:  # graphs compiled and dropped over a long process: their sites go too
@@ -92,17 +97,25 @@ def _register(with_lowerings: bool) -> None:
             if V.graph.cpp_wrapper or not static:
                 return fallback(input, weight, bias, *args)
             # The kernel reads the operands in the layouts the op was traced with (dense NCHW or NHWC: copies of
-            # other views are made where the kernel runs) and its result has the fake's strides.
-            inputs = [ir.ExternKernel.require_exact_strides(input, x.stride()),
+            # other views are made where the kernel runs) and its result has the fake's strides; except where
+            # inductor runs the graph's convs channels-last (its layout optimisation, decided from the graph's
+            # aten convs): then our conv2d takes and gives NHWC too, as its convs do, so that no copy is made
+            # between theirs and ours, and the engine times ours against PyTorch's conv in that layout.
+            x_stride, out_stride = x.stride(), out.stride()
+            if V.graph.layout_opt and op is torch.ops.pyconv.conv2d.default:
+                x_stride = _channels_last_strides(x.shape)
+                if _op._is_nhwc(torch.empty_strided(x.shape, x_stride, device="meta")):
+                    out_stride = _channels_last_strides(out.shape)
+            inputs = [ir.ExternKernel.require_exact_strides(input, x_stride),
                       ir.ExternKernel.require_exact_strides(weight, w.stride())]
             if bias is not None:
                 inputs.append(ir.ExternKernel.require_contiguous(bias))
-            layout = ir.FixedLayout(out.device, out.dtype, list(out.shape), list(out.stride()))
+            layout = ir.FixedLayout(out.device, out.dtype, list(out.shape), list(out_stride))
             args = tuple(args)
             site = None
             if op is torch.ops.pyconv.conv2d.default:
                 b = node.args[2].meta["val"] if bias is not None else None
-                site = repr((args, tuple(x.shape), x.stride(), x.dtype, tuple(w.shape), w.stride(), w.dtype,
+                site = repr((args, tuple(x.shape), x_stride, x.dtype, tuple(w.shape), w.stride(), w.dtype,
                              None if b is None else (tuple(b.shape), b.dtype), str(x.device)))
             return choice.bind(inputs, layout, args=args, site=site).output_node()
         register_lowering(op, type_promotion_kind=None)(lower)
@@ -111,15 +124,22 @@ def _register(with_lowerings: bool) -> None:
     lowering(torch.ops.pyconv.conv1d.default, _op._conv1d_kernel, "pyconv_conv1d")
 
 
+def _channels_last_strides(shape) -> tuple:
+    return torch.empty(shape, device="meta", memory_format=torch.channels_last).stride()
+
+
 def _fast_path(x, w, b, args) -> tuple:
     """After a site's call through the engine: what its later calls run, the entry where it runs our plan the
-    same way at every call (the compiled graph's operands keep the metadata the site names); _FULL_PATH for
-    PyTorch's conv, refusals, entries that capture another engine and views the engine copies."""
+    same way at every call (the compiled graph's operands keep the metadata the site names), (None, Spec, memory
+    format) where it runs PyTorch's conv (engine "fastest" or "torch"); _FULL_PATH for refusals, entries that
+    capture another engine and views the engine copies."""
     from . import _op
     spec = _op._spec(*args)
     pick = _engine.remembered(x, w, b, spec)
-    if pick is None or pick.entry is None or pick.captured:
+    if pick is None or pick.captured:
         return _FULL_PATH
+    if pick.entry is None:
+        return None, spec, pick.memory_format
     if not (_op._layout_is(x, pick.x_nhwc) and _op._layout_is(w, pick.w_nhwc) and (b is None or b.is_contiguous())):
         return _FULL_PATH  # a view the engine copies at each call (its entry is for the dense copy)
     tf32 = None

@@ -41,9 +41,10 @@ class _PyconvOptions:
     decisions() and the repr. A subclass names its op (`_run`: _op.conv2d_spec or conv1d_spec)."""
 
     not_fused: Optional[str] = None  # set by convert: why a ReLU / pool after this conv stayed out of its epilogue
-    # engine "fastest" / "torch" without an epilogue: nn.Conv2d's / Conv1d's own _conv_forward, which a compiled
-    # model runs; else None (kept by __setattr__; None for a module unpickled from before it was kept, which then
-    # compiles through _decided_forward: the same conv, with more guards)
+    # What a compiled model runs (_default_compiled_forward, and for engine "fastest" _remember_decision): with
+    # engine "fastest" where every input this layer has seen ran our plan both in eager calls and in CUDA graphs,
+    # our op (_op_forward); else with engine "fastest" / "torch" and no epilogue nn.Conv2d's / Conv1d's own
+    # _conv_forward; with engine "pyconv" our op too; else None, _decided_forward (the same conv, with more guards)
     _compiled_forward = None
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
@@ -109,8 +110,9 @@ class _PyconvOptions:
             memo[1].get((input.shape, input.dtype, input.get_device()))
         return pick is not None and (pick.entry is None) != pick.captured
 
-    def _decided_forward(self, input, weight, bias):
-        """_conv_forward past the memo: the engine's call, and what to remember of its decision."""
+    def _decided_forward(self, input, weight, bias, through_op=False):
+        """_conv_forward past the memo: the engine's call, and what to remember of its decision. through_op: while
+        compiling, the op even for engine "fastest" (_op_forward)."""
         if self.padding_mode != "zeros":  # PyTorch's own padding modes, then our unpadded conv
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
         spec, extra = self.spec()
@@ -118,7 +120,7 @@ class _PyconvOptions:
         # traced sizes make no keys)
         if self.padding_mode != "zeros" or type(input) is not _Tensor or _is_compiling() or _tracing() \
                 or input.dim() != self._DIMS:
-            return self._run(input, weight, bias, spec, extra)
+            return self._run(input, weight, bias, spec, extra, through_op)
         dictionary = self.__dict__
         memo = dictionary.get("_pyconv_decided")
         if memo is None or memo[0] != _engine.generation:
@@ -135,17 +137,39 @@ class _PyconvOptions:
                 _engine.capture_without_bias.on = False
         if signature not in memo[1] and extra is None and not _op._any_autocast():  # the engine saw it as it is
             memo[1][signature] = self._remember(input, weight, bias, spec)
+            if spec.engine == "fastest":
+                self._remember_decision(memo[1], spec)
         return y
+
+    def _remember_decision(self, picks: dict, spec) -> None:
+        """Engine "fastest": what a compiled model runs, from the eager decisions so far. Our op where every
+        input seen ran our plan in eager calls and in CUDA-graph capture; else PyTorch's conv. A compiled
+        model guards on the attribute: where it changes, the next call compiles again."""
+        ours = all(pick is not None and pick.entry is not None and not pick.captured for pick in picks.values())
+        self.__dict__["_compiled_forward"] = _op_forward(self._OP, self._DIMS, _op.op_arguments(spec, self._DIMS)) \
+            if ours else self._default_compiled_forward()
+
+    def _default_compiled_forward(self):
+        """The compiled forward without decisions: engine "pyconv", our op (None where F.pad or an odd 'same'
+        padding comes first, or while the constructor has not set every option yet); "fastest" / "torch",
+        PyTorch's conv (None with an epilogue)."""
+        options = self.__dict__
+        if options.get("engine") != "pyconv":
+            return self._TORCH_CONV_FORWARD if options.get("epilogue") is None else None
+        try:
+            spec, extra = self.spec()
+        except (AttributeError, ConvError):  # the constructor sets the options one by one
+            return None
+        if extra is not None or self.padding_mode != "zeros":
+            return None
+        return _op_forward(self._OP, self._DIMS, _op.op_arguments(spec, self._DIMS))
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
-        if name in ("engine", "epilogue"):
-            options = self.__dict__
-            options["_compiled_forward"] = self._TORCH_CONV_FORWARD \
-                if options.get("engine") != "pyconv" and options.get("epilogue") is None else None
         if name in _SPEC_ATTRIBUTES:
             for cache in _CACHES:
                 self.__dict__.pop(cache, None)
+            self.__dict__["_compiled_forward"] = self._default_compiled_forward()  # the decisions went
             if name == "epilogue":
                 self.__dict__.pop(_BATCHNORM, None)
 
@@ -154,9 +178,13 @@ class _PyconvOptions:
         # protocol 2, torch.save's, cannot write) are caches: pickle, torch.save and copy.deepcopy keep the
         # module without them, and the copy asks the engine again at its first call.
         state = super().__getstate__()
-        for cache in _CACHES + (_BATCHNORM,):
+        for cache in _CACHES + (_BATCHNORM, "_compiled_forward"):  # (the last: a function, made again)
             state.pop(cache, None)
         return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.__dict__["_compiled_forward"] = self._default_compiled_forward()
 
     def _replicate_for_data_parallel(self):
         # nn.DataParallel's replicas share a shallow copy of this __dict__: a BatchNorm2d link would point at the
@@ -236,6 +264,19 @@ class _PyconvOptions:
         return conv
 
 
+def _op_forward(op, dims: int, arguments: tuple, any_autocast=_op._any_autocast):
+    """A layer's compiled forward on our op (engine "fastest" where our plan won its inputs in both timed modes;
+    inductor calls the op's kernel directly, _lowering.py): the op's arguments held in the function, so that a
+    compiled call guards on them as one constant (through spec() each option and each function of the parsing
+    was a guard: 70 a layer, 13 for PyTorch's conv, at every call of the compiled model). Unbatched input and
+    autocast take the layer's full path, which prepares them."""
+    def forward(module, input, weight, bias):
+        if input.dim() != dims or any_autocast():
+            return module._decided_forward(input, weight, bias, True)
+        return op(input, weight, bias, *arguments)
+    return forward
+
+
 class Conv2d(_PyconvOptions, nn.Conv2d):
     """torch.nn.Conv2d on pyconv's kernels. Options (keyword-only) as pyconv.torch.conv2d's: epilogue
     (None, "relu", pyconv.ReluMaxPool(...): fused after the conv and bias), variant, precision, engine
@@ -247,6 +288,7 @@ class Conv2d(_PyconvOptions, nn.Conv2d):
     # the one a method is found in and the module's own (_PyconvOptions) still lacks it.
     forward = nn.Conv2d.forward
     _run = staticmethod(_op.conv2d_spec)
+    _OP = _op.conv2d_op
     _torch_conv = staticmethod(torch_conv)
     _run_remembered = staticmethod(_op.run_remembered)
     _remember = staticmethod(_engine.remembered)
@@ -271,6 +313,7 @@ class Conv1d(_PyconvOptions, nn.Conv1d):
     # the one a method is found in and the module's own (_PyconvOptions) still lacks it.
     forward = nn.Conv1d.forward
     _run = staticmethod(_op.conv1d_spec)
+    _OP = _op.conv1d_op
 
     # The engine runs both its plans and PyTorch's conv on (B, C, 1, L) views, as conv1d_spec calls it: so do
     # the remembered calls, whose results are then those of the first call to the bit (F.conv1d's can differ
