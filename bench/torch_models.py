@@ -99,6 +99,8 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
             exact = None
         converted = pct.convert(original, engine=engine_name, example_inputs=x)
         dtype_name = str(dtype).replace("torch.", "")
+        # the layers that compile to our op, as decided in convert's calls (compiled calls may add decisions)
+        ours = ours_in_both_modes(pct.report(converted), batch, dtype_name)
         runs = {}
         for label, model in (("original", original), ("converted", converted)):
             fn, out = forward_fn(model, x, mode)
@@ -121,7 +123,6 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
                  if r["input"][0] == batch and r["dtype"] == dtype_name and r[engine] == "torch"}
     if mode == "compile" and engine_name != "pyconv":
-        ours = ours_in_both_modes(layers, batch, dtype_name)
         fell_back = {layer: "compiled: PyTorch's conv" for layer in layers if layer not in ours}
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,

@@ -172,11 +172,10 @@ def test_cpp_wrapper_calls_the_op_through_the_dispatcher(gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("layout_optimization", [False, True])
-def test_lowered_conv_follows_inductors_channels_last_graphs(gen, device, layout_optimization):
-    """Where inductor runs a graph's convs channels-last (its layout optimisation, decided from the aten convs
-    in it; forced here), our conv2d between two of them takes and gives NHWC as they do, so that no copy is made
-    between theirs and ours; elsewhere it keeps the traced layout (NCHW here). Both right against float64."""
+def test_lowered_conv_keeps_the_traced_layout_in_channels_last_graphs(gen, device):
+    """Where inductor runs a graph's aten convs channels-last (its layout optimisation, forced here), our conv2d
+    between two of them still reads and writes the layout it was traced with (NCHW here): its plan is the one the
+    engine decided for those operands. Right against float64."""
     nn = torch.nn
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 12, (3, 2), padding=(1, 0)),
@@ -184,39 +183,38 @@ def test_lowered_conv_follows_inductors_channels_last_graphs(gen, device, layout
     reference = copy.deepcopy(model).double()
     pct.Conv2d.adopt(model[2], engine="pyconv", fallback=False)
     x = uniform(gen, 2, 3, 11, 9).to(device)
-    with torch.no_grad(), torch._inductor.config.patch(layout_optimization=layout_optimization,
-                                                       force_layout_optimization=layout_optimization):
+    with torch.no_grad(), torch._inductor.config.patch(force_layout_optimization=True):
         y, code = compiled_code(model, x)
-        reference = reference(x.double())
     call = next(line for line in code.splitlines() if "extern_kernels.pyconv_conv2d(" in line)
     out = call.split("=")[0].strip()
-    ours_nhwc = f"assert_size_stride({out}, (2, 12, 11, 8), (1056, 1, 96, 12)" in code
-    ours_nchw = f"assert_size_stride({out}, (2, 12, 11, 8), (1056, 88, 8, 1)" in code
-    assert (ours_nhwc, ours_nchw) == (layout_optimization, not layout_optimization)
-    assert_close(y.double(), reference, 1e-5)
+    assert f"assert_size_stride({out}, (2, 12, 11, 8), (1056, 88, 8, 1)" in code
+    assert "(2, 8, 11, 9), (792, 1, 72, 8)" in code  # the first conv's output: NHWC
+    assert_close(y.double(), reference(x.double()), 1e-5)
 
 
-def test_compiled_fastest_layer_decides_again_in_inductors_layout(gen, monkeypatch):
-    """A converted layer of engine "fastest" whose NCHW inputs ran ours compiles to our op; in a channels-last graph
-    (inductor's layout optimisation) its operands are NHWC, which the engine times anew at the first compiled
-    call: where PyTorch's conv wins there, the site runs PyTorch's conv from then on, right at every call."""
-    from pyconv.torch import _engine, _lowering
+def test_compiled_sites_decide_again_after_clear(gen, monkeypatch):
+    """A compiled graph's call of our op remembers its plan per call site; pyconv.torch.clear() forgets it with
+    the engine's decisions, so the next call decides again: here PyTorch's conv, which the site then calls
+    directly, right at every call."""
+    from pyconv.torch import _engine
     nn = torch.nn
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
-    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Conv2d(8, 6, 3, padding=1), nn.Conv2d(6, 4, 1)).eval()
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1)).eval()
     reference = copy.deepcopy(model).double()
-    pct.Conv2d.adopt(model[1], engine="fastest")
+    pct.Conv2d.adopt(model[2], engine="fastest")
     monkeypatch.setattr(_engine, "capturing", lambda: False)  # (host tensors: no capture to ask CUDA about)
     monkeypatch.setattr(_engine, "_graph_ms", lambda ours, theirs, device: None)
     pct.clear()
     with torch.no_grad():
         monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: (0.01, 0.02, None, None))
-        model(uniform(gen, 2, 3, 9, 7))  # NCHW: ours
+        model(uniform(gen, 2, 3, 9, 7))  # ours, so the layer compiles to our op
+        run = torch.compile(model, fullgraph=True)
+        run(uniform(gen, 2, 3, 9, 7))
+        assert [hit[0] is not None for hit in _engine.sites.values()] == [True]  # our plan
+        pct.clear()
+        assert not _engine.sites
         monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: (0.02, 0.01, None, None))
-        with torch._inductor.config.patch(force_layout_optimization=True):
-            run = torch.compile(model, fullgraph=True)
-            for _ in range(3):
-                x = uniform(gen, 2, 3, 9, 7)
-                assert_close(run(x).double(), reference(x.double()), 1e-5)
-    torch_sites = [hit for hit in _lowering._sites.values() if hit and hit[0] is None]
-    assert torch_sites and all(hit[2] == torch.channels_last for hit in torch_sites)
+        for _ in range(3):
+            x = uniform(gen, 2, 3, 9, 7)
+            assert_close(run(x).double(), reference(x.double()), 1e-5)
+    assert [hit[0] is None for hit in _engine.sites.values()] == [True]  # PyTorch's conv

@@ -100,6 +100,10 @@ _tuning_budget_ms: Optional[float] = DEFAULT_TUNING_BUDGET_MS
 _cudnn_allow_tf32 = getattr(torch._C, "_get_cudnn_allow_tf32", lambda: torch.backends.cudnn.allow_tf32)
 
 
+# What the call sites of compiled graphs (_lowering.py) run from their second call: forgotten with the entries.
+sites: dict = {}
+
+
 def _forget_after_fork() -> None:
     """A forked child starts without the parent's entries: their plans may be GPU plans it cannot run
     (pyconv.api forgets its plans too), and a lock a parent thread held stays held."""
@@ -107,6 +111,7 @@ def _forget_after_fork() -> None:
     _lock = threading.Lock()
     _entries.clear()
     _workspaces.clear()
+    sites.clear()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -525,4 +530,5 @@ def clear() -> None:
         _entries.clear()
         _records.clear()
         _workspaces.clear()
+        sites.clear()
         generation += 1

@@ -33,10 +33,9 @@ _state = {"tried": False}
 # arguments, a str so that its hash is computed once) -> (our plan's engine entry, its device, the TF32 flag it
 # was made under or None), or (None, Spec, memory format) for PyTorch's conv: later calls skip the engine's key,
 # which costs more than the rest of a call; or _FULL_PATH where every call takes the engine's path (it is not
-# looked at again).
-_sites: dict = {}
+# looked at again). _engine.clear() and a fork forget them with the engine's entries.
+_sites = _engine.sites
 _FULL_PATH = ()
-os.register_at_fork(after_in_child=_sites.clear)  # a parent's entries hold plans of its CUDA context
 
 
 def ensure_registered() -> None:
@@ -71,7 +70,7 @@ def _register(with_lowerings: bool) -> None:
             if hit is _FULL_PATH:
                 return kernel(input, weight, bias, *args)
             if hit is not None:
-                if hit[0] is None:  # PyTorch's conv, which engine "fastest" timed faster for these operands
+                if hit[0] is None:  # PyTorch's conv, as engine "fastest" decided for these operands
                     return torch_conv(input, weight, bias, hit[1]).contiguous(memory_format=hit[2])
                 if hit[2] is None or hit[2] == _engine._cudnn_allow_tf32():
                     return _engine._run(hit[0], input, weight, bias, hit[1])
@@ -97,35 +96,26 @@ def _register(with_lowerings: bool) -> None:
             if V.graph.cpp_wrapper or not static:
                 return fallback(input, weight, bias, *args)
             # The kernel reads the operands in the layouts the op was traced with (dense NCHW or NHWC: copies of
-            # other views are made where the kernel runs) and its result has the fake's strides; except where
-            # inductor runs the graph's convs channels-last (its layout optimisation, decided from the graph's
-            # aten convs): then our conv2d takes and gives NHWC too, as its convs do, so that no copy is made
-            # between theirs and ours, and the engine times ours against PyTorch's conv in that layout.
-            x_stride, out_stride = x.stride(), out.stride()
-            if V.graph.layout_opt and op is torch.ops.pyconv.conv2d.default:
-                x_stride = _channels_last_strides(x.shape)
-                if _op._is_nhwc(torch.empty_strided(x.shape, x_stride, device="meta")):
-                    out_stride = _channels_last_strides(out.shape)
-            inputs = [ir.ExternKernel.require_exact_strides(input, x_stride),
+            # other views are made where the kernel runs) and its result has the fake's strides. (In a graph whose
+            # aten convs inductor runs channels-last, taking NHWC as they do saved its copies but had the engine
+            # decide again for NHWC operands inside the compiled model: googlenet 1.14x, efficientnet_b0 1.27x
+            # the original's time on the H200, against 0.83x and 1.02x in the traced layouts.)
+            inputs = [ir.ExternKernel.require_exact_strides(input, x.stride()),
                       ir.ExternKernel.require_exact_strides(weight, w.stride())]
             if bias is not None:
                 inputs.append(ir.ExternKernel.require_contiguous(bias))
-            layout = ir.FixedLayout(out.device, out.dtype, list(out.shape), list(out_stride))
+            layout = ir.FixedLayout(out.device, out.dtype, list(out.shape), list(out.stride()))
             args = tuple(args)
             site = None
             if op is torch.ops.pyconv.conv2d.default:
                 b = node.args[2].meta["val"] if bias is not None else None
-                site = repr((args, tuple(x.shape), x_stride, x.dtype, tuple(w.shape), w.stride(), w.dtype,
+                site = repr((args, tuple(x.shape), x.stride(), x.dtype, tuple(w.shape), w.stride(), w.dtype,
                              None if b is None else (tuple(b.shape), b.dtype), str(x.device)))
             return choice.bind(inputs, layout, args=args, site=site).output_node()
         register_lowering(op, type_promotion_kind=None)(lower)
 
     lowering(torch.ops.pyconv.conv2d.default, _op._conv2d_kernel, "pyconv_conv2d")
     lowering(torch.ops.pyconv.conv1d.default, _op._conv1d_kernel, "pyconv_conv1d")
-
-
-def _channels_last_strides(shape) -> tuple:
-    return torch.empty(shape, device="meta", memory_format=torch.channels_last).stride()
 
 
 def _fast_path(x, w, b, args) -> tuple:
