@@ -10,7 +10,8 @@ itself stays 4-D / 3-D), empty batches, autocast (PyTorch's convolution rule) an
 (a vmap rule; grad / vjp / jacrev through an autograd.Function). They go through the op where PyTorch
 must see it (compiling, a dispatch mode or torch.func transform active, autograd recording); otherwise
 they call the real kernel directly, which skips the dispatcher's per-call cost and gives the same result.
-Compiled with engine "fastest" (or "torch"), they run PyTorch's conv instead (see _pytorchs_conv).
+Compiled with engine "fastest" (or "torch"), they run PyTorch's conv instead (see _pytorchs_conv), except in
+a converted layer whose timings chose ours (module.py).
 """
 import functools
 # No `from __future__ import annotations`: custom_op reads these annotations as types.

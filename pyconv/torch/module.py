@@ -58,10 +58,10 @@ class _PyconvOptions:
         if _is_compiling():
             # Traced: every attribute, method and class the trace reads becomes a guard that each call of the
             # compiled model checks before it runs (a super() call: the module's class, its MRO and the method's
-            # code, per layer). Engines fastest / torch compile to PyTorch's conv (_op._pytorchs_conv): without an
-            # epilogue, nn.Conv2d's own _conv_forward, read from one attribute: one guard a layer. Guards cost as
-            # the host's caches are cold after a forward: on mobilenet_v2 this and the norm's forward
-            # (batchnorm.py) took its extra cache lookup from 0.15-0.2 ms to none (CPU).
+            # code, per layer). So the compiled forward is read from one attribute (one guard a layer): PyTorch's
+            # conv as nn.Conv2d's own _conv_forward, or our op with its arguments held in the function
+            # (_op_forward). Guards cost as the host's caches are cold after a forward: on mobilenet_v2 this and
+            # the norm's forward (batchnorm.py) took its extra cache lookup from 0.15-0.2 ms to none (CPU).
             compiled_forward = self._compiled_forward
             if compiled_forward is not None:
                 return compiled_forward(self, input, weight, bias)
