@@ -164,9 +164,9 @@ def _bench_module(name: str = "torch_models"):
     return module
 
 
-def test_compile_ours_picks_layers_both_timings_chose_ours_for():
-    """bench/torch_models.py's mode compile-ours: a layer runs our op compiled only where every decision at the row's
-    batch and dtype ran our plan both eagerly and in CUDA-graph captures."""
+def test_compiled_rows_name_the_layers_both_timings_chose_ours_for():
+    """bench/torch_models.py's compiled rows count a layer as on our op only where every decision at the row's
+    batch and dtype ran our plan both eagerly and in CUDA-graph captures (what engine "fastest" compiles)."""
     bench = _bench_module()
 
     def record(batch, dtype, eager, captured):
