@@ -69,17 +69,6 @@ def latency_ms(fn, reps: int) -> list:
     return times
 
 
-def ours_in_both_modes(layers: dict, batch: int, dtype_name: str) -> list:
-    """Names of the layers (report(model)'s) whose decisions at this batch and dtype all ran our plan in eager
-    calls and in CUDA-graph captures: those that a compiled model runs on our op (engine "fastest")."""
-    chosen = []
-    for layer, records in layers.items():
-        mine = [r for r in records if r["input"][0] == batch and r["dtype"] == dtype_name]
-        if mine and all(r["engine"] == "pyconv" and r["engine_captured"] == "pyconv" for r in mine):
-            chosen.append(layer)
-    return chosen
-
-
 def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int) -> dict:
     if mode == "compile":
         # Each row's two models compile afresh: earlier rows' entries stay on the code objects that networks
@@ -100,7 +89,7 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
         converted = pct.convert(original, engine=engine_name, example_inputs=x)
         dtype_name = str(dtype).replace("torch.", "")
         # the layers that compile to our op, as decided in convert's calls (compiled calls may add decisions)
-        ours = ours_in_both_modes(pct.report(converted), batch, dtype_name)
+        compiled = pct.report(converted).compiled
         runs = {}
         for label, model in (("original", original), ("converted", converted)):
             fn, out = forward_fn(model, x, mode)
@@ -123,7 +112,7 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
                  if r["input"][0] == batch and r["dtype"] == dtype_name and r[engine] == "torch"}
     if mode == "compile" and engine_name != "pyconv":
-        fell_back = {layer: "compiled: PyTorch's conv" for layer in layers if layer not in ours}
+        fell_back = {layer: "compiled: PyTorch's conv" for layer in layers if compiled[layer] == "torch"}
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
             "original_max_rel_error": original_err, "max_rel_error_f64": err64,

@@ -330,8 +330,12 @@ def test_report_prints_a_table_and_is_the_dict(gen):
     lines = text.splitlines()
     assert repr(report) == text and len(lines) == 2 + 5  # header, rule, 2 + 2 + 1 rows
     assert lines[0].split() == ["layer", "input", "device", "dtype", "layout", "epilogue", "engine", "in", "graphs",
-                                "variant[config]", "ours", "host", "torch", "host", "why"]  # host tensors: no GPU times
-    assert set(lines[1]) == {"-", " "} and max(len(line) for line in lines) <= 160
+                                "compiled", "variant[config]", "ours", "host", "torch", "host", "why"]  # no GPU times
+    assert set(lines[1]) == {"-", " "} and max(len(line) for line in lines) <= 170
+    # compiled: our op where every input ran ours in both modes (engine "fastest"); a layer not run: PyTorch's conv
+    for name, records in report.items():
+        ours = bool(records) and all(r["engine"] == r["engine_captured"] == "pyconv" for r in records)
+        assert report.compiled[name] == ("pyconv" if ours else "torch")
     for name in report:
         assert any(line.startswith(name + " ") for line in lines[2:])
     assert "1x3x8x8" in text and "2x8x5x5" in text and "not run yet" in text

@@ -410,6 +410,7 @@ def test_compiled_fastest_runs_our_op_where_both_timed_modes_chose_ours(gen, fre
         y = compiled(converted, targets)(x)
     op, function = (CONV2D, torch.conv2d) if conv == "conv2d" else (CONV1D, torch.conv1d)
     assert (op in targets, function in targets) == (ours, not ours)
+    assert pct.report(converted).compiled == {"0": "pyconv" if ours else "torch"}  # what the report says
     functional = F.conv2d if conv == "conv2d" else F.conv1d
     assert max_rel(y, F.relu(functional(x, layer.weight, layer.bias, padding=1))) <= 1e-5
 

@@ -164,24 +164,6 @@ def _bench_module(name: str = "torch_models"):
     return module
 
 
-def test_compiled_rows_name_the_layers_both_timings_chose_ours_for():
-    """bench/torch_models.py's compiled rows count a layer as on our op only where every decision at the row's
-    batch and dtype ran our plan both eagerly and in CUDA-graph captures (what engine "fastest" compiles)."""
-    bench = _bench_module()
-
-    def record(batch, dtype, eager, captured):
-        return {"input": (batch, 3, 8, 8), "dtype": dtype, "engine": eager, "engine_captured": captured}
-    layers = {"both": [record(16, "float32", "pyconv", "pyconv"), record(1, "float32", "torch", "torch")],
-              "eager only": [record(16, "float32", "pyconv", "torch")],
-              "graph only": [record(16, "float32", "torch", "pyconv")],
-              "other dtype": [record(16, "bfloat16", "pyconv", "pyconv")],
-              "one of two shapes": [record(16, "float32", "pyconv", "pyconv"), record(16, "float32", "torch", "torch")],
-              "not called": []}
-    assert bench.ours_in_both_modes(layers, 16, "float32") == ["both"]
-    assert bench.ours_in_both_modes(layers, 1, "float32") == []
-    assert bench.ours_in_both_modes(layers, 16, "bfloat16") == ["other dtype"]
-
-
 def test_profile_tallies_kernels_and_ops_per_forward():
     """bench/torch_profile.py's sums: per forward, each kernel's launches and GPU time and each op's calls and host
     time; and the ops the two models call a different number of times."""

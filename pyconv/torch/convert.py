@@ -126,20 +126,25 @@ class Report(dict):
     layer and input shape (a layer not run yet: one row). not_fused: {layer name: why convert left a
     ReLU / pool after it out of its epilogue, or a batch norm unfolded}; folded: {layer name: the batch norm
     it folds in at inference calls}. The table cuts long "why" texts; the data keeps them.
-    Columns: "engine" runs the layer's eager calls, "in graphs" its CUDA-graph captures; the times are ms per
+    compiled: {layer name: "pyconv" or "torch"}, the engine that torch.compile gives the layer now (engine
+    "fastest": ours where every input so far ran ours both eagerly and in CUDA graphs).
+    Columns: "engine" runs the layer's eager calls, "in graphs" its CUDA-graph captures, "compiled" as above; the
+    times are ms per
     call of each engine as engine "fastest" measured them (host: the host's time, gpu: the GPU's over
     back-to-back launches, graph: the GPU's replaying a CUDA graph of calls, which "in graphs" follows)."""
 
-    COLUMNS = ("layer", "input", "device", "dtype layout", "epilogue", "engine", "in graphs", "variant[config]",
+    COLUMNS = ("layer", "input", "device", "dtype layout", "epilogue", "engine", "in graphs", "compiled",
+               "variant[config]",
                "ours host", "torch host", "ours gpu", "torch gpu", "ours graph", "torch graph", "why")
     _TIMES = ("pyconv_host_ms", "torch_host_ms", "pyconv_gpu_ms", "torch_gpu_ms", "pyconv_graph_ms",
               "torch_graph_ms")  # the columns before why
     _TIME_COLUMNS = frozenset(range(len(COLUMNS) - 1 - len(_TIMES), len(COLUMNS) - 1))
 
-    def __init__(self, layers: dict, not_fused: dict, folded: Optional[dict] = None):
+    def __init__(self, layers: dict, not_fused: dict, folded: Optional[dict] = None, compiled: Optional[dict] = None):
         super().__init__(layers)
         self.not_fused = not_fused
         self.folded = folded or {}  # {layer name: the batch norm it folds in at inference calls}
+        self.compiled = compiled or {}
 
     def rows(self) -> list:
         """The table's rows: one tuple of texts per layer and input shape, in COLUMNS' order, why uncut."""
@@ -153,7 +158,7 @@ class Report(dict):
                 else:
                     variant = f"{r['variant']}[{r['config']}]" if r["variant"] else "-"
                     row = [layer, "x".join(map(str, r["input"])), r["device"], f"{r['dtype']} {r['layout']}",
-                           r["epilogue"], r["engine"], r["engine_captured"], variant]
+                           r["epilogue"], r["engine"], r["engine_captured"], self.compiled.get(layer, "-"), variant]
                     row += ["-" if r[k] is None else f"{r[k]:.4f}" for k in self._TIMES]
                     row.append(r["why"] or "-")
                 if note:  # first: the table cuts the end of long texts
@@ -185,4 +190,5 @@ def report(model: nn.Module) -> Report:
     folded = {name: names.get(id(m.__dict__[_BATCHNORM]), "(outside this model)") for name, m in layers.items()
               if _BATCHNORM in m.__dict__}
     return Report({name: m.decisions() for name, m in layers.items()},
-                  {name: m.not_fused for name, m in layers.items() if m.not_fused}, folded)
+                  {name: m.not_fused for name, m in layers.items() if m.not_fused}, folded,
+                  {name: m.compiled_engine() for name, m in layers.items()})

@@ -213,6 +213,13 @@ class _PyconvOptions:
         spec, _ = self.spec()
         return _engine.decisions_for(spec, self._kernel_shape())
 
+    def compiled_engine(self) -> str:
+        """The engine torch.compile gives this layer now: "pyconv" (our op) or "torch" (PyTorch's conv)."""
+        forward = self.__dict__.get("_compiled_forward")
+        if forward is None:  # _decided_forward: the op unless _op._pytorchs_conv steps aside
+            return "pyconv" if self.engine == "pyconv" else "torch"
+        return "torch" if forward is self._TORCH_CONV_FORWARD else "pyconv"
+
     def extra_repr(self) -> str:
         options = f"variant={self.variant!r}, engine={self.engine!r}"
         if self.epilogue is not None:
