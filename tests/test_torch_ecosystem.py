@@ -1,7 +1,7 @@
 """pyconv.torch as PyTorch users run convolutions around it (issue 42): unbatched input, autocast, torch.func
-(vmap, grad, jacrev; jacfwd refused in words), torch.compile with engine "fastest" stepping aside for PyTorch's
-conv where no timing chose ours (and "pyconv" keeping its op), empty batches, FX symbolic tracing. Each against F.conv2d / F.conv1d /
-nn.Conv2d, eager and compiled (fullgraph, aot_eager: CPU, no compiler needed); CPU tensors run the cpu variant."""
+(vmap, grad, jacrev; jacfwd refused in words), torch.compile with engine "fastest" stepping aside for
+PyTorch's conv where no timing chose ours (and "pyconv" keeping its op), empty batches, FX symbolic tracing.
+Each against F.conv2d / F.conv1d / nn.Conv2d, eager and compiled (fullgraph, aot_eager: CPU, no compiler needed); CPU tensors run the cpu variant."""
 import copy
 import warnings
 
@@ -416,19 +416,24 @@ def test_compiled_fastest_runs_our_op_where_both_timed_modes_chose_ours(gen, fre
 
 
 def test_compiled_fastest_follows_later_decisions_and_copies_start_over(gen, fresh_dynamo, monkeypatch):
-    """A new input that PyTorch's conv won turns the layer's compiled forward back to PyTorch's conv (the next
-    compiled call compiles again); a copy keeps no decisions, and so compiles to PyTorch's conv."""
+    """A new input that our plan also won leaves the compiled graph as it is; one that PyTorch's conv won turns the
+    layer's compiled forward back to PyTorch's conv (the next compiled call compiles again); a copy keeps no
+    decisions, and so compiles to PyTorch's conv."""
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
     pct.clear()
     layer = pct.Conv2d(3, 4, 3, padding=1, engine="fastest")
     targets = []
     run = compiled(layer, targets)
-    x, x2 = rand(gen, 1, 3, 8, 8), rand(gen, 2, 3, 8, 8)
+    x, x1, x2 = rand(gen, 1, 3, 8, 8), rand(gen, 3, 3, 8, 8), rand(gen, 2, 3, 8, 8)
     with torch.no_grad():
         _decide_with(monkeypatch, OURS_FASTER)
         layer(x)
         run(x)
         assert CONV2D in targets
+        compiled_once = len(targets)
+        layer(x1)  # ours too
+        run(x)
+        assert len(targets) == compiled_once  # not compiled again
         _decide_with(monkeypatch, THEIRS_FASTER)
         layer(x2)
         del targets[:]

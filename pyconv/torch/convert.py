@@ -128,14 +128,14 @@ class Report(dict):
     it folds in at inference calls}. The table cuts long "why" texts; the data keeps them.
     compiled: {layer name: "pyconv" or "torch"}, the engine that torch.compile gives the layer now (engine
     "fastest": ours where every input so far ran ours both eagerly and in CUDA graphs).
-    Columns: "engine" runs the layer's eager calls, "in graphs" its CUDA-graph captures, "compiled" as above; the
-    times are ms per
-    call of each engine as engine "fastest" measured them (host: the host's time, gpu: the GPU's over
-    back-to-back launches, graph: the GPU's replaying a CUDA graph of calls, which "in graphs" follows)."""
+    Columns: "engine" runs the layer's eager calls, "in graphs" its CUDA-graph captures, "compiled" as above;
+    the times are ms per call of each engine as engine "fastest" measured them (host: the host's time, gpu:
+    the GPU's over back-to-back launches, graph: the GPU's replaying a CUDA graph of calls, which "in graphs"
+    follows)."""
 
     COLUMNS = ("layer", "input", "device", "dtype layout", "epilogue", "engine", "in graphs", "compiled",
-               "variant[config]",
-               "ours host", "torch host", "ours gpu", "torch gpu", "ours graph", "torch graph", "why")
+               "variant[config]", "ours host", "torch host", "ours gpu", "torch gpu", "ours graph", "torch graph",
+               "why")
     _TIMES = ("pyconv_host_ms", "torch_host_ms", "pyconv_gpu_ms", "torch_gpu_ms", "pyconv_graph_ms",
               "torch_graph_ms")  # the columns before why
     _TIME_COLUMNS = frozenset(range(len(COLUMNS) - 1 - len(_TIMES), len(COLUMNS) - 1))

@@ -146,6 +146,7 @@ class _PyconvOptions:
         input seen ran our plan in eager calls and in CUDA-graph capture; else PyTorch's conv. A compiled
         model guards on the attribute: where it changes, the next call compiles again."""
         ours = all(pick is not None and pick.entry is not None and not pick.captured for pick in picks.values())
+        # (a new function of the same code and arguments passes the compiled graph's guard: no recompile)
         self.__dict__["_compiled_forward"] = _op_forward(self._OP, self._DIMS, _op.op_arguments(spec, self._DIMS)) \
             if ours else self._default_compiled_forward()
 
@@ -158,7 +159,7 @@ class _PyconvOptions:
             return self._TORCH_CONV_FORWARD if options.get("epilogue") is None else None
         try:
             spec, extra = self.spec()
-        except (AttributeError, ConvError):  # the constructor sets the options one by one
+        except Exception:  # options the constructor has not set yet, or bad ones, which spec() refuses at the call
             return None
         if extra is not None or self.padding_mode != "zeros":
             return None
@@ -272,9 +273,9 @@ class _PyconvOptions:
 
 
 def _op_forward(op, dims: int, arguments: tuple, any_autocast=_op._any_autocast):
-    """A layer's compiled forward on our op (engine "fastest" where our plan won its inputs in both timed modes;
-    inductor calls the op's kernel directly, _lowering.py): the op's arguments held in the function, so that a
-    compiled call guards on them as one constant (through spec() each option and each function of the parsing
+    """A layer's compiled forward on our op (engine "pyconv", or "fastest" where our plan won its inputs in both
+    timed modes; inductor calls the op's kernel directly, _lowering.py): the op's arguments held in the function,
+    so that a compiled call guards on them as one constant (through spec() each option and each function of the parsing
     was a guard: 70 a layer, 13 for PyTorch's conv, at every call of the compiled model). Unbatched input and
     autocast take the layer's full path, which prepares them."""
     def forward(module, input, weight, bias):
