@@ -415,6 +415,27 @@ def test_compiled_fastest_runs_our_op_where_both_timed_modes_chose_ours(gen, fre
     assert max_rel(y, F.relu(functional(x, layer.weight, layer.bias, padding=1))) <= 1e-5
 
 
+def test_compiled_fastest_runs_what_was_decided_without_timing_again(gen, fresh_dynamo, monkeypatch):
+    """A compiled layer that runs our op runs it as decided: a conv whose batch norm was folded in eager calls (and
+    decided with the folded bias) meets other operands in the compiled graph (no bias, the norm after it), which
+    engine "fastest" would time anew inside the compiled model; none is timed there."""
+    from pyconv.torch import _engine
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1), model[1].running_var.uniform_(0.5, 2)
+    original, converted, x = _folded_after_a_call(gen, model, (2, 3, 9, 7), monkeypatch, "ours faster")
+    timed = []
+    measure = _engine._measure
+    monkeypatch.setattr(_engine, "_measure", lambda *a: timed.append(1) or measure(*a))
+    targets = []
+    with torch.no_grad():
+        y = compiled(converted, targets)(x)
+    assert CONV2D in targets and not timed
+    assert max_rel(y, original(x)) <= 1e-5
+
+
 def test_compiled_fastest_follows_later_decisions_and_copies_start_over(gen, fresh_dynamo, monkeypatch):
     """A new input that our plan also won leaves the compiled graph as it is; one that PyTorch's conv won turns the
     layer's compiled forward back to PyTorch's conv (the next compiled call compiles again); a copy keeps no

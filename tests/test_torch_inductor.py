@@ -193,28 +193,23 @@ def test_lowered_conv_keeps_the_traced_layout_in_channels_last_graphs(gen, devic
 
 
 def test_compiled_sites_decide_again_after_clear(gen, monkeypatch):
-    """A compiled graph's call of our op remembers its plan per call site; pyconv.torch.clear() forgets it with
-    the engine's decisions, so the next call decides again: here PyTorch's conv, which the site then calls
-    directly, right at every call."""
+    """A compiled graph's call of the op remembers its plan per call site; pyconv.torch.clear() forgets it with
+    the engine's decisions, so the next call decides again: here (the op called with engine "fastest") PyTorch's
+    conv, which the site then calls directly, right at every call."""
     from pyconv.torch import _engine
-    nn = torch.nn
-    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
-    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1)).eval()
-    reference = copy.deepcopy(model).double()
-    pct.Conv2d.adopt(model[2], engine="fastest")
+    w, b = uniform(gen, 6, 3, 3, 3), uniform(gen, 6)
+    op_arguments = ([1, 1], [1, 1], [1, 1], 1, [0] * 6, "auto", "default", "fastest", True)
+    run = torch.compile(lambda x: torch.ops.pyconv.conv2d(torch.relu(x), w, b, *op_arguments), fullgraph=True)
     monkeypatch.setattr(_engine, "capturing", lambda: False)  # (host tensors: no capture to ask CUDA about)
     monkeypatch.setattr(_engine, "_graph_ms", lambda ours, theirs, device: None)
     pct.clear()
     with torch.no_grad():
-        monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: (0.01, 0.02, None, None))
-        model(uniform(gen, 2, 3, 9, 7))  # ours, so the layer compiles to our op
-        run = torch.compile(model, fullgraph=True)
-        run(uniform(gen, 2, 3, 9, 7))
-        assert [hit[0] is not None for hit in _engine.sites.values()] == [True]  # our plan
-        pct.clear()
-        assert not _engine.sites
-        monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device: (0.02, 0.01, None, None))
-        for _ in range(3):
-            x = uniform(gen, 2, 3, 9, 7)
-            assert_close(run(x).double(), reference(x.double()), 1e-5)
-    assert [hit[0] is None for hit in _engine.sites.values()] == [True]  # PyTorch's conv
+        for timings, ours in (((0.01, 0.02, None, None), True), ((0.02, 0.01, None, None), False)):
+            pct.clear()
+            assert not _engine.sites
+            monkeypatch.setattr(_engine, "_measure", lambda ours, theirs, device, timings=timings: timings)
+            for _ in range(3):
+                x = uniform(gen, 2, 3, 9, 7)
+                assert_close(run(x).double(), F.conv2d(torch.relu(x.double()), w.double(), b.double(), padding=1),
+                             1e-5)
+            assert [hit[0] is not None for hit in _engine.sites.values()] == [ours]  # our plan / PyTorch's conv

@@ -328,8 +328,8 @@ def _autocast(x, w, b):
 
 def _pytorchs_conv(spec: Spec) -> bool:
     """Whether PyTorch's own conv (F ops) runs instead of the op: with engine "fastest" (or "torch") while
-    compiling, where nothing timed says which is faster inside the compiled graph (a converted layer that has
-    eager and CUDA-graph decisions passes through_op where both chose ours), and under torch.func transforms,
+    compiling, where nothing timed says which is faster inside the compiled graph (a converted layer whose eager
+    and CUDA-graph decisions both chose ours compiles with engine "pyconv"), and under torch.func transforms,
     where PyTorch's conv has every rule (forward-mode AD included). Engine "pyconv" keeps the op: asked for."""
     return spec.engine != "pyconv" and (_is_compiling() or _transforms_active())
 
@@ -350,9 +350,8 @@ def op_arguments(spec: Spec, dims: int) -> tuple:
     return (*geometry, spec.groups, spec.epilogue, spec.variant, spec.precision, spec.engine, spec.fallback)
 
 
-def conv2d_spec(x, w, b, spec: Spec, extra, through_op=False):
-    """conv2d with a prepared Spec (what Conv2d calls). through_op: the op even where _pytorchs_conv would run
-    PyTorch's conv (a compiled layer of engine "fastest" whose inputs ran ours in both timed modes)."""
+def conv2d_spec(x, w, b, spec: Spec, extra):
+    """conv2d with a prepared Spec (what Conv2d calls)."""
     unbatched = False
     if not (type(x) is _Tensor and x.dim() == 4 == w.dim() and not _any_autocast()):  # else: something to prepare
         x, w, b, unbatched = _prepared(x, w, b, 4, "conv2d")
@@ -360,7 +359,7 @@ def conv2d_spec(x, w, b, spec: Spec, extra, through_op=False):
         x = F.pad(x, extra)
     if _direct(x, w, b):
         y = _engine.conv2d(x, w, b, spec)
-    elif not through_op and _pytorchs_conv(spec):
+    elif _pytorchs_conv(spec):
         y = torch_conv(x, w, b, spec)
     else:
         y = _call(conv2d_op, x, w, b, list(spec.stride), list(spec.padding), list(spec.dilation), spec.groups,
@@ -395,8 +394,8 @@ def _layout_is(t, nhwc: bool) -> bool:
     return t.is_contiguous() != nhwc and (not nhwc or t.is_contiguous(memory_format=torch.channels_last))
 
 
-def conv1d_spec(x, w, b, spec: Spec, extra, through_op=False):
-    """conv1d with a prepared (4-D) Spec (what Conv1d calls); through_op as conv2d_spec's."""
+def conv1d_spec(x, w, b, spec: Spec, extra):
+    """conv1d with a prepared (4-D) Spec (what Conv1d calls)."""
     unbatched = False
     if not (type(x) is _Tensor and x.dim() == 3 == w.dim() and not _any_autocast()):  # else: something to prepare
         x, w, b, unbatched = _prepared(x, w, b, 3, "conv1d")
@@ -405,7 +404,7 @@ def conv1d_spec(x, w, b, spec: Spec, extra, through_op=False):
     if _direct(x, w, b):
         y = _engine.conv2d(x.unsqueeze(2), w.unsqueeze(2), b, spec)
         y = y.view(y.shape[0], y.shape[1], y.shape[3])
-    elif not through_op and _pytorchs_conv(spec):
+    elif _pytorchs_conv(spec):
         y = torch_conv(x.unsqueeze(2), w.unsqueeze(2), b, spec).squeeze(2)
     else:
         y = _call(conv1d_op, x, w, b, spec.stride[1], spec.padding[1], spec.dilation[1], spec.groups,
