@@ -213,3 +213,19 @@ def test_compiled_sites_decide_again_after_clear(gen, monkeypatch):
                 assert_close(run(x).double(), F.conv2d(torch.relu(x.double()), w.double(), b.double(), padding=1),
                              1e-5)
             assert [hit[0] is not None for hit in _engine.sites.values()] == [ours]  # our plan / PyTorch's conv
+
+
+@requires_cuda
+def test_reduce_overhead_mode_replays_our_op(gen):
+    """torch.compile(mode="reduce-overhead") records the compiled graph, the lowered call of our op included, in a
+    CUDA graph (cudagraph trees) and replays it: right at every call, each with a new input."""
+    nn = torch.nn
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1)).eval().cuda()
+    reference = copy.deepcopy(model).double()
+    pct.Conv2d.adopt(model[2], engine="pyconv", fallback=False)
+    run = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+    with torch.no_grad():
+        for _ in range(5):  # warm-up calls, the recording, then replays
+            x = uniform(gen, 2, 3, 9, 7).cuda()
+            assert_close(run(x).double(), reference(x.double()), 1e-5)
