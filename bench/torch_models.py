@@ -3,7 +3,7 @@
     python bench/torch_models.py [--models lenet5,resnet18,mobilenet_v2,convnext_tiny] [--batches 1,32]
         [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph] [--engine fastest]
         [--reps 50] [--tune-budget-ms 500] [--per-call] [--out bench/results/<gpu>/torch-models]
-        [--max-seconds S] [--resume earlier/torch_models.json]
+        [--max-seconds S] [--resume earlier/torch_models.json [--remeasure compile]]
 
 For each network, batch, dtype and mode: the original model and the converted one (engine `fastest`:
 each layer runs pyconv's plan or PyTorch's conv, whichever measured faster for its shape) run in the
@@ -15,7 +15,8 @@ each side's against the same network in float64 (bf16 rows: ours beside PyTorch'
 table and the geometric means per mode, batch and dtype, and writes torch_models.json and torch_models.md
 under --out (--per-call: also torch_per_call.json, one call's host cost through each path on
 bench/per_call.py's layers). --max-seconds stops starting rows after that time; --resume keeps an earlier
-run's measured rows and measures the rest, so that the whole table can be built over several GPU calls.
+run's measured rows and measures the rest, so that the whole table can be built over several GPU calls
+(--remeasure: modes whose earlier rows are measured again).
 Compiled (mode compile), a converted layer of engine "fastest" runs our op where its eager calls ran our plan
 in both timed modes (eager and CUDA graph), PyTorch's conv elsewhere; "fell back" lists the latter.
 """
@@ -190,6 +191,12 @@ def summary(rows: list) -> str:
     return "\n".join(lines)
 
 
+def resumed(rows: list, remeasure) -> list:
+    """The rows of an earlier run (--resume) to keep: those that measured, but for the modes named in
+    --remeasure (rows an engine change made stale)."""
+    return [r for r in rows if "error" not in r and r["mode"] not in remeasure]
+
+
 def planned(models, batches, dtypes, modes, done: list) -> list:
     """(model, batch, dtype, mode) still to measure, in the bench's order: those without a row in `done`
     (rows of an earlier run, --resume) that measured."""
@@ -212,6 +219,8 @@ def main(argv=None) -> int:
                         help="auto's tuning budget per new shape (the default 3000 makes a first run long)")
     parser.add_argument("--resume", type=Path, default=None,
                         help="a torch_models.json of an earlier run: its measured rows are kept, not measured again")
+    parser.add_argument("--remeasure", default="",
+                        help="modes (comma-separated) whose --resume rows are measured again, e.g. compile")
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="start no row after this many seconds (the rest: --resume in a later run)")
     args = parser.parse_args(argv)
@@ -222,7 +231,8 @@ def main(argv=None) -> int:
     gpu = torch.cuda.get_device_name().lower().replace(" ", "-")
     out = args.out or Path(__file__).parent / "results" / gpu / "torch-models"
     out.mkdir(parents=True, exist_ok=True)
-    rows = [r for r in json.loads(args.resume.read_text()) if "error" not in r] if args.resume else []
+    rows = resumed(json.loads(args.resume.read_text()), set(filter(None, args.remeasure.split(",")))) \
+        if args.resume else []
     remaining = planned(args.models.split(","), [int(b) for b in args.batches.split(",")],
                         args.dtypes.split(","), args.modes.split(","), rows)
     started = time.monotonic()

@@ -185,13 +185,16 @@ def test_profile_tallies_kernels_and_ops_per_forward():
 
 def test_bench_resumes_and_summarises():
     """The model bench's table can be built over several GPU calls: --resume measures only the rows an earlier
-    run did not (failed rows again), and the summary gives each mode / batch / dtype's geometric mean."""
+    run did not (failed rows again, and the modes --remeasure names), and the summary gives each mode / batch /
+    dtype's geometric mean."""
     bench = _bench_module()
     done = [{"model": "a", "batch": 1, "dtype": "float32", "mode": "eager", "ratio": 0.5},
             {"model": "b", "batch": 1, "dtype": "float32", "mode": "eager", "ratio": 2.0},
             {"model": "a", "batch": 1, "dtype": "float32", "mode": "graph", "error": "RuntimeError: x"}]
-    remaining = bench.planned(["a", "b"], [1], ["float32"], ["eager", "graph"], done)
+    remaining = bench.planned(["a", "b"], [1], ["float32"], ["eager", "graph"], bench.resumed(done, set()))
     assert remaining == [("a", 1, "float32", "graph"), ("b", 1, "float32", "graph")]
+    again = bench.planned(["a", "b"], [1], ["float32"], ["eager", "graph"], bench.resumed(done, {"eager"}))
+    assert len(again) == 4  # --remeasure eager: its rows too
     table = bench.summary(done).splitlines()
     assert "| eager | 1 | float32 | 2 | 1.00 | 1 (2.00) | 0 |" in table
     assert "| graph | 1 | float32 | 0 | - | 0 | 1 |" in table
