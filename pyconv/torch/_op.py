@@ -362,8 +362,7 @@ def conv2d_spec(x, w, b, spec: Spec, extra):
     elif _pytorchs_conv(spec):
         y = torch_conv(x, w, b, spec)
     else:
-        y = _call(conv2d_op, x, w, b, list(spec.stride), list(spec.padding), list(spec.dilation), spec.groups,
-                  list(spec.epilogue), spec.variant, spec.precision, spec.engine, spec.fallback)
+        y = _call(conv2d_op, x, w, b, *op_arguments(spec, 4))
     return y.squeeze(0) if unbatched else y
 
 
@@ -407,8 +406,7 @@ def conv1d_spec(x, w, b, spec: Spec, extra):
     elif _pytorchs_conv(spec):
         y = torch_conv(x.unsqueeze(2), w.unsqueeze(2), b, spec).squeeze(2)
     else:
-        y = _call(conv1d_op, x, w, b, spec.stride[1], spec.padding[1], spec.dilation[1], spec.groups,
-                  list(spec.epilogue), spec.variant, spec.precision, spec.engine, spec.fallback)
+        y = _call(conv1d_op, x, w, b, *op_arguments(spec, 3))
     return y.squeeze(0) if unbatched else y
 
 

@@ -153,9 +153,12 @@ class _PyconvOptions:
         # engine timed those anew inside the compiled model's first call, where host noise sent some layers to
         # PyTorch's conv (googlenet b16 on the H200: 0.92 of the original's time, 0.72 with engine "pyconv").
         # (A new function of the same code and arguments passes the compiled graph's guard: no recompile.)
-        self.__dict__["_compiled_forward"] = \
-            _op_forward(self._OP, self._DIMS, _op.op_arguments(spec._replace(engine="pyconv"), self._DIMS)) \
-            if ours else self._default_compiled_forward()
+        self.__dict__["_compiled_forward"] = self._op_compiled_forward(spec) if ours \
+            else self._default_compiled_forward()
+
+    def _op_compiled_forward(self, spec):
+        """_op_forward for this layer's op and spec, run with engine "pyconv"."""
+        return _op_forward(self._OP, self._DIMS, _op.op_arguments(spec._replace(engine="pyconv"), self._DIMS))
 
     def _default_compiled_forward(self):
         """The compiled forward without decisions: engine "pyconv", our op (None where F.pad or an odd 'same'
@@ -170,7 +173,7 @@ class _PyconvOptions:
             return None
         if extra is not None or self.padding_mode != "zeros":
             return None
-        return _op_forward(self._OP, self._DIMS, _op.op_arguments(spec, self._DIMS))
+        return self._op_compiled_forward(spec)
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
@@ -282,9 +285,9 @@ class _PyconvOptions:
 def _op_forward(op, dims: int, arguments: tuple, any_autocast=_op._any_autocast):
     """A layer's compiled forward on our op (engine "pyconv", or "fastest" where our plan won its inputs in both
     timed modes; inductor calls the op's kernel directly, _lowering.py): the op's arguments held in the function,
-    so that a compiled call guards on them as one constant (through spec() each option and each function of the parsing
-    was a guard: 70 a layer, 13 for PyTorch's conv, at every call of the compiled model). Unbatched input and
-    autocast take the layer's full path, which prepares them."""
+    so that a compiled call guards on them as one constant (through spec() each option and each function of the
+    parsing was a guard: 70 a layer, 13 for PyTorch's conv, at every call of the compiled model). Unbatched input
+    and autocast take the layer's full path, which prepares them."""
     def forward(module, input, weight, bias):
         if input.dim() != dims or any_autocast():
             return module._decided_forward(input, weight, bias, True)
