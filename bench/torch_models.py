@@ -3,7 +3,7 @@
     python bench/torch_models.py [--models lenet5,resnet18,mobilenet_v2,convnext_tiny] [--batches 1,32]
         [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph] [--engine fastest]
         [--reps 50] [--tune-budget-ms 500] [--per-call] [--out bench/results/<gpu>/torch-models]
-        [--max-seconds S] [--resume earlier/torch_models.json [--remeasure compile]]
+        [--max-seconds S] [--resume earlier/torch_models.json [--remeasure compile]] [--control]
 
 For each network, batch, dtype and mode: the original model and the converted one (engine `fastest`:
 each layer runs pyconv's plan or PyTorch's conv, whichever measured faster for its shape) run in the
@@ -16,13 +16,17 @@ table and the geometric means per mode, batch and dtype, and writes torch_models
 under --out (--per-call: also torch_per_call.json, one call's host cost through each path on
 bench/per_call.py's layers). --max-seconds stops starting rows after that time; --resume keeps an earlier
 run's measured rows and measures the rest, so that the whole table can be built over several GPU calls
-(--remeasure: modes whose earlier rows are measured again).
+(--remeasure: modes whose earlier rows are measured again). --control adds a third model to each row, a deep
+copy of the original run the same way (compiled or captured on its own) and interleaved with the other two: its
+time over the original's ("copy" beside the ratio) is what the same network measures against itself, the
+row's noise.
 Compiled (mode compile), a converted layer of engine "fastest" runs our op where its eager calls ran our plan
 in both timed modes (eager and CUDA graph), PyTorch's conv elsewhere; "fell back" lists the latter.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import time
@@ -70,7 +74,7 @@ def latency_ms(fn, reps: int) -> list:
     return times
 
 
-def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int) -> dict:
+def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int, control: bool = False) -> dict:
     if mode == "compile":
         # Each row's two models compile afresh: earlier rows' entries stay on the code objects that networks
         # share (ResNet.forward: resnet18 / 50, resnext50) and reached dynamo's recompile limit (fullgraph: failed).
@@ -91,8 +95,11 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
         dtype_name = str(dtype).replace("torch.", "")
         # the layers that compile to our op, as decided in convert's calls (compiled calls may add decisions)
         compiled = pct.report(converted).compiled
+        models = {"original": original, "converted": converted}
+        if control:  # the original against itself: the row's noise (its own parameters, compiled / captured apart)
+            models["copy"] = copy.deepcopy(original)
         runs = {}
-        for label, model in (("original", original), ("converted", converted)):
+        for label, model in models.items():
             fn, out = forward_fn(model, x, mode)
             for _ in range(5):
                 result = fn()
@@ -108,6 +115,7 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
     err64, original_err64 = (None, None) if exact is None else (rel_error("converted", exact),
                                                                  rel_error("original", exact))
     t_orig, t_conv = statistics.median(runs["original"][2]), statistics.median(runs["converted"][2])
+    control_ratio = statistics.median(runs["copy"][2]) / t_orig if control else None
     layers = pct.report(converted)
     engine = "engine_captured" if mode == "graph" else "engine"
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
@@ -115,7 +123,8 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
     if mode == "compile" and engine_name != "pyconv":
         fell_back = {layer: "compiled: PyTorch's conv" for layer in layers if compiled[layer] == "torch"}
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
-            "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "max_rel_error": err,
+            "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "control_ratio": control_ratio,
+            "max_rel_error": err,
             "original_max_rel_error": original_err, "max_rel_error_f64": err64,
             "original_max_rel_error_f64": original_err64,
             "layers": len(layers), "pyconv_layers": len(layers) - len(fell_back), "fell_back": fell_back,
@@ -158,6 +167,12 @@ def _e(value) -> str:
     return "-" if value is None else f"{value:.1e}"
 
 
+def _ratio(row: dict) -> str:
+    """converted / original, and with --control the original's copy / original (the row's noise)."""
+    control = row.get("control_ratio")
+    return f"{row['ratio']:.2f}" + ("" if control is None else f" (copy {control:.2f})")
+
+
 def markdown(rows: list) -> str:
     lines = ["| model | batch | dtype | mode | original ms | converted ms | ratio | max rel err, converted "
              "(original) vs eager original | vs float64: converted / original | pyconv layers | fell back to PyTorch |",
@@ -167,7 +182,7 @@ def markdown(rows: list) -> str:
             lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | failed: {r['error']} |||||||")
             continue
         lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['mode']} | {r['original_ms']:.3f} | "
-                     f"{r['converted_ms']:.3f} | {r['ratio']:.2f} | {r['max_rel_error']:.1e} ({r['original_max_rel_error']:.1e}) | "
+                     f"{r['converted_ms']:.3f} | {_ratio(r)} | {r['max_rel_error']:.1e} ({r['original_max_rel_error']:.1e}) | "
                      f"{_e(r.get('max_rel_error_f64'))} / {_e(r.get('original_max_rel_error_f64'))} | "
                      f"{r['pyconv_layers']}/{r['layers']} | {_fell_back(r)} |")
     return "\n".join(lines)
@@ -175,18 +190,21 @@ def markdown(rows: list) -> str:
 
 def summary(rows: list) -> str:
     """Per mode, batch and dtype: the geometric mean of converted / original over the networks measured, how
-    many rows were above 1.00 (and the largest), and the rows that failed; a markdown table."""
+    many rows were above 1.00 (and the largest), the geometric mean of the original's copy / original over the
+    rows measured with --control (the noise; "-" without), and the rows that failed; a markdown table."""
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["mode"], r["batch"], r["dtype"]), []).append(r)
-    lines = ["| mode | batch | dtype | networks | geo. mean | above 1.00 (largest) | failed |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| mode | batch | dtype | networks | geo. mean | above 1.00 (largest) | copy / original (geo. mean) | failed |",
+             "|---|---|---|---|---|---|---|---|"]
     for (mode, batch, dtype), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         ratios = [r["ratio"] for r in group if "error" not in r]
+        controls = [r["control_ratio"] for r in group if r.get("control_ratio") is not None]
         above = [x for x in ratios if x > 1.0]
         geo = f"{statistics.geometric_mean(ratios):.2f}" if ratios else "-"
         worst = f" ({max(above):.2f})" if above else ""
-        lines.append(f"| {mode} | {batch} | {dtype} | {len(ratios)} | {geo} | {len(above)}{worst} | "
+        noise = f"{statistics.geometric_mean(controls):.2f} ({len(controls)})" if controls else "-"
+        lines.append(f"| {mode} | {batch} | {dtype} | {len(ratios)} | {geo} | {len(above)}{worst} | {noise} | "
                      f"{len(group) - len(ratios)} |")
     return "\n".join(lines)
 
@@ -221,6 +239,8 @@ def main(argv=None) -> int:
                         help="a torch_models.json of an earlier run: its measured rows are kept, not measured again")
     parser.add_argument("--remeasure", default="",
                         help="modes (comma-separated) whose --resume rows are measured again, e.g. compile")
+    parser.add_argument("--control", action="store_true",
+                        help="also time a copy of the original, interleaved: each row's noise (\"copy\" beside the ratio)")
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="start no row after this many seconds (the rest: --resume in a later run)")
     args = parser.parse_args(argv)
@@ -242,7 +262,7 @@ def main(argv=None) -> int:
                   f"{out / 'torch_models.json'} runs them): {remaining[i:]}", flush=True)
             break
         try:
-            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps)
+            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps, args.control)
         except Exception as exc:  # noqa: BLE001 - one failed row must not lose the others
             row = {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode,
                    "error": f"{type(exc).__name__}: {exc}"[:300]}

@@ -196,8 +196,21 @@ def test_bench_resumes_and_summarises():
     again = bench.planned(["a", "b"], [1], ["float32"], ["eager", "graph"], bench.resumed(done, {"eager"}))
     assert len(again) == 4  # --remeasure eager: its rows too
     table = bench.summary(done).splitlines()
-    assert "| eager | 1 | float32 | 2 | 1.00 | 1 (2.00) | 0 |" in table
-    assert "| graph | 1 | float32 | 0 | - | 0 | 1 |" in table
+    assert "| eager | 1 | float32 | 2 | 1.00 | 1 (2.00) | - | 0 |" in table
+    assert "| graph | 1 | float32 | 0 | - | 0 | - | 1 |" in table
+
+
+def test_bench_control_shows_each_rows_noise():
+    """--control times a copy of the original beside the two models: the table gives its ratio beside each row's,
+    and the summary their geometric mean over the rows that have one."""
+    bench = _bench_module()
+    row = {"model": "a", "batch": 1, "dtype": "float32", "mode": "compile", "original_ms": 2.0,
+           "converted_ms": 2.1, "ratio": 1.05, "max_rel_error": 1e-6, "original_max_rel_error": 0.0, "layers": 2,
+           "pyconv_layers": 1, "fell_back": {"c1": "compiled: PyTorch's conv"}}
+    assert "| 1.05 |" in bench.markdown([row])  # measured without --control (and rows of older tables)
+    rows = [dict(row, control_ratio=1.04), dict(row, model="b", ratio=0.9, control_ratio=0.99), dict(row, model="c")]
+    assert "| 1.05 (copy 1.04) |" in bench.markdown(rows[:1])
+    assert "| compile | 1 | float32 | 3 | 1.00 | 2 (1.05) | 1.01 (2) | 0 |" in bench.summary(rows).splitlines()
 
 
 def test_build_calibrates_batch_norms_deterministically():
