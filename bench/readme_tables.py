@@ -35,7 +35,7 @@ UNITS = {
     "CONV_UNIT_CPU": ("host CPU, fp32", "exact"),
     "CONV_UNIT_FP32": ("CUDA cores, fp32", "exact"),
     "CONV_UNIT_FP16": ("CUDA cores, fp16 runs summed in fp32", "fast"),
-    "CONV_UNIT_TENSOR_HALF": ("tensor cores, fp16 / bf16, fp32 sums", "fast"),
+    "CONV_UNIT_TENSOR_HALF": ("tensor cores, fp16 / bf16, fp32 sums", "half"),
     "CONV_UNIT_TENSOR_TF32": ("tensor cores, tf32, fp32 sums", "tf32"),
 }
 # the bit-set macros of cuda/core/conv_internal.h, by their members

@@ -195,8 +195,8 @@ def summary(rows: list) -> str:
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["mode"], r["batch"], r["dtype"]), []).append(r)
-    lines = ["| mode | batch | dtype | networks | geo. mean | above 1.00 (largest) | copy / original (geo. mean) | failed |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| mode | batch | dtype | networks | geo. mean | above 1.00 (largest) | copy / original (geo. mean) "
+             "| failed |", "|---|---|---|---|---|---|---|---|"]
     for (mode, batch, dtype), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         ratios = [r["ratio"] for r in group if "error" not in r]
         controls = [r["control_ratio"] for r in group if r.get("control_ratio") is not None]
@@ -240,7 +240,8 @@ def main(argv=None) -> int:
     parser.add_argument("--remeasure", default="",
                         help="modes (comma-separated) whose --resume rows are measured again, e.g. compile")
     parser.add_argument("--control", action="store_true",
-                        help="also time a copy of the original, interleaved: each row's noise (\"copy\" beside the ratio)")
+                        help="also time a copy of the original, interleaved: each row's noise (\"copy\" beside "
+                             "the ratio)")
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="start no row after this many seconds (the rest: --resume in a later run)")
     args = parser.parse_args(argv)

@@ -55,7 +55,7 @@ typedef enum conv_status {
 
 /* Pseudo-variant ids: pick the fastest variant that supports the problem here. With a conv_problem,
  * CONV_AUTO picks within the problem's `compute`; CONV_AUTO_FAST is CONV_AUTO with `compute` raised
- * to CONV_COMPUTE_HALF (the legacy calls: CONV_AUTO is exact fp32, CONV_AUTO_FAST allows TF32/FP16). */
+ * to CONV_COMPUTE_FAST (the legacy calls: CONV_AUTO is exact fp32, CONV_AUTO_FAST allows TF32/FP16). */
 enum { CONV_AUTO = -1, CONV_AUTO_FAST = -2 };
 
 /* ---- the problem descriptor ---- */
@@ -66,7 +66,8 @@ typedef enum conv_filter_layout { CONV_MCKK = 0, CONV_MKKC = 1 } conv_filter_lay
 typedef enum conv_compute {
     CONV_COMPUTE_EXACT = 0,   /* fp32 products and sums (rel. L2 error <= 1e-5) */
     CONV_COMPUTE_TF32 = 1,    /* operands rounded to TF32 on tensor cores, fp32 accumulation */
-    CONV_COMPUTE_HALF = 2     /* operands rounded to fp16/bf16, accumulation in fp32 (see each variant's bound) */
+    CONV_COMPUTE_HALF = 2,    /* operands rounded to fp16/bf16, accumulation in fp32 (see each variant's bound) */
+    CONV_COMPUTE_FAST = 3     /* also partial sums in fp16 (half2 FMAs in short runs flushed into fp32) */
 } conv_compute;
 /* Applied to each output value before it is stored, after the optional bias. */
 typedef enum conv_epilogue {

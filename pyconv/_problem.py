@@ -16,7 +16,7 @@ from ._lib import ConvError, check, ffi, lib
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}         # conv_dtype
 LAYOUTS = {"NCHW": 0, "NHWC": 1}                              # conv_layout; w: MCKK = 0, MKKC = 1
-PRECISIONS = {"exact": 0, "tf32": 1, "fast": 2}               # conv_compute
+PRECISIONS = {"exact": 0, "tf32": 1, "half": 2, "fast": 3}   # conv_compute
 EPILOGUE_NONE, EPILOGUE_RELU, EPILOGUE_RELU_MAXPOOL, EPILOGUE_SILU = 0, 1, 2, 3
 
 IntPair = Union[int, Tuple[int, int]]

@@ -483,7 +483,8 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, epilog
     epilogue: None, "relu", "silu" (v * sigmoid(v)) or pyconv.ReluMaxPool(kernel, stride=None,
     ceil_mode=False), applied to (conv + bias) before the store.
     variant: a name from pyconv.variants(), or "auto" (the fastest variant for the problem here);
-    precision: "exact" (fp32 arithmetic), "tf32" or "fast" (TF32 / fp16 / bf16 operands allowed);
+    precision: "exact" (fp32 arithmetic), "tf32" (TF32 operands), "half" (fp16 / bf16 operands, fp32 sums, as
+    cuDNN's) or "fast" (any of these, and fp16 partial sums: the `fp16` variant);
     default: "exact" for auto, and the precision a named variant's arithmetic needs.
     out: an output array of the result's shape (B, M, OH, OW), dtype and layout, not overlapping the
     inputs; out_dtype: the result's dtype (default x's).

@@ -24,7 +24,7 @@ DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
 LAYOUTS = {"NCHW": 0, "NHWC": 1}
 FILTER_LAYOUTS = {"MCKK": 0, "MKKC": 1}
 EPILOGUES = {"none": 0, "relu": 1, "relu_maxpool": 2, "silu": 3}
-COMPUTE = {"exact": 0, "tf32": 1, "half": 2}
+COMPUTE = {"exact": 0, "tf32": 1, "half": 2, "fast": 3}  # conv_compute (conv.h)
 # How each dtype is held in NumPy: bf16 as its 16-bit pattern.
 STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
 # Unit roundoff of an fp16 / bf16 value (2^-(significand bits): 11 / 8 of them) beyond fp32's: what

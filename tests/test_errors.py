@@ -255,9 +255,23 @@ def test_default_precision_is_the_named_variants_own():
     """precision=None: exact for auto, and what a named variant's arithmetic needs (no refusal)."""
     assert pyconv.Conv2dPlan(X.shape, W.shape, variant="cpu").variant == "cpu"
     if "wmma" in pyconv.variants():
-        with pytest.raises(pyconv.ConvUnsupportedError, match=r"computes in fp16/bf16, but the problem allows only"):
+        with pytest.raises(pyconv.ConvUnsupportedError, match=r"computes in fp16/bf16 with fp32 sums, but the "
+                                                              r"problem allows only exact fp32"):
             conv(X, W, variant="wmma", precision="exact")
         assert_still_works()
+
+
+@pytest.mark.parametrize("call", [lambda **kw: pyconv.Conv2dPlan(X.shape, W.shape, **kw),
+                                  lambda **kw: conv(X, W, **kw)], ids=["plan", "conv2d"])
+def test_half_precision_keeps_fp32_sums(call):
+    """precision "half" (fp16 / bf16 operands, fp32 sums: what pyconv.torch asks for fp16 / bf16 tensors) refuses
+    the fp16 variant, whose runs of products are summed in fp16; "fast" allows it. (The capability check comes
+    before any device is needed: this runs without a GPU too.)"""
+    with pytest.raises(pyconv.ConvUnsupportedError, match=r"variant 'fp16' computes in fp16 with fp16 partial "
+                                                          r"sums, but the problem allows only fp16/bf16 with fp32 "
+                                                          r"sums \(compute = 2; allow compute = 3 or more"):
+        call(variant="fp16", precision="half")
+    assert_still_works()
 
 
 def test_variant_name_with_a_nul_is_not_truncated():

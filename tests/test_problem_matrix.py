@@ -296,6 +296,10 @@ def refusal_cases(name) -> dict:
         cases["stride"] = (base.with_(stride=(caps["max_stride"] + 1, 1)), ["stride"])
     if caps["compute"] != "exact":
         cases["compute_exact"] = (base.with_(compute="exact"), ["compute"])
+        levels = list(pr.COMPUTE)  # the level just below the variant's own: e.g. fp16's partial sums need "fast"
+        below = levels[levels.index(caps["compute"]) - 1]
+        if below != "exact":
+            cases[f"compute_{below}"] = (base.with_(compute=below), ["compute"])
     if name not in CAUSAL:
         cases["causal"] = (base.with_(padding=(1, 2), extra=(0, -2)), ["fewer zeros after", "causal"])
     return cases

@@ -229,7 +229,7 @@ def test_bad_options_raise_with_the_argument():
     with pytest.raises(pyconv.ConvError, match="engine"):
         pct.Conv2d(2, 3, 3, engine="cudnn")
     with pytest.raises(pyconv.ConvError, match="precision"):
-        pct.Conv2d(2, 3, 3, precision="half")
+        pct.Conv2d(2, 3, 3, precision="fp16")
     with pytest.raises(pyconv.ConvError, match="epilogue"):
         pct.Conv2d(2, 3, 3, epilogue="gelu")
     with pytest.raises(pyconv.ConvError, match="variant"):
@@ -387,6 +387,23 @@ def test_conv2d_remembered_plan_follows_the_tf32_flag(gen):
         assert sorted(d["precision"] for d in layer.decisions()) == ["exact", "tf32"]
         torch.backends.cudnn.allow_tf32 = False
         assert max_rel(layer(x), exact) <= 1e-6 and max_rel(exact, _reference(layer, x)) <= 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_16_bit_operands_keep_fp32_sums(gen, device, dtype):
+    """fp16 / bf16 tensors at precision None plan at "half", as cuDNN computes them: fp32 sums, never the fp16
+    variant's fp16 partial sums ("fast", which the tuner chose for some fp16 layers of mobilenet_v2 on the H200,
+    its 3-channel 3x3 stride-2 stem among them: the kind of layer here)."""
+    pct.clear()
+    x = rand(gen, 1, 3, 30, 30, device=device).to(dtype)
+    w = rand(gen, 32, 3, 3, 3, device=device).to(dtype)
+    with torch.no_grad():
+        y = pct.conv2d(x, w, stride=2, padding=1, fallback=False)
+    (decision,) = pct.decisions()
+    assert decision["precision"] == "half" and decision["variant"] != "fp16"
+    reference = F.conv2d(x.double(), w.double(), stride=2, padding=1)
+    assert y.dtype == dtype and max_rel(y, reference) <= (1e-2 if dtype == torch.bfloat16 else 2e-3)
 
 
 def test_engine_fastest_records_its_choice(gen):

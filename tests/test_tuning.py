@@ -396,13 +396,13 @@ def test_a_crashed_tuner_leaves_no_lock(harness, tmp_path):
 # ---- on the GPU ----
 
 @requires_gpu
-@pytest.mark.parametrize("precision", ["exact", "fast"])
+@pytest.mark.parametrize("precision", ["exact", "half", "fast"])
 def test_tuned_once_and_remembered(cache_file, precision):
     tuning.clear()
     first = tuning.describe(*SHAPE, precision=precision)
     assert "(tuned)" in first, first
     lines = cache_entries(cache_file)
-    compute = 2 if precision == "fast" else 0              # the key's problem: "... c<compute> b0 e0"
+    compute = {"exact": 0, "half": 2, "fast": 3}[precision]  # the key's problem: "... c<compute> b0 e0"
     assert len(lines) == 1 and lines[0].endswith(tuple("0123456789")) and f" c{compute} " in lines[0]
     assert tuning.describe(*SHAPE, precision=precision) == first      # from memory: no second line
     assert len(cache_entries(cache_file)) == 1

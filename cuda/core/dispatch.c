@@ -19,7 +19,7 @@ static int resolve(int variant, conv_problem* p, const char* config_name, const 
             return conv_set_error(CONV_ERR_INVALID_ARGUMENT,
                                   "config '%s': launch configurations belong to a concrete variant, not to auto",
                                   config_name);
-        if (variant == CONV_AUTO_FAST && p->compute < CONV_COMPUTE_HALF) p->compute = CONV_COMPUTE_HALF;
+        if (variant == CONV_AUTO_FAST && p->compute < CONV_COMPUTE_FAST) p->compute = CONV_COMPUTE_FAST;
         int status = conv_auto_resolve(variant, p, &variant, config);
         if (status != CONV_OK) return status;
     }

@@ -28,7 +28,7 @@ void conv_problem_from_params(const conv_params* q, int legacy_variant, conv_pro
     p->stride_h = q->stride_h; p->stride_w = q->stride_w;
     p->pad_h = q->pad_h; p->pad_w = q->pad_w;
     p->dilation_h = q->dilation_h; p->dilation_w = q->dilation_w;
-    p->compute = legacy_variant == CONV_AUTO_FAST ? CONV_COMPUTE_HALF : CONV_COMPUTE_EXACT;
+    p->compute = legacy_variant == CONV_AUTO_FAST ? CONV_COMPUTE_FAST : CONV_COMPUTE_EXACT;
 }
 
 size_t conv_dtype_size(int dtype) { return dtype == CONV_F32 ? 4 : 2; }
@@ -141,7 +141,7 @@ static int validate(const conv_problem* p) {
     const struct { const char* name; int32_t value; int32_t count; } enums[] = {
         {"x_dtype", p->x_dtype, 3}, {"w_dtype", p->w_dtype, 3}, {"y_dtype", p->y_dtype, 3},
         {"x_layout", p->x_layout, 2}, {"y_layout", p->y_layout, 2}, {"w_layout", p->w_layout, 2},
-        {"compute", p->compute, 3}, {"bias", p->bias, 2}, {"epilogue", p->epilogue, 4},
+        {"compute", p->compute, 4}, {"bias", p->bias, 2}, {"epilogue", p->epilogue, 4},
         {"pool_ceil", p->pool_ceil, 2},
     };
     for (size_t i = 0; i < sizeof enums / sizeof enums[0]; ++i) {

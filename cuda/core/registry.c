@@ -20,11 +20,12 @@
 #define CONV_IMPL_1(name) NULL
 #endif
 
-/* The conv_compute level a unit needs. */
+/* The conv_compute level a unit needs. CUDA cores in fp16 sum runs of products in fp16 (a larger error than
+ * fp32 accumulation, which cuDNN and PyTorch keep for fp16 / bf16 operands): their own, highest level. */
 #define CONV_UNIT_COMPUTE(unit)                                                    \
     ((unit) == CONV_UNIT_TENSOR_TF32 ? CONV_COMPUTE_TF32                           \
-     : ((unit) == CONV_UNIT_FP16 || (unit) == CONV_UNIT_TENSOR_HALF) ? CONV_COMPUTE_HALF \
-                                                                      : CONV_COMPUTE_EXACT)
+     : (unit) == CONV_UNIT_TENSOR_HALF ? CONV_COMPUTE_HALF                         \
+     : (unit) == CONV_UNIT_FP16 ? CONV_COMPUTE_FAST : CONV_COMPUTE_EXACT)
 
 static const conv_variant_entry variant_table[CONV_ID_COUNT] = {
 #define CONV_VARIANT(name, on_device, unit, max_rel_error, in_dt, out_dt, layouts, wlayouts, epilogues, groups, \
@@ -88,7 +89,8 @@ int conv_variant_get_caps(int variant, conv_variant_caps* caps) {
 
 static const char* layout_name(int layout) { return layout == CONV_NHWC ? "NHWC" : "NCHW"; }
 static const char* compute_name(int compute) {
-    return compute == CONV_COMPUTE_EXACT ? "exact fp32" : compute == CONV_COMPUTE_TF32 ? "TF32" : "fp16/bf16";
+    return compute == CONV_COMPUTE_EXACT ? "exact fp32" : compute == CONV_COMPUTE_TF32 ? "TF32"
+           : compute == CONV_COMPUTE_HALF ? "fp16/bf16 with fp32 sums" : "fp16 with fp16 partial sums";
 }
 static const char* epilogue_name(int epilogue) {
     return epilogue == CONV_EPILOGUE_NONE ? "none" : epilogue == CONV_EPILOGUE_RELU ? "ReLU"
@@ -109,8 +111,8 @@ static int check_caps(const conv_variant_entry* e, const conv_problem* p) {
     if (p->compute < c->compute)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "variant '%s' computes in %s, but the problem allows only %s (compute = %d; "
-                              "allow reduced precision to use it)",
-                              v, compute_name(c->compute), compute_name(p->compute), (int)p->compute);
+                              "allow compute = %d or more to use it)",
+                              v, compute_name(c->compute), compute_name(p->compute), (int)p->compute, c->compute);
     if (!(c->in_dtypes & (1u << p->x_dtype)))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "variant '%s' does not take x_dtype = %s", v,
                               conv_dtype_name(p->x_dtype));

@@ -42,7 +42,7 @@ class Spec(NamedTuple):
     groups: int
     epilogue: tuple         # (kind, pool_h, pool_w, pool_stride_h, pool_stride_w, ceil): _fallback.EPILOGUE_*
     variant: str            # a pyconv variant name or "auto"
-    precision: str          # "exact", "tf32", "fast", or "default": as PyTorch would (TF32 per its cuDNN flag)
+    precision: str          # "exact", "tf32", "half", "fast", or "default": as PyTorch would (TF32 per its cuDNN flag)
     engine: str             # "fastest": ours or PyTorch's, whichever is faster here; "pyconv"; "torch"
     fallback: bool          # False: raise where ours refuses instead of running PyTorch's conv
 
@@ -130,7 +130,9 @@ def _precision(spec: Spec, dtype, device: int) -> str:
     if spec.precision != "default":
         return spec.precision
     if dtype is not torch.float32:
-        return "fast"  # the operands are fp16/bf16 already: tensor cores with fp32 accumulation, as cuDNN
+        # the operands are fp16/bf16 already: fp32 accumulation, as cuDNN's; not "fast", whose fp16 partial sums
+        # (the `fp16` variant, twice the error bound) the tuner chose for some of mobilenet_v2's fp16 layers
+        return "half"
     return "tf32" if device >= 0 and _cudnn_allow_tf32() else "exact"
 
 

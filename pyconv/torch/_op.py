@@ -420,7 +420,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     input's memory format); under autocast they run in its dtype, as F.conv2d's.
     epilogue: None, "relu" or pyconv.ReluMaxPool(kernel, stride=None, ceil_mode=False).
     variant: "auto" or a name from pyconv.variants(); precision: None (as PyTorch: TF32 for float32 when
-    torch.backends.cudnn.allow_tf32, tensor cores for fp16/bf16), "exact", "tf32" or "fast".
+    torch.backends.cudnn.allow_tf32, "half" for fp16/bf16: fp32 sums), "exact", "tf32", "half" or "fast".
     engine: "pyconv" (ours; PyTorch's conv only where ours refuse), "fastest" (ours or PyTorch's,
     whichever measured faster for this shape on first use; PyTorch's under torch.compile and torch.func
     transforms) or "torch". fallback=False raises ConvUnsupportedError where ours refuse instead of
