@@ -188,6 +188,8 @@ def test_comparisons_parse_and_pick_what_runs():
     exact, fast, fp16, bf16 = comparisons.parse(["all"])
     assert (exact.precision, exact.cudnn, exact.dtype, exact.layout) == ("exact", "fp32", "float32", "NCHW")
     assert (fast.precision, fast.cudnn, fast.auto) == ("fast", "tf32", "auto_fast")
+    # fp16 / bf16 at cuDNN's accumulation: fp32 sums ("half"), not the fp16 variant's fp16 partial sums
+    assert [(c.precision, c.auto) for c in comparisons.parse(["half"])] == [("half", "auto"), ("half", "auto")]
     assert (fp16.dtype, fp16.layout, fp16.w_layout, fp16.cudnn) == ("float16", "NHWC", "MKKC", "fp16")
     assert (bf16.dtype, bf16.cudnn) == ("bfloat16", "bf16")
     assert comparisons.variants_in(exact, []) == ["auto"]
@@ -556,6 +558,7 @@ def test_bench_cli_compares_with_cudnn_beside_every_row(tmp_path):
         return
     assert all(r["status"] == "ok" and r["timer"] == "torch graph" and r["resolved"] for r in rows), rows
     assert [r["cudnn_precision"] for r in rows[:4]] == ["fp32", "tf32", "fp16", "bf16"]
+    assert all(r["resolved"] != "fp16" for r in rows if r["compare"] in ("fp16", "bf16"))  # fp32 sums, as cuDNN's
     assert all(r["cudnn_ms"] > 0 and r["cudnn_pct_of_floor"] > 0 and r["speedup_vs_cudnn"] > 0 for r in rows)
     # both temperatures, cuDNN's two cold runs with the faster one as its time
     assert all(r["hot_ms"] > 0 and r["cudnn_hot_ms"] > 0 and r["speedup_hot_vs_cudnn"] > 0 for r in rows)
