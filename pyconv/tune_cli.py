@@ -3,13 +3,14 @@ tuning), show what it picks, or clear or compact the tuning cache."""
 from __future__ import annotations
 
 from . import device, tuning
+from .api import PRECISIONS
 from .cli import duration, int_range
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--suite", default="lenet", help="lenet, cnn5 or a CSV of shapes (as for bench)")
     parser.add_argument("--batch", type=int_range(1), nargs="+", metavar="B", help="batch sizes, replacing the suite's")
-    parser.add_argument("--precision", choices=("exact", "tf32", "half", "fast", "both"), default="both",
+    parser.add_argument("--precision", choices=(*PRECISIONS, "both"), default="both",
                         help="auto's precision (pyconv.conv2d's names); both: exact and fast")
     parser.add_argument("--budget-ms", type=duration, help="tuning budget per new shape (default 3000)")
     parser.add_argument("--clear", action="store_true", help="forget every tuning result first")

@@ -1,7 +1,8 @@
 """pyconv.torch as PyTorch users run convolutions around it (issue 42): unbatched input, autocast, torch.func
 (vmap, grad, jacrev; jacfwd refused in words), torch.compile with engine "fastest" stepping aside for
 PyTorch's conv where no timing chose ours (and "pyconv" keeping its op), empty batches, FX symbolic tracing.
-Each against F.conv2d / F.conv1d / nn.Conv2d, eager and compiled (fullgraph, aot_eager: CPU, no compiler needed); CPU tensors run the cpu variant."""
+Each against F.conv2d / F.conv1d / nn.Conv2d, eager and compiled (fullgraph, aot_eager: CPU, no compiler
+needed); CPU tensors run the cpu variant."""
 import copy
 import warnings
 
