@@ -3,7 +3,7 @@
     python bench/torch_models.py [--models lenet5,resnet18,mobilenet_v2,convnext_tiny] [--batches 1,32]
         [--dtypes float32,float16,bfloat16] [--modes eager,compile,graph] [--engine fastest]
         [--reps 50] [--tune-budget-ms 500] [--per-call] [--out bench/results/<gpu>/torch-models]
-        [--max-seconds S] [--resume earlier/torch_models.json [--remeasure compile]] [--control]
+        [--max-seconds S] [--resume earlier/torch_models.json [--remeasure compile]] [--control] [--torch-layers]
 
 For each network, batch, dtype and mode: the original model and the converted one (engine `fastest`:
 each layer runs pyconv's plan or PyTorch's conv, whichever measured faster for its shape) run in the
@@ -19,7 +19,10 @@ run's measured rows and measures the rest, so that the whole table can be built 
 (--remeasure: modes whose earlier rows are measured again). --control adds a third model to each row, a deep
 copy of the original run the same way (compiled or captured on its own) and interleaved with the other two: its
 time over the original's ("copy" beside the ratio) is what the same network measures against itself, the
-row's noise.
+row's noise. --torch-layers adds the network converted with engine "torch" (every layer on PyTorch's conv, norms
+folded and ReLUs fused as in the converted model), timed the same way ("torch layers" beside the ratio): where the
+converted model loses and this one loses as much, the cost is the conversion's (folds, modules, guards), not our
+kernels'.
 Compiled (mode compile), a converted layer of engine "fastest" runs our op where its eager calls ran our plan
 in both timed modes (eager and CUDA graph), PyTorch's conv elsewhere; "fell back" lists the latter.
 """
@@ -74,7 +77,8 @@ def latency_ms(fn, reps: int) -> list:
     return times
 
 
-def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int, control: bool = False) -> dict:
+def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int, control: bool = False,
+            torch_layers: bool = False) -> dict:
     if mode == "compile":
         # Each row's two models compile afresh: earlier rows' entries stay on the code objects that networks
         # share (ResNet.forward: resnet18 / 50, resnext50) and reached dynamo's recompile limit (fullgraph: failed).
@@ -98,6 +102,8 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
         models = {"original": original, "converted": converted}
         if control:  # the original against itself: the row's noise (its own parameters, compiled / captured apart)
             models["copy"] = copy.deepcopy(original)
+        if torch_layers:  # the conversion without our kernels
+            models["torch layers"] = pct.convert(original, engine="torch", example_inputs=x)
         runs = {}
         for label, model in models.items():
             fn, out = forward_fn(model, x, mode)
@@ -116,6 +122,7 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
                                                                  rel_error("original", exact))
     t_orig, t_conv = statistics.median(runs["original"][2]), statistics.median(runs["converted"][2])
     control_ratio = statistics.median(runs["copy"][2]) / t_orig if control else None
+    torch_layers_ratio = statistics.median(runs["torch layers"][2]) / t_orig if torch_layers else None
     layers = pct.report(converted)
     engine = "engine_captured" if mode == "graph" else "engine"
     fell_back = {layer: r["why"] for layer, records in layers.items() for r in records
@@ -124,6 +131,7 @@ def measure(name: str, batch: int, dtype, mode: str, engine_name: str, reps: int
         fell_back = {layer: "compiled: PyTorch's conv" for layer in layers if compiled[layer] == "torch"}
     return {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode, "engine": engine_name,
             "original_ms": t_orig, "converted_ms": t_conv, "ratio": t_conv / t_orig, "control_ratio": control_ratio,
+            "torch_layers_ratio": torch_layers_ratio,
             "max_rel_error": err,
             "original_max_rel_error": original_err, "max_rel_error_f64": err64,
             "original_max_rel_error_f64": original_err64,
@@ -167,10 +175,15 @@ def _e(value) -> str:
     return "-" if value is None else f"{value:.1e}"
 
 
+# The controls a row may carry (--control, --torch-layers): their label and field.
+_CONTROLS = (("copy", "control_ratio"), ("torch layers", "torch_layers_ratio"))
+
+
 def _ratio(row: dict) -> str:
-    """converted / original, and with --control the original's copy / original (the row's noise)."""
-    control = row.get("control_ratio")
-    return f"{row['ratio']:.2f}" + ("" if control is None else f" (copy {control:.2f})")
+    """converted / original, and in brackets: with --control the original's copy / original (the row's noise),
+    with --torch-layers the network converted on PyTorch's conv / original."""
+    beside = [f"{label} {row[key]:.2f}" for label, key in _CONTROLS if row.get(key) is not None]
+    return f"{row['ratio']:.2f}" + (f" ({', '.join(beside)})" if beside else "")
 
 
 def markdown(rows: list) -> str:
@@ -190,22 +203,25 @@ def markdown(rows: list) -> str:
 
 def summary(rows: list) -> str:
     """Per mode, batch and dtype: the geometric mean of converted / original over the networks measured, how
-    many rows were above 1.00 (and the largest), the geometric mean of the original's copy / original over the
-    rows measured with --control (the noise; "-" without), and the rows that failed; a markdown table."""
+    many rows were above 1.00 (and the largest), the geometric means of the original's copy / original over the
+    rows measured with --control (the noise) and of the network on PyTorch's conv / original over those with
+    --torch-layers ("-" without), and the rows that failed; a markdown table."""
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["mode"], r["batch"], r["dtype"]), []).append(r)
     lines = ["| mode | batch | dtype | networks | geo. mean | above 1.00 (largest) | copy / original (geo. mean) "
-             "| failed |", "|---|---|---|---|---|---|---|---|"]
+             "| torch layers / original (geo. mean) | failed |", "|---|---|---|---|---|---|---|---|---|"]
     for (mode, batch, dtype), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         ratios = [r["ratio"] for r in group if "error" not in r]
-        controls = [r["control_ratio"] for r in group if r.get("control_ratio") is not None]
         above = [x for x in ratios if x > 1.0]
         geo = f"{statistics.geometric_mean(ratios):.2f}" if ratios else "-"
         worst = f" ({max(above):.2f})" if above else ""
-        noise = f"{statistics.geometric_mean(controls):.2f} ({len(controls)})" if controls else "-"
-        lines.append(f"| {mode} | {batch} | {dtype} | {len(ratios)} | {geo} | {len(above)}{worst} | {noise} | "
-                     f"{len(group) - len(ratios)} |")
+        controls = []
+        for _, key in _CONTROLS:
+            values = [r[key] for r in group if r.get(key) is not None]
+            controls.append(f"{statistics.geometric_mean(values):.2f} ({len(values)})" if values else "-")
+        lines.append(f"| {mode} | {batch} | {dtype} | {len(ratios)} | {geo} | {len(above)}{worst} | "
+                     f"{' | '.join(controls)} | {len(group) - len(ratios)} |")
     return "\n".join(lines)
 
 
@@ -242,6 +258,9 @@ def main(argv=None) -> int:
     parser.add_argument("--control", action="store_true",
                         help="also time a copy of the original, interleaved: each row's noise (\"copy\" beside "
                              "the ratio)")
+    parser.add_argument("--torch-layers", action="store_true",
+                        help="also time the network converted with engine \"torch\" (no layer on our kernels), "
+                             "interleaved: what the conversion costs without them (\"torch layers\" beside the ratio)")
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="start no row after this many seconds (the rest: --resume in a later run)")
     args = parser.parse_args(argv)
@@ -263,7 +282,8 @@ def main(argv=None) -> int:
                   f"{out / 'torch_models.json'} runs them): {remaining[i:]}", flush=True)
             break
         try:
-            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps, args.control)
+            row = measure(name, batch, getattr(torch, dtype_name), mode, args.engine, args.reps, args.control,
+                          args.torch_layers)
         except Exception as exc:  # noqa: BLE001 - one failed row must not lose the others
             row = {"model": name, "batch": batch, "dtype": dtype_name, "mode": mode,
                    "error": f"{type(exc).__name__}: {exc}"[:300]}

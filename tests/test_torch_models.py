@@ -196,13 +196,14 @@ def test_bench_resumes_and_summarises():
     again = bench.planned(["a", "b"], [1], ["float32"], ["eager", "graph"], bench.resumed(done, {"eager"}))
     assert len(again) == 4  # --remeasure eager: its rows too
     table = bench.summary(done).splitlines()
-    assert "| eager | 1 | float32 | 2 | 1.00 | 1 (2.00) | - | 0 |" in table
-    assert "| graph | 1 | float32 | 0 | - | 0 | - | 1 |" in table
+    assert "| eager | 1 | float32 | 2 | 1.00 | 1 (2.00) | - | - | 0 |" in table
+    assert "| graph | 1 | float32 | 0 | - | 0 | - | - | 1 |" in table
 
 
 def test_bench_control_shows_each_rows_noise():
-    """--control times a copy of the original beside the two models: the table gives its ratio beside each row's,
-    and the summary their geometric mean over the rows that have one."""
+    """--control times a copy of the original beside the two models, --torch-layers the network converted on
+    PyTorch's conv: the table gives their ratios beside each row's, and the summary their geometric means over the
+    rows that have one."""
     bench = _bench_module()
     row = {"model": "a", "batch": 1, "dtype": "float32", "mode": "compile", "original_ms": 2.0,
            "converted_ms": 2.1, "ratio": 1.05, "max_rel_error": 1e-6, "original_max_rel_error": 0.0, "layers": 2,
@@ -210,7 +211,11 @@ def test_bench_control_shows_each_rows_noise():
     assert "| 1.05 |" in bench.markdown([row])  # measured without --control (and rows of older tables)
     rows = [dict(row, control_ratio=1.04), dict(row, model="b", ratio=0.9, control_ratio=0.99), dict(row, model="c")]
     assert "| 1.05 (copy 1.04) |" in bench.markdown(rows[:1])
-    assert "| compile | 1 | float32 | 3 | 1.00 | 2 (1.05) | 1.01 (2) | 0 |" in bench.summary(rows).splitlines()
+    assert "| compile | 1 | float32 | 3 | 1.00 | 2 (1.05) | 1.01 (2) | - | 0 |" in bench.summary(rows).splitlines()
+    rows[1]["torch_layers_ratio"] = 0.95
+    assert "| 0.90 (copy 0.99, torch layers 0.95) |" in bench.markdown(rows[1:2])
+    assert "| 1.05 |" in bench.markdown(rows[2:])
+    assert "| compile | 1 | float32 | 3 | 1.00 | 2 (1.05) | 1.01 (2) | 0.95 (1) | 0 |" in bench.summary(rows).splitlines()
 
 
 def test_build_calibrates_batch_norms_deterministically():
