@@ -84,8 +84,8 @@ export CMAKE_ARGS="${CMAKE_ARGS:-}"
 # REUSE_INSTALL=1: keep a pyconv that an earlier run on this machine installed (it must be of this tree).
 # CARRIED_LIBRARY=1: no install; a libconv.so built on the developer machine for this GPU, carried gzipped as
 # build/libconv.so.gz, with the checkout's pyconv/ on PYTHONPATH (saves the 4-minute build; bench/README).
-# test_package's checks of the installed layout (the headers beside the library, a C program linking it) fail in
-# this mode: there is no installed package.
+# `python -m pyconv --includes` / `--ldflags` name the checkout's include/ and the carried library then, so
+# that test_package's C program builds and links against it.
 if [ "${CARRIED_LIBRARY:-0}" = 1 ]; then
     lib_dir="$(mktemp -d)"
     gunzip -c "$repo/build/libconv.so.gz" > "$lib_dir/libconv.so" || { echo "no build/libconv.so.gz" >&2; exit 1; }

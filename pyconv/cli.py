@@ -135,9 +135,10 @@ def run(args) -> int:
 
 
 def _build_flags(args) -> bool:
-    include, libdir = _lib.include_dir(), _lib.library_dir()
+    libdir = _lib.library_dir()  # PYCONV_LIBRARY's where set: the library Python loads is the one C links
     if args.includes:
-        print(f"-I{include}")
+        # the headers of an installed package, or include/ of a source checkout (run with PYCONV_LIBRARY)
+        print(f"-I{_lib.header_dir()}")
     if args.libdir:
         print(libdir)
     if args.ldflags:
