@@ -6,8 +6,9 @@
 #   OUT_DIR/logs/<step>.log              each step's full output
 #   OUT_DIR/results/<gpu>/               copy to bench/results/<gpu>/ in the repository:
 #       lenet.{txt,json,csv,png}  cnn5.{txt,json,csv,png}  pytest-benchmark.json  gpu.txt
-# Time: about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
-# after the other steps (--max-seconds; shapes it could not start are listed as not run).
+# Time: the benches about 8 minutes on an H100 — the cnn5 bench gets what is left of TOTAL_SECONDS (default 480)
+# after the other steps (--max-seconds; shapes it could not start are listed as not run). The whole test suite
+# takes longer than one 600 s device call now: bench/README.md gives the two calls that split it.
 # Environment: REUSE_INSTALL=1 (skip the install where this machine already has one), CARRIED_LIBRARY=1 (run
 # the carried build/libconv.so.gz with the checkout's pyconv/ instead of installing), TRIAGE_FILES (the
 # triage step's test files, default all), COMPARE (the cuDNN comparisons, default "exact fast half"),
