@@ -70,6 +70,16 @@ def test_headers_ship_beside_the_library():
             assert header.read_text() == (REPO / "include" / name).read_text(), f"installed {name} is stale"
 
 
+def test_includes_name_a_source_checkouts_headers(monkeypatch, tmp_path, capsys):
+    """Run from a source checkout with PYCONV_LIBRARY (no headers inside pyconv/), --includes names the checkout's
+    include/ (it named the package's missing include directory, and C programs did not compile)."""
+    from pyconv import cli
+    monkeypatch.setattr(_lib, "include_dir", lambda: tmp_path / "no-headers-here")
+    monkeypatch.setattr(_lib, "package_dir", lambda: REPO / "pyconv")
+    assert cli.main(["--includes"]) == 0
+    assert capsys.readouterr().out.strip() == f"-I{REPO / 'include'}"
+
+
 def test_conv_h_is_the_convolution_abi():
     """The demo's device ops and the bench's ceilings and timer have headers of their own; each function is
     declared in one header, and cffi binds those of all three."""
