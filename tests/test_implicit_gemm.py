@@ -2,7 +2,8 @@
 
 The problem matrix (test_problem_matrix.py) runs every variant's default configuration and
 test_conv2d.py every configuration on fp32 NCHW shapes; the tuned configurations (simt128x128,
-simt128x64, simt64x128, simt32x256, simt32x128: kernels/igemm_pipeline.cuh) pick among paths by layout,
+simt128x64, simt64x128, simt32x256, simt32x128, and the 4 x 4-per-thread quad64x64 and quad32x32, whose
+k-steps are 16: kernels/igemm_pipeline.cuh) pick among paths by layout,
 alignment and grid size, and each path is reached here by every configuration:
   - the Xunroll loader: tap-order gather (NCHW x, MCKK w, C % 8 == 0, grids without split-K: the filter
     staged in that order in the workspace), scalar gather (other NCHW; NHWC with MCKK filters or
@@ -31,8 +32,12 @@ from pyconv import ConvUnsupportedError
 from pyconv._lib import check, ffi, lib
 
 VARIANT = "implicit_gemm"
-CONFIGS = ["simple64x64", "simt128x128", "simt128x64", "simt64x128", "simt32x256", "simt32x128"]
+CONFIGS = ["simple64x64", "simt128x128", "simt128x64", "simt64x128", "simt32x256", "simt32x128", "quad64x64",
+           "quad32x32"]
 TUNED = CONFIGS[1:]
+# k-step of the tuned configurations (igemm_simt_tiles.h): 16 for the quad tiles, 8 for the others. The tap-order
+# gather needs C/groups % BK == 0; split-K needs at least 2 x 8 k-tiles (igemm_pipeline.cuh).
+QUAD_BK = {"quad64x64": 16, "quad32x32": 16}
 # The configurations compiled for f16 / bf16 x and w (igemm_simt_tiles.h); the others refuse them.
 HALF_INPUTS = ["simple64x64", "simt128x64"]
 
@@ -170,7 +175,10 @@ def test_grouped_config_path_matches_oracle(config, case_id, rng):
     ws_bytes = check_or_refused(config, GROUPED_CASES[case_id], rng)
     if ws_bytes is None:
         return
-    asks = case_id in GROUPED_SPLIT or case_id in GROUPED_TAPS
+    case, bk = GROUPED_CASES[case_id], QUAD_BK.get(config, 8)
+    k_tiles = -(-(case.C // case.groups) * case.KH * case.KW // bk)
+    asks = (case_id in GROUPED_SPLIT and k_tiles >= 16) or \
+        (case_id in GROUPED_TAPS and (case.C // case.groups) % bk == 0)
     assert (ws_bytes > 0) == asks, f"{config} on {case_id}: workspace {ws_bytes}"
 
 

@@ -8,7 +8,8 @@
 //     adjacent pixels per __hfma2 (8 instructions per k for the 16 outputs instead of 16); the fp16
 //     partial sums of each 16-long run of k are flushed into fp32 accumulators.
 //   IgemmSimtOuterMath (`implicit_gemm`'s tuned configurations): 128/64/32 x 256/128/64 block tiles,
-//     8 x 8 outputs per thread, for the double-buffered mainloop (igemm_pipeline.cuh); see below.
+//     8 x 8 (or, for small GEMMs, 4 x 4) outputs per thread, for the double-buffered mainloop
+//     (igemm_pipeline.cuh); see below.
 // The policy interface the mainloop uses is described in igemm_mainloop.cuh.
 #pragma once
 
@@ -127,24 +128,28 @@ struct IgemmHalf2Math : IgemmMicroTile<IgemmHalfOperand, 8> {
 
 // IgemmSimtOuterMath<BM, BN, WARPS_M, WARPS_N> (`implicit_gemm`'s tuned configurations, run by the
 // double-buffered mainloop of igemm_pipeline.cuh): BM maps x BN pixels per block, k in steps of 8,
-// WARPS_M x WARPS_N warps each owning a WM x WN region, every thread an 8 x 8 tile of it as 2 x 2
-// quadrants of 4 x 4: maps lane_m() + {0..3} and + WM/2 + {0..3}, pixels lane_n() + {0..3} and
-// + WN/2 + {0..3}. Per k a thread reads its 8 maps and 8 pixels as four LDS.128 and does 64 FFMAs
-// (outer product from registers): 16 FMAs per shared load where the 4 x 4 policy does 8. Splitting the
-// 8 into two halves WM/2 apart keeps a warp's reads of one row contiguous (8 lanes x 16 bytes of maps,
-// 4 x 16 of pixels): no bank conflicts. The tiles are k-major, rows padded by 4 floats (LD % 32 == 4)
-// so the loaders' transposed quad stores spread over all banks. Exact fp32 products (fmaf), each
-// output's sum in k order.
-template <int BM_, int BN_, int WARPS_M, int WARPS_N, int MIN_BLOCKS_ = 2 * 256 / (32 * WARPS_M * WARPS_N)>
+// WARPS_M x WARPS_N warps each owning a WM x WN region, every thread a TM x TN tile of it as QUADS x QUADS
+// quadrants of 4 x 4 (QUADS 2: 8 x 8; 1: 4 x 4). With QUADS 2 a thread owns maps lane_m() + {0..3} and
+// + WM/2 + {0..3}, pixels lane_n() + {0..3} and + WN/2 + {0..3}: per k it reads its 8 maps and 8 pixels as
+// four LDS.128 and does 64 FFMAs (outer product from registers), 16 FMAs per shared load where a 4 x 4 tile
+// does 8. Splitting the 8 into two halves WM/2 apart keeps a warp's reads of one row contiguous (8 lanes x 16
+// bytes of maps, 4 x 16 of pixels): no bank conflicts. QUADS 1 gives each thread a quarter of the work of a
+// k-step: for small GEMMs (1x1 layers at batch 1), whose blocks are few and whose k-loop is a chain of
+// latencies, more threads a block and a shorter chain each. The tiles are k-major, rows padded by 4 floats
+// (LD % 32 == 4) so the loaders' transposed quad stores spread over all banks. Exact fp32 products (fmaf),
+// each output's sum in k order.
+template <int BM_, int BN_, int WARPS_M, int WARPS_N, int MIN_BLOCKS_ = 2 * 256 / (32 * WARPS_M * WARPS_N),
+          int QUADS = 2, int BK_ = 8>
 struct IgemmSimtOuterMath {
     using Operand = IgemmFloatOperand;
     using T = float;
     static constexpr unsigned INPUTS = CONV_DT_ALL;
-    static constexpr int BM = BM_, BN = BN_, BK = 8, THREADS = 32 * WARPS_M * WARPS_N;
-    static constexpr int TM = 8, TN = 8;
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int TM = 4 * QUADS, TN = 4 * QUADS;
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;         // a warp's region
     static constexpr int LANES_M = WM / TM, LANES_N = WN / TN;         // its lanes, LANES_N fastest
-    static_assert(WM * WARPS_M == BM && WN * WARPS_N == BN && LANES_M * LANES_N == 32, "8 x 8 per lane, 32 lanes");
+    static_assert(QUADS == 1 || QUADS == 2, "4 x 4 or 8 x 8 outputs per lane");
+    static_assert(WM * WARPS_M == BM && WN * WARPS_N == BN && LANES_M * LANES_N == 32, "TM x TN per lane, 32 lanes");
     // Blocks per SM that the registers must allow (__launch_bounds__). The default, 512 threads per SM,
     // caps a thread at 128 registers: 64 accumulators + 16 operands + staged loads. The thin-map tiles,
     // whose few threads stage 4x the loads each, ask for fewer blocks instead of spilling.
@@ -162,8 +167,9 @@ struct IgemmSimtOuterMath {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         return warp % WARPS_N * WN + lane % LANES_N * 4;
     }
-    static __device__ int tile_m(int i) { return lane_m() + i / 4 * (WM / 2) + i % 4; }
-    static __device__ int tile_n(int j) { return lane_n() + j / 4 * (WN / 2) + j % 4; }
+    // Quadrant q of a side starts q * (W / QUADS) past the lane's first: WM/2 apart for 8 x 8 tiles.
+    static __device__ int tile_m(int i) { return lane_m() + i / 4 * (WM / QUADS) + i % 4; }
+    static __device__ int tile_n(int j) { return lane_n() + j / 4 * (WN / QUADS) + j % 4; }
 
     struct Mma : IgemmAccumulators<TM, TN> {
         using IgemmAccumulators<TM, TN>::acc;
@@ -172,12 +178,14 @@ struct IgemmSimtOuterMath {
             const int m = lane_m(), n = lane_n();
 #pragma unroll
             for (int kk = 0; kk < BK; ++kk) {
-                const float4 a0 = *reinterpret_cast<const float4*>(&As[kk * LDA + m]);
-                const float4 a1 = *reinterpret_cast<const float4*>(&As[kk * LDA + m + WM / 2]);
-                const float4 b0 = *reinterpret_cast<const float4*>(&Bs[kk * LDB + n]);
-                const float4 b1 = *reinterpret_cast<const float4*>(&Bs[kk * LDB + n + WN / 2]);
-                const float a[TM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-                const float b[TN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+                float a[TM], b[TN];
+#pragma unroll
+                for (int q = 0; q < QUADS; ++q) {
+                    const float4 aq = *reinterpret_cast<const float4*>(&As[kk * LDA + m + q * (WM / QUADS)]);
+                    const float4 bq = *reinterpret_cast<const float4*>(&Bs[kk * LDB + n + q * (WN / QUADS)]);
+                    a[4 * q] = aq.x, a[4 * q + 1] = aq.y, a[4 * q + 2] = aq.z, a[4 * q + 3] = aq.w;
+                    b[4 * q] = bq.x, b[4 * q + 1] = bq.y, b[4 * q + 2] = bq.z, b[4 * q + 3] = bq.w;
+                }
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll

@@ -23,6 +23,12 @@ using Simt64x128 = IgemmFp32Inputs<IgemmSimtOuterMath<64, 128, 1, 4>>;
 // as many as in 128 x 128; at 128 registers they spilled (ptxas -v).
 using Simt32x256 = IgemmFp32Inputs<IgemmSimtOuterMath<32, 256, 1, 4, 3>>;
 using Simt32x128 = IgemmFp32Inputs<IgemmSimtOuterMath<32, 128, 1, 2, 6>>;
+// 4 x 4 outputs per thread, k in steps of 16 (the teaching kernel's thread tile and k-step, which won the
+// small 1x1 layers at batch 1 on the H100: squeezenet's expand1x1, resnet50's res2a_branch2a), here with the
+// double-buffered mainloop, the quad loaders and split-K: for GEMMs of a few dozen blocks, where a thread's
+// 8 x 8 tile makes a long serial k-loop.
+using Quad64x64 = IgemmFp32Inputs<IgemmSimtOuterMath<64, 64, 2, 4, 2, 1, 16>>;
+using Quad32x32 = IgemmFp32Inputs<IgemmSimtOuterMath<32, 32, 1, 2, 8, 1, 16>>;
 
 #define IGEMM_TILE_RUN(MATH) int igemm_pipelined_run<MATH>(const conv_problem*, const conv_tensors*, void*, size_t, void*)
 extern template IGEMM_TILE_RUN(Simt128x128);
@@ -30,3 +36,5 @@ extern template IGEMM_TILE_RUN(Simt128x64);
 extern template IGEMM_TILE_RUN(Simt64x128);
 extern template IGEMM_TILE_RUN(Simt32x256);
 extern template IGEMM_TILE_RUN(Simt32x128);
+extern template IGEMM_TILE_RUN(Quad64x64);
+extern template IGEMM_TILE_RUN(Quad32x32);

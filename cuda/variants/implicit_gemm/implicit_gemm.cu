@@ -10,9 +10,10 @@
 //                 - the next tile's global loads are in flight while the current one is multiplied;
 //                 - k's (c, kh, kw) digits carried incrementally, no division per element.
 //                 Groups 1 only (simple_supports): it stays the plain GEMM to read beside `direct`.
-//   simt128x128, simt128x64, simt64x128, simt32x256, simt32x128   the tuned kernel
+//   simt128x128, simt128x64, simt64x128, simt32x256, simt32x128, quad64x64, quad32x32   the tuned kernel
 //                 (kernels/igemm_pipeline.cuh with IgemmSimtOuterMath): BM x BN block tiles, 8 x 8
-//                 outputs per thread (64 FFMAs per four LDS.128), double-buffered shared tiles (one
+//                 outputs per thread (64 FFMAs per four LDS.128; the quad tiles 4 x 4 and k-steps of 16,
+//                 for small GEMMs), double-buffered shared tiles (one
 //                 barrier per k-step of 8), 16-byte loads of W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0:
 //                 one tap's channels), gather offsets precomputed per pixel, NCHW x with MCKK filters
 //                 gathered in tap order where C/groups % 8 == 0 and k is not split (the filter staged
@@ -40,6 +41,8 @@ static const char TILE128x64[] = "simt128x64";
 static const char TILE64x128[] = "simt64x128";
 static const char TILE32x256[] = "simt32x256";
 static const char TILE32x128[] = "simt32x128";
+static const char QUAD64x64[] = "quad64x64";
+static const char QUAD32x32[] = "quad32x32";
 
 // The single-buffered kernel (igemm_mainloop.cuh, shared with fp16 and wmma) tiles M as a whole.
 static int simple_supports(const conv_problem* p) {
@@ -63,6 +66,8 @@ static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
     {TILE64x128, igemm_pipelined_run<Simt64x128>, tile_supports<Simt64x128, TILE64x128>},
     {TILE32x256, igemm_pipelined_run<Simt32x256>, tile_supports<Simt32x256, TILE32x256>},
     {TILE32x128, igemm_pipelined_run<Simt32x128>, tile_supports<Simt32x128, TILE32x128>},
+    {QUAD64x64, igemm_pipelined_run<Quad64x64>, tile_supports<Quad64x64, QUAD64x64>},
+    {QUAD32x32, igemm_pipelined_run<Quad32x32>, tile_supports<Quad32x32, QUAD32x32>},
 };
 
 // The workspace of whichever configuration runs (split-K partials or the staged filter): the largest
@@ -71,7 +76,8 @@ static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
     int (*const each[])(const conv_problem*, size_t*) = {
         igemm_pipelined_workspace<Simt128x128>, igemm_pipelined_workspace<Simt128x64>,
         igemm_pipelined_workspace<Simt64x128>,  igemm_pipelined_workspace<Simt32x256>,
-        igemm_pipelined_workspace<Simt32x128>};
+        igemm_pipelined_workspace<Simt32x128>,  igemm_pipelined_workspace<Quad64x64>,
+        igemm_pipelined_workspace<Quad32x32>};
     *bytes = 0;
     for (auto workspace : each) {
         size_t b = 0;
@@ -93,5 +99,5 @@ static const char* implicit_gemm_default_config(const conv_problem* p) {
     return pixels < 32 * 128 ? TILE128x64 : TILE128x128;
 }
 
-extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 6,
+extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 8,
                                                       implicit_gemm_default_config};
