@@ -2,8 +2,8 @@
 
 The problem matrix (test_problem_matrix.py) runs every variant's default configuration and
 test_conv2d.py every configuration on fp32 NCHW shapes; the tuned configurations (simt128x128,
-simt128x64, simt64x128, simt32x256, simt32x128, and the 4 x 4-per-thread quad64x64 and quad32x32, whose
-k-steps are 16: kernels/igemm_pipeline.cuh) pick among paths by layout,
+simt128x64, simt64x128, simt32x256, simt32x128, and the 4 x 4-per-thread quad tiles, whose k-steps are
+16: kernels/igemm_pipeline.cuh) pick among paths by layout,
 alignment and grid size, and each path is reached here by every configuration:
   - the Xunroll loader: tap-order gather (NCHW x, MCKK w, C % 8 == 0, grids without split-K: the filter
     staged in that order in the workspace), scalar gather (other NCHW; NHWC with MCKK filters or
@@ -33,11 +33,11 @@ from pyconv._lib import check, ffi, lib
 
 VARIANT = "implicit_gemm"
 CONFIGS = ["simple64x64", "simt128x128", "simt128x64", "simt64x128", "simt32x256", "simt32x128", "quad64x64",
-           "quad32x32"]
+           "quad64x32", "quad32x64", "quad32x32"]
 TUNED = CONFIGS[1:]
 # k-step of the tuned configurations (igemm_simt_tiles.h): 16 for the quad tiles, 8 for the others. The tap-order
 # gather needs C/groups % BK == 0; split-K needs at least 2 x 8 k-tiles (igemm_pipeline.cuh).
-QUAD_BK = {"quad64x64": 16, "quad32x32": 16}
+QUAD_BK = {config: 16 for config in CONFIGS if config.startswith("quad")}
 # The configurations compiled for f16 / bf16 x and w (igemm_simt_tiles.h); the others refuse them.
 HALF_INPUTS = ["simple64x64", "simt128x64"]
 

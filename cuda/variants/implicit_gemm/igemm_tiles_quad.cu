@@ -2,4 +2,6 @@
 #include "igemm_simt_tiles.h"
 
 template IGEMM_TILE_RUN(Quad64x64);
+template IGEMM_TILE_RUN(Quad64x32);
+template IGEMM_TILE_RUN(Quad32x64);
 template IGEMM_TILE_RUN(Quad32x32);

@@ -10,7 +10,8 @@
 //                 - the next tile's global loads are in flight while the current one is multiplied;
 //                 - k's (c, kh, kw) digits carried incrementally, no division per element.
 //                 Groups 1 only (simple_supports): it stays the plain GEMM to read beside `direct`.
-//   simt128x128, simt128x64, simt64x128, simt32x256, simt32x128, quad64x64, quad32x32   the tuned kernel
+//   simt128x128, simt128x64, simt64x128, simt32x256, simt32x128, quad64x64, quad64x32, quad32x64, quad32x32   the
+//                 tuned kernel
 //                 (kernels/igemm_pipeline.cuh with IgemmSimtOuterMath): BM x BN block tiles, 8 x 8
 //                 outputs per thread (64 FFMAs per four LDS.128; the quad tiles 4 x 4 and k-steps of 16,
 //                 for small GEMMs), double-buffered shared tiles (one
@@ -42,6 +43,8 @@ static const char TILE64x128[] = "simt64x128";
 static const char TILE32x256[] = "simt32x256";
 static const char TILE32x128[] = "simt32x128";
 static const char QUAD64x64[] = "quad64x64";
+static const char QUAD64x32[] = "quad64x32";
+static const char QUAD32x64[] = "quad32x64";
 static const char QUAD32x32[] = "quad32x32";
 
 // The single-buffered kernel (igemm_mainloop.cuh, shared with fp16 and wmma) tiles M as a whole.
@@ -67,6 +70,8 @@ static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
     {TILE32x256, igemm_pipelined_run<Simt32x256>, tile_supports<Simt32x256, TILE32x256>},
     {TILE32x128, igemm_pipelined_run<Simt32x128>, tile_supports<Simt32x128, TILE32x128>},
     {QUAD64x64, igemm_pipelined_run<Quad64x64>, tile_supports<Quad64x64, QUAD64x64>},
+    {QUAD64x32, igemm_pipelined_run<Quad64x32>, tile_supports<Quad64x32, QUAD64x32>},
+    {QUAD32x64, igemm_pipelined_run<Quad32x64>, tile_supports<Quad32x64, QUAD32x64>},
     {QUAD32x32, igemm_pipelined_run<Quad32x32>, tile_supports<Quad32x32, QUAD32x32>},
 };
 
@@ -77,6 +82,7 @@ static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
         igemm_pipelined_workspace<Simt128x128>, igemm_pipelined_workspace<Simt128x64>,
         igemm_pipelined_workspace<Simt64x128>,  igemm_pipelined_workspace<Simt32x256>,
         igemm_pipelined_workspace<Simt32x128>,  igemm_pipelined_workspace<Quad64x64>,
+        igemm_pipelined_workspace<Quad64x32>,   igemm_pipelined_workspace<Quad32x64>,
         igemm_pipelined_workspace<Quad32x32>};
     *bytes = 0;
     for (auto workspace : each) {
@@ -99,5 +105,5 @@ static const char* implicit_gemm_default_config(const conv_problem* p) {
     return pixels < 32 * 128 ? TILE128x64 : TILE128x128;
 }
 
-extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 8,
+extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 10,
                                                       implicit_gemm_default_config};
