@@ -7,7 +7,8 @@
 #   bash bench/compare_builds.sh BEFORE_LIB AFTER_LIB OUT_DIR      (a .so, .so.gz or .so.xz each)
 # Environment: SUITES (default "lenet groups cnn5"), SECONDS_lenet / SECONDS_groups / SECONDS_cnn5 (the
 # --max-seconds of each suite's run per build; defaults 40, 90, 120), TUNE_BUDGET_MS (default 300, as the
-# committed tables), COMPARE (default "exact fast half").
+# committed tables), COMPARE (default "exact fast half"), BENCH_BATCH (batch sizes, e.g. "1"; default the
+# suites').
 # Run it from the checkout: the checkout's pyconv/ drives both libraries (their C ABI is the same).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,8 +34,8 @@ for suite in ${SUITES:-lenet groups cnn5}; do
     done
     for build in after before; do
         PYCONV_LIBRARY="$out/$build.so" python3 -m pyconv bench --compare ${COMPARE:-exact fast half} \
-            --budget-ms 10 --tune-budget-ms "${TUNE_BUDGET_MS:-300}" --suite "$suite" --max-seconds "${seconds:-60}" \
-            --csv "$out/$suite-$build.csv" > "$out/$suite-$build.txt" 2>&1 || status=1
+            --budget-ms 10 --tune-budget-ms "${TUNE_BUDGET_MS:-300}" --suite "$suite" ${BENCH_BATCH:+--batch $BENCH_BATCH} \
+            --max-seconds "${seconds:-60}" --csv "$out/$suite-$build.csv" > "$out/$suite-$build.txt" 2>&1 || status=1
     done
     python3 "$repo/bench/compare_tables.py" "$out/$suite-before.csv" "$out/$suite-after.csv" \
         > "$out/$suite-compare.md" 2>&1 || status=1

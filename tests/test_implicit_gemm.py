@@ -2,15 +2,15 @@
 
 The problem matrix (test_problem_matrix.py) runs every variant's default configuration and
 test_conv2d.py every configuration on fp32 NCHW shapes; the tuned configurations (simt128x128,
-simt128x64, simt64x128, simt32x256, simt32x128, and the 4 x 4-per-thread quad tiles, whose k-steps are
-16: kernels/igemm_pipeline.cuh) pick among paths by layout,
-alignment and grid size, and each path is reached here by every configuration:
-  - the Xunroll loader: tap-order gather (NCHW x, MCKK w, C % 8 == 0, grids without split-K: the filter
-    staged in that order in the workspace), scalar gather (other NCHW; NHWC with MCKK filters or
-    C % 4 != 0), 16-byte quad gather
-    (NHWC, MKKC, C % 4 == 0) with stride, padding, 'same' end padding and dilation, and the plain GEMM of
-    1x1 stride-1 unpadded layers: along channels (NHWC) and along pixels (NCHW: 16-byte pixel quads
-    where H*W % 4 == 0 and x is aligned, else per pixel, quads straddling two images);
+simt128x64, simt64x128, simt32x256, simt32x128 with k-steps of 8; quad64x64, quad64x32, quad32x64, 4 x 4
+outputs a thread, with k-steps of 16: variants/implicit_gemm/igemm_pipeline.cuh) pick among paths by
+layout, alignment and grid size, and each path is reached here by every configuration:
+  - the Xunroll loader: tap-order gather (NCHW x, MCKK w, C a multiple of the k-step, grids without
+    split-K: the filter staged in that order in the workspace), scalar gather (other NCHW; NHWC with
+    MCKK filters or C % 4 != 0), 16-byte quad gather (NHWC, MKKC, C % 4 == 0) with stride, padding,
+    'same' end padding and dilation, and the plain GEMM of 1x1 stride-1 unpadded layers: along channels
+    (NHWC) and along pixels (NCHW: 16-byte pixel quads where H*W % 4 == 0 and x is aligned, else per
+    pixel, quads straddling two images);
   - W loads as quads (C*KH*KW % 4 == 0) or scalars with a k tail;
   - split-K (batch-1 grids with a long reduction) with its reduction kernel's bias, ReLU, y dtypes and
     both y layouts (NCHW through the transposing tile, M and pixel counts not multiples of 32);
@@ -33,17 +33,14 @@ from pyconv._lib import check, ffi, lib
 
 VARIANT = "implicit_gemm"
 CONFIGS = ["simple64x64", "simt128x128", "simt128x64", "simt64x128", "simt32x256", "simt32x128", "quad64x64",
-           "quad64x32", "quad32x64", "quad32x32"]
+           "quad64x32", "quad32x64"]
 TUNED = CONFIGS[1:]
-# k-step of the tuned configurations (igemm_simt_tiles.h): 16 for the quad tiles, 8 for the others. The tap-order
-# gather needs C/groups % BK == 0; split-K needs at least 2 x 8 k-tiles (igemm_pipeline.cuh).
-QUAD_BK = {config: 16 for config in CONFIGS if config.startswith("quad")}
 # The configurations compiled for f16 / bf16 x and w (igemm_simt_tiles.h); the others refuse them.
 HALF_INPUTS = ["simple64x64", "simt128x64"]
 
 NHWC_KKC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
-    # tap-order gather (NCHW x, MCKK w, C/groups % 8 == 0, reductions too short for split-K): several
+    # tap-order gather (NCHW x, MCKK w, C/groups a multiple of 8 or 16, reductions too short for split-K): several
     # channel blocks through all taps, padding on every side, y NHWC, f16 x, 1x1 stride 2
     "tap_3x3_pad1": ConvCase(2, 16, 11, 13, 40, 3, 2, padding=(1, 1)),
     "tap_stride2_dil2_rect_extra": ConvCase(2, 8, 17, 15, 70, 3, 5, stride=(2, 1), padding=(2, 1), extra=(1, 0),
@@ -92,6 +89,8 @@ GROUPED_CASES = {
     "g2_nchw_mg150": ConvCase(2, 12, 11, 13, 300, 3, 3, padding=(1, 1), groups=2),  # 2-3 map tiles a group
     # tap-order gather: Cg = 8, Mg = 18 (tiles end inside a group)
     "g2_tap_nchw": ConvCase(2, 16, 9, 9, 36, 3, 3, padding=(1, 1), stride=(2, 2), groups=2, bias=True),
+    # Cg = 16, a multiple of the quad tiles' k-step (16) too; a reduction too short for split-K (C/groups * 3 = 48)
+    "g2_tap_nchw_cg16": ConvCase(2, 32, 9, 8, 36, 3, 1, padding=(1, 0), groups=2, epilogue="relu"),
     "g3_nchw_mkkc_stride2_dil2": ConvCase(2, 9, 17, 15, 21, 3, 3, stride=(2, 2), padding=(2, 2), dilation=(2, 2),
                                          groups=3, w_layout="MKKC", bias=True, epilogue="relu"),
     "g32_nhwc_cg2": ConvCase(2, 64, 9, 8, 64, 3, 3, padding=(1, 1), groups=32, **NHWC_KKC),  # Mg = 2, M % 4 == 0
@@ -125,7 +124,7 @@ GROUPED_CASES = {
 # Cases whose batch-1 grid is small enough for every tuned configuration to split k, and those whose
 # filter is staged in tap order: the ones that ask for a workspace.
 GROUPED_SPLIT = ["g2_split_nchw_bias_relu", "g32_split_quad", "g2_f16_split_mg25", "g2_f32_in_bf16_nchw_y_split"]
-GROUPED_TAPS = ["g2_tap_nchw"]
+GROUPED_TAPS = ["g2_tap_nchw", "g2_tap_nchw_cg16"]
 
 
 def make_plan(config, case: ConvCase):
@@ -175,10 +174,8 @@ def test_grouped_config_path_matches_oracle(config, case_id, rng):
     ws_bytes = check_or_refused(config, GROUPED_CASES[case_id], rng)
     if ws_bytes is None:
         return
-    case, bk = GROUPED_CASES[case_id], QUAD_BK.get(config, 8)
-    k_tiles = -(-(case.C // case.groups) * case.KH * case.KW // bk)
-    asks = (case_id in GROUPED_SPLIT and k_tiles >= 16) or \
-        (case_id in GROUPED_TAPS and (case.C // case.groups) % bk == 0)
+    # The plan's workspace is the largest any configuration asks for on the problem (implicit_gemm.cu).
+    asks = case_id in GROUPED_SPLIT or case_id in GROUPED_TAPS
     assert (ws_bytes > 0) == asks, f"{config} on {case_id}: workspace {ws_bytes}"
 
 

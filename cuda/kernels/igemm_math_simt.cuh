@@ -126,8 +126,8 @@ struct IgemmHalf2Math : IgemmMicroTile<IgemmHalfOperand, 8> {
     };
 };
 
-// IgemmSimtOuterMath<BM, BN, WARPS_M, WARPS_N> (`implicit_gemm`'s tuned configurations, run by the
-// double-buffered mainloop of igemm_pipeline.cuh): BM maps x BN pixels per block, k in steps of 8,
+// IgemmSimtOuterMath<BM, BN, WARPS_M, WARPS_N, MIN_BLOCKS, QUADS, BK> (`implicit_gemm`'s tuned configurations,
+// run by the double-buffered mainloop of igemm_pipeline.cuh): BM maps x BN pixels per block, k in steps of BK,
 // WARPS_M x WARPS_N warps each owning a WM x WN region, every thread a TM x TN tile of it as QUADS x QUADS
 // quadrants of 4 x 4 (QUADS 2: 8 x 8; 1: 4 x 4). With QUADS 2 a thread owns maps lane_m() + {0..3} and
 // + WM/2 + {0..3}, pixels lane_n() + {0..3} and + WN/2 + {0..3}: per k it reads its 8 maps and 8 pixels as

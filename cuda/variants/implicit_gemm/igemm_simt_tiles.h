@@ -30,7 +30,6 @@ using Simt32x128 = IgemmFp32Inputs<IgemmSimtOuterMath<32, 128, 1, 2, 6>>;
 using Quad64x64 = IgemmFp32Inputs<IgemmSimtOuterMath<64, 64, 2, 4, 2, 1, 16>>;
 using Quad64x32 = IgemmFp32Inputs<IgemmSimtOuterMath<64, 32, 2, 2, 4, 1, 16>>;
 using Quad32x64 = IgemmFp32Inputs<IgemmSimtOuterMath<32, 64, 1, 4, 4, 1, 16>>;
-using Quad32x32 = IgemmFp32Inputs<IgemmSimtOuterMath<32, 32, 1, 2, 8, 1, 16>>;
 
 #define IGEMM_TILE_RUN(MATH) int igemm_pipelined_run<MATH>(const conv_problem*, const conv_tensors*, void*, size_t, void*)
 extern template IGEMM_TILE_RUN(Simt128x128);
@@ -41,4 +40,3 @@ extern template IGEMM_TILE_RUN(Simt32x128);
 extern template IGEMM_TILE_RUN(Quad64x64);
 extern template IGEMM_TILE_RUN(Quad64x32);
 extern template IGEMM_TILE_RUN(Quad32x64);
-extern template IGEMM_TILE_RUN(Quad32x32);

@@ -4,4 +4,3 @@
 template IGEMM_TILE_RUN(Quad64x64);
 template IGEMM_TILE_RUN(Quad64x32);
 template IGEMM_TILE_RUN(Quad32x64);
-template IGEMM_TILE_RUN(Quad32x32);

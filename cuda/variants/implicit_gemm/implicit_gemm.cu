@@ -10,15 +10,15 @@
 //                 - the next tile's global loads are in flight while the current one is multiplied;
 //                 - k's (c, kh, kw) digits carried incrementally, no division per element.
 //                 Groups 1 only (simple_supports): it stays the plain GEMM to read beside `direct`.
-//   simt128x128, simt128x64, simt64x128, simt32x256, simt32x128, quad64x64, quad64x32, quad32x64, quad32x32   the
-//                 tuned kernel
-//                 (kernels/igemm_pipeline.cuh with IgemmSimtOuterMath): BM x BN block tiles, 8 x 8
-//                 outputs per thread (64 FFMAs per four LDS.128; the quad tiles 4 x 4 and k-steps of 16,
-//                 for small GEMMs), double-buffered shared tiles (one
-//                 barrier per k-step of 8), 16-byte loads of W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0:
+//   simt128x128, simt128x64, simt64x128, simt32x256, simt32x128, quad64x64, quad64x32, quad32x64
+//                 the tuned kernel (igemm_pipeline.cuh with IgemmSimtOuterMath): BM x BN block tiles,
+//                 8 x 8 outputs per thread (64 FFMAs per four LDS.128) and k-steps of 8, or in the quad
+//                 tiles 4 x 4 and k-steps of 16 (small GEMMs: 1x1 and late 3x3 layers at batch 1, where
+//                 a few dozen blocks each run a long serial k-loop), double-buffered shared tiles (one
+//                 barrier per k-step), 16-byte loads of W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0:
 //                 one tap's channels), gather offsets precomputed per pixel, NCHW x with MCKK filters
-//                 gathered in tap order where C/groups % 8 == 0 and k is not split (the filter staged
-//                 in that order first: one bounds test per pixel and k-tile), 1x1 stride-1 unpadded
+//                 gathered in tap order where C/groups is a multiple of the k-step and k is not split
+//                 (the filter staged in that order first: one bounds test per pixel and k-tile), 1x1 stride-1 unpadded
 //                 layers as a plain GEMM (along channels in NHWC, along pixels in NCHW), and split-K
 //                 over C*KH*KW when the grid has fewer than two blocks per SM (batch-1 layers), the
 //                 partial sums reduced by kernels/split_k.cu. Any groups: one GEMM per group (its
@@ -45,7 +45,6 @@ static const char TILE32x128[] = "simt32x128";
 static const char QUAD64x64[] = "quad64x64";
 static const char QUAD64x32[] = "quad64x32";
 static const char QUAD32x64[] = "quad32x64";
-static const char QUAD32x32[] = "quad32x32";
 
 // The single-buffered kernel (igemm_mainloop.cuh, shared with fp16 and wmma) tiles M as a whole.
 static int simple_supports(const conv_problem* p) {
@@ -72,7 +71,6 @@ static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
     {QUAD64x64, igemm_pipelined_run<Quad64x64>, tile_supports<Quad64x64, QUAD64x64>},
     {QUAD64x32, igemm_pipelined_run<Quad64x32>, tile_supports<Quad64x32, QUAD64x32>},
     {QUAD32x64, igemm_pipelined_run<Quad32x64>, tile_supports<Quad32x64, QUAD32x64>},
-    {QUAD32x32, igemm_pipelined_run<Quad32x32>, tile_supports<Quad32x32, QUAD32x32>},
 };
 
 // The workspace of whichever configuration runs (split-K partials or the staged filter): the largest
@@ -82,8 +80,7 @@ static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
         igemm_pipelined_workspace<Simt128x128>, igemm_pipelined_workspace<Simt128x64>,
         igemm_pipelined_workspace<Simt64x128>,  igemm_pipelined_workspace<Simt32x256>,
         igemm_pipelined_workspace<Simt32x128>,  igemm_pipelined_workspace<Quad64x64>,
-        igemm_pipelined_workspace<Quad64x32>,   igemm_pipelined_workspace<Quad32x64>,
-        igemm_pipelined_workspace<Quad32x32>};
+        igemm_pipelined_workspace<Quad64x32>,   igemm_pipelined_workspace<Quad32x64>};
     *bytes = 0;
     for (auto workspace : each) {
         size_t b = 0;
@@ -105,5 +102,5 @@ static const char* implicit_gemm_default_config(const conv_problem* p) {
     return pixels < 32 * 128 ? TILE128x64 : TILE128x128;
 }
 
-extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 10,
+extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 9,
                                                       implicit_gemm_default_config};
