@@ -186,6 +186,20 @@ def test_simple_config_refuses_groups():
 
 
 @requires_gpu
+@pytest.mark.parametrize("case, expected", [
+    (ConvCase(1, 512, 7, 7, 2048, 1, 1), "quad64x32"),                      # few pixels: the 4 x 4 tile
+    (ConvCase(1, 96, 55, 55, 16, 1, 1), "quad64x32"),                       # ... whatever the maps
+    (ConvCase(1, 16, 64, 64, 16, 3, 3, padding=(1, 1)), "simt32x128"),      # 4096 pixels, 16 maps
+    (ConvCase(4, 16, 64, 64, 64, 3, 3, padding=(1, 1)), "simt64x128"),
+    (ConvCase(4, 16, 64, 64, 130, 3, 3, padding=(1, 1)), "simt128x128"),
+    (ConvCase(1, 512, 7, 7, 2048, 1, 1, x_dtype="f16"), "simt128x64"),      # half inputs: the tile built for them
+])
+def test_default_config_by_pixels_then_maps(case, expected):
+    _, info = make_plan(None, case)
+    assert ffi().string(info.config_name).decode() == expected
+
+
+@requires_gpu
 @pytest.mark.parametrize("case_id", ["g32_nhwc_cg2", "g2_nchw_mg150"])
 def test_grouped_default_config_is_tuned(case_id):
     """The default configuration of a grouped problem takes groups (few maps would pick simple64x64)."""

@@ -91,15 +91,19 @@ static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
     return CONV_OK;
 }
 
-// Up to 32 maps (per group): the 32-map tiles, 32 x 128 while the pixels are few (under 32 tiles of
-// 256), else 32 x 256. Up to 64: 64 x 128. Then 128 x 64 while the pixels are few (under 32 tiles of
-// 128: late layers at small batch), else 128 x 128. Half inputs: 128 x 64, the tile built for them.
+// For the calls that name no configuration and are not tuned. Few pixels (under 32 tiles of 128: batch 1,
+// late layers at small batch): quad64x32, whatever the maps (on cnn5's 123 layers at batch 1, H200, it ran
+// 1.045x the fastest configuration's time in geometric mean where the 8 x 8 tiles chosen by maps ran 1.37x:
+// bench/results/nvidia-h200/implicit-gemm-configs-cnn5-b1.md). Else by maps per group: up to 32, the 32-map
+// tiles (32 x 128 under 32 tiles of 256 pixels, else 32 x 256); up to 64, 64 x 128; more, 128 x 128.
+// Half inputs: 128 x 64, the tile built for them.
 static const char* implicit_gemm_default_config(const conv_problem* p) {
     if (p->x_dtype != CONV_F32) return TILE128x64;
     const int64_t pixels = p->B * conv_out_h(p) * conv_out_w(p);
+    if (pixels < 32 * 128) return QUAD64x32;
     if (p->M / p->groups <= 32) return pixels < 32 * 256 ? TILE32x128 : TILE32x256;
     if (p->M / p->groups <= 64) return TILE64x128;
-    return pixels < 32 * 128 ? TILE128x64 : TILE128x128;
+    return TILE128x128;
 }
 
 extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 9,
