@@ -11,21 +11,20 @@
 //                 - k's (c, kh, kw) digits carried incrementally, no division per element.
 //                 Groups 1 only (simple_supports): it stays the plain GEMM to read beside `direct`.
 //   simt128x128, simt128x64, simt64x128, simt32x256, simt32x128, quad64x64, quad64x32, quad32x64
-//                 the tuned kernel (igemm_pipeline.cuh with IgemmSimtOuterMath): BM x BN block tiles,
-//                 8 x 8 outputs per thread (64 FFMAs per four LDS.128) and k-steps of 8, or in the quad
-//                 tiles 4 x 4 and k-steps of 16 (small GEMMs: 1x1 and late 3x3 layers at batch 1, where
-//                 a few dozen blocks each run a long serial k-loop), double-buffered shared tiles (one
-//                 barrier per k-step), 16-byte loads of W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0:
-//                 one tap's channels), gather offsets precomputed per pixel, NCHW x with MCKK filters
-//                 gathered in tap order where C/groups is a multiple of the k-step and k is not split
-//                 (the filter staged in that order first: one bounds test per pixel and k-tile), 1x1 stride-1 unpadded
-//                 layers as a plain GEMM (along channels in NHWC, along pixels in NCHW), and split-K
-//                 over C*KH*KW when the grid has fewer than two blocks per SM (batch-1 layers), the
-//                 partial sums reduced by kernels/split_k.cu. Any groups: one GEMM per group (its
-//                 M/G maps x B*OH*OW pixels x C/G*KH*KW), the groups' tiles side by side in one grid
-//                 (AlexNet's 2 groups of 192 channels, ResNeXt's 32 of 4 to 32). The 32-map tiles are for
-//                 layers of few maps (squeeze and reduce 1x1 layers of 16 to 48 maps), where a 64- or
-//                 128-map tile multiplies mostly zero rows.
+//                 the tuned kernel (igemm_pipeline.cuh with IgemmSimtOuterMath): BM x BN block tiles, 8 x 8
+//                 outputs per thread (64 FFMAs per four LDS.128) and k-steps of 8, or in the quad tiles 4 x 4
+//                 and k-steps of 16 (small GEMMs: 1x1 and late 3x3 layers at batch 1, where a few dozen
+//                 blocks each run a long serial k-loop), double-buffered shared tiles (one barrier per
+//                 k-step), 16-byte loads of W (CKK % 4 == 0) and of x (NHWC, C % 4 == 0: one tap's channels),
+//                 gather offsets precomputed per pixel, NCHW x with MCKK filters gathered in tap order where
+//                 C/groups is a multiple of the k-step and k is not split (the filter staged in that order
+//                 first: one bounds test per pixel and k-tile), 1x1 stride-1 unpadded layers as a plain GEMM
+//                 (along channels in NHWC, along pixels in NCHW), and split-K over C*KH*KW when the grid has
+//                 fewer than two blocks per SM (batch-1 layers), the partial sums reduced by
+//                 kernels/split_k.cu. Any groups: one GEMM per group (its M/G maps x B*OH*OW pixels x
+//                 C/G*KH*KW), the groups' tiles side by side in one grid (AlexNet's 2 groups of 192 channels,
+//                 ResNeXt's 32 of 4 to 32). The 32-map tiles are for layers of few maps (squeeze and reduce
+//                 1x1 layers of 16 to 48 maps), where a 64- or 128-map tile multiplies mostly zero rows.
 // Workspace: split-K's partial sums, or the filter in tap order (never both in one call).
 // simple64x64 and simt128x64 take x and w in f32, f16 or bf16 (widened exactly), the other tiles f32
 // only (igemm_simt_tiles.h says why); every configuration takes x and y NCHW or NHWC, w
