@@ -202,7 +202,7 @@ def test_default_config_by_pixels_then_maps(case, expected):
 @requires_gpu
 @pytest.mark.parametrize("case_id", ["g32_nhwc_cg2", "g2_nchw_mg150"])
 def test_grouped_default_config_is_tuned(case_id):
-    """The default configuration of a grouped problem takes groups (few maps would pick simple64x64)."""
+    """The default configuration of a grouped problem is one that takes groups (simple64x64 does not)."""
     _, info = make_plan(None, GROUPED_CASES[case_id])
     assert ffi().string(info.config_name).decode() in TUNED
 
