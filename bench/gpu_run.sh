@@ -22,7 +22,7 @@
 # bench/torch_profile.py once per ";"-separated argument list in PROFILES (not by default), "torch-compile-guards"
 # bench/torch_compile_guards.py once per argument list in GUARDS (not by default), "torch-compiled-op" bench/torch_compiled_op.py once per argument list in COMPILED_OP (not by default), "causal-conv1d" bench/causal_conv1d.py (not by default; CAUSAL_ARGS: more of its arguments; CAUSAL_PACKAGE_SRC: a
 # checkout of Dao-AILab/causal-conv1d, relative to the repository root and carried, e.g. build/ext/causal-conv1d, to
-# build for this GPU and time beside ours: --package-src, issue 44), "bench-*-cmp"/"bench-groups"/"bench-large-kernel" (not by default)/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments, split on spaces), PYTEST_K (a -k expression, spaces allowed), PYTEST_PATHS (what pytest runs, default tests/; "" to name files, with absolute paths, in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
+# build for this GPU and time beside ours: --package-src, issue 44), "bench-*-cmp"/"bench-groups"/"bench-large-kernel" and "bench-modern5" (not by default)/"bench-cnn5" the cuDNN comparisons), SKIP_TESTS=1 (benchmarks only), PYTEST_ARGS (extra pytest arguments, split on spaces), PYTEST_K (a -k expression, spaces allowed), PYTEST_PATHS (what pytest runs, default tests/; "" to name files, with absolute paths, in PYTEST_ARGS), LENET_DATA (Fashion-MNIST idx directory), PACK_RESULTS=1 (one
 # results.tgz), CMAKE_ARGS (default: none; the build detects this machine's GPU and builds for it alone,
 # cmake/cuda_architectures.cmake).
 set -uo pipefail
@@ -214,6 +214,10 @@ want bench-groups && cp "$out/logs/bench-groups.log" "$res/groups.txt"
 step bench-large-kernel compare --suite large_kernel "${batch[@]}" --max-seconds "${LARGE_KERNEL_SECONDS:-150}" \
     --json "$res/large_kernel.json" --csv "$res/large_kernel.csv" --markdown "$res/large_kernel.md"
 want bench-large-kernel && cp "$out/logs/bench-large-kernel.log" "$res/large_kernel.txt"
+# modern5 (not by default): with BENCH_BATCH="16 32 64 128" COMPARE="fp16 bf16", issue 43's production-batch table.
+step bench-modern5 compare --suite modern5 "${batch[@]}" --max-seconds "${MODERN5_SECONDS:-150}" \
+    --json "$res/modern5.json" --csv "$res/modern5.csv" --markdown "$res/modern5.md"
+want bench-modern5 && cp "$out/logs/bench-modern5.log" "$res/modern5.txt"
 left=$((total - (SECONDS - started) - 80))
 [ "$left" -ge 60 ] || left=60
 step bench-cnn5 compare --suite cnn5 "${batch[@]}" "${cnn5_variants[@]}" --max-seconds "${CNN5_SECONDS:-$left}" \

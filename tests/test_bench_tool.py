@@ -90,6 +90,37 @@ def resources_csv(suite: str):
     return rows()
 
 
+def test_modern5_suite_has_every_non_depthwise_layer_of_the_five_networks():
+    suite = shapes.load_suite("modern5")
+    assert len(suite) == 2 * 124 and [s.B for s in suite] == [1] * 124 + [32] * 124
+    assert {s.name.split("/")[0] for s in suite} == {"mobilenetv2", "mobilenetv3_l", "efficientnet_b0", "convnext_t",
+                                                     "regnety_400mf"}
+    for net in {s.name.split("/")[0] for s in suite}:  # distinct within a network (networks share some)
+        geometries = [s.geometry for s in suite if s.B == 1 and s.name.startswith(net + "/")]
+        assert len(set(geometries)) == len(geometries)
+    for s in suite:
+        assert not s.groups == s.C == s.M  # depthwise layers are suite groups's
+        assert s.C % s.groups == 0 and s.M % s.groups == 0 and s.KH == s.KW and s.dilation == (1, 1)
+    with resources_csv("modern5") as rows:
+        counts = {}
+        for r in rows:
+            counts[r["net"]] = counts.get(r["net"], 0) + int(r["n_layers"])
+            assert int(r["n_layers"]) == len(r["all_layers"].split(";"))
+            assert r["source"].startswith("pytorch/vision:torchvision/models/")
+            s = next(s for s in suite if s.name == f"{r['net']}/{r['layer']}")
+            assert s.out_hw == (int(r["out_H"]), int(r["out_W"]))
+            assert roofline.flops(s) / 1e9 == pytest.approx(float(r["gflop_n1"]), rel=1e-4)
+    # the networks' non-depthwise convs: MobileNetV2 35 (stem, 17 blocks' expansions and projections less the
+    # first's expansion, the head), MobileNetV3-Large 47 (stem, 15 blocks' 29, 8 squeeze-excitations' 16, the
+    # head), EfficientNet-B0 65 (stem, 16 blocks' 31 and their squeeze-excitations' 32, the head), ConvNeXt-T 4
+    # (patchify and 3 downsamplings: its pointwise layers are nn.Linear), RegNetY-400MF 85 (stem, 16 blocks of
+    # 1x1, grouped 3x3, two squeeze-excitation convs and 1x1, 4 strided projections)
+    assert counts == {"mobilenetv2": 35, "mobilenetv3_l": 47, "efficientnet_b0": 65, "convnext_t": 4,
+                      "regnety_400mf": 85}
+    patchify = next(s for s in suite if s.name == "convnext_t/k4s4_0")
+    assert (patchify.C, patchify.H, patchify.KH, patchify.stride, patchify.out_hw) == (3, 224, 4, (4, 4), (56, 56))
+
+
 def test_large_kernel_suite_is_depthwise_same_padded_and_sourced():
     suite = shapes.load_suite("large_kernel")
     assert len(suite) == 2 * 26 and {s.B for s in suite} == {1, 32}
@@ -132,7 +163,7 @@ def test_csv_shapes_in_the_anchor_format_and_errors(tmp_path):
     path.write_text("C,H,W,M\n1,8,8,2\n")
     with pytest.raises(pyconv.ConvError, match="'kh' or 'k'"):
         shapes.load_suite(str(path))
-    with pytest.raises(pyconv.ConvError, match="lenet, cnn5, groups, large_kernel or a CSV"):
+    with pytest.raises(pyconv.ConvError, match="lenet, cnn5, groups, modern5, large_kernel or a CSV"):
         shapes.load_suite("no-such-suite")
     path.write_text("name,C,H,W,M,K,group\ng,8,9,9,4,3,4\n")
     (g,) = shapes.load_suite(str(path), [2])

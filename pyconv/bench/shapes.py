@@ -8,6 +8,11 @@ Suites:
   groups the distinct depthwise and grouped conv layers of MobileNetV2, EfficientNet-B0, ConvNeXt-T and
          ResNeXt-50 32x4d at a 224x224 input (suites/groups.csv, from torchvision's definitions) at
          B = 1 and 32.
+  modern5
+         the distinct conv layers, depthwise ones aside, of MobileNetV2, MobileNetV3-Large, EfficientNet-B0,
+         ConvNeXt-T and RegNetY-400MF at a 224x224 input (suites/modern5.csv, from torchvision's definitions
+         by bench/make_suite_modern5.py: pointwise layers, stems, ConvNeXt's patchify and downsampling convs,
+         RegNet's grouped 3x3 convs, the squeeze-excitation 1x1 convs on 1x1 planes) at B = 1 and 32.
   large_kernel
          the distinct large-kernel depthwise layers of RepLKNet-31B (31x31 to 13x13), SLaK-T (51x5 / 5x51
          bands), UniRepLKNet-T / -S (13x13) and InceptionNeXt-T (1x11 / 11x1 bands) at a 224x224 input, in
@@ -36,7 +41,7 @@ from pathlib import Path
 
 from .._lib import ConvError
 
-PACKAGED = ("cnn5", "groups", "large_kernel")  # suites/<name>.csv, shipped with the package
+PACKAGED = ("cnn5", "groups", "modern5", "large_kernel")  # suites/<name>.csv, shipped with the package
 SUITES = ("lenet",) + PACKAGED
 LENET_BATCHES = (100, 1000, 5000, 10000)
 DEFAULT_BATCHES = (1, 32)  # the packaged suites, and CSV files without a B column
