@@ -14,6 +14,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from pyconv.bench import roofline
+from pyconv.bench.shapes import Shape
+
 NETWORKS = (  # (name in the suite, torchvision builder, its file)
     ("mobilenetv2", "mobilenet_v2", "mobilenetv2.py"),
     ("mobilenetv3_l", "mobilenet_v3_large", "mobilenetv3.py"),
@@ -64,9 +67,11 @@ def rows() -> list:
         for (h, w, c, m, k, stride, pad, groups, oh, ow), names in layers.items():
             stem = kind(c, m, k, stride, groups)
             counters[stem] = counters.get(stem, -1) + 1
-            out.append(dict(net=net, layer=f"{stem}_{counters[stem]}", H=h, W=w, C=c, M=m, K=k, stride=stride, pad=pad,
-                            group=groups, out_H=oh, out_W=ow, n_layers=len(names), all_layers=";".join(names),
-                            gflop_n1=f"{2 * m * (c // groups) * k * k * oh * ow / 1e9:.6g}",
+            at_b1 = Shape(net, 1, c, h, w, m, k, k, (stride, stride), (pad, pad), groups=groups)
+            out.append(dict(net=net, layer=f"{stem}_{counters[stem]}", H=h, W=w, C=c, M=m, K=k, stride=stride,
+                            pad=pad, group=groups, out_H=oh, out_W=ow, n_layers=len(names),
+                            all_layers=";".join(names),
+                            gflop_n1=f"{roofline.flops(at_b1) / 1e9:.6g}",
                             source=f"pytorch/vision:torchvision/models/{source} ({builder})"))
     return out
 

@@ -105,5 +105,6 @@ static const char* implicit_gemm_default_config(const conv_problem* p) {
     return TILE128x128;
 }
 
-extern "C" const conv_impl conv_impl_implicit_gemm = {NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS, 9,
-                                                      implicit_gemm_default_config};
+extern "C" const conv_impl conv_impl_implicit_gemm = {
+    NULL, implicit_gemm_workspace_size, IMPLICIT_GEMM_CONFIGS,
+    sizeof(IMPLICIT_GEMM_CONFIGS) / sizeof(IMPLICIT_GEMM_CONFIGS[0]), implicit_gemm_default_config};
