@@ -101,9 +101,10 @@ conv_igemm_pipelined_kernel(ConvGemmShape s, const TX* __restrict__ x, const TX*
 // ---- host side ----
 
 // Split-K: the grid of one split has fewer blocks than IGEMM_SPLIT_TARGET_WAVES per SM → split k so
-// that it reaches about that many, keeping at least IGEMM_SPLIT_MIN_TILES k-tiles per split (the
-// partials' round trip must stay small beside the math) and at most IGEMM_SPLIT_MAX splits.
-constexpr int IGEMM_SPLIT_TARGET_WAVES = 2, IGEMM_SPLIT_MIN_TILES = 8, IGEMM_SPLIT_MAX = 16;
+// that it reaches about that many, keeping at least IGEMM_SPLIT_MIN_K of the reduction per split (the
+// partials' round trip must stay small beside the math: 8 k-tiles of 8, 4 of the quad tiles' 16) and at
+// most IGEMM_SPLIT_MAX splits.
+constexpr int IGEMM_SPLIT_TARGET_WAVES = 2, IGEMM_SPLIT_MIN_K = 64, IGEMM_SPLIT_MAX = 16;
 
 struct IgemmSplit {
     int splits;           // 1: no split-K
@@ -118,7 +119,8 @@ static inline IgemmSplit igemm_split_for(const conv_problem* p, int BM, int BN, 
     const int64_t blocks = (int64_t)conv_tiles(s.NPIX, BN) * conv_grid_y(conv_group_m_tiles(s, BM));
     const int64_t target = (int64_t)IGEMM_SPLIT_TARGET_WAVES * sms;
     int64_t splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
-    splits = std::min<int64_t>({splits, k_tiles / IGEMM_SPLIT_MIN_TILES, IGEMM_SPLIT_MAX, max_splits});
+    const int min_tiles = IGEMM_SPLIT_MIN_K / BK > 1 ? IGEMM_SPLIT_MIN_K / BK : 1;
+    splits = std::min<int64_t>({splits, k_tiles / min_tiles, IGEMM_SPLIT_MAX, max_splits});
     if (splits < 2) return IgemmSplit{1, k_tiles};
     const int per = conv_tiles(k_tiles, (int)splits);
     return IgemmSplit{conv_tiles(k_tiles, per), per};  // no empty last split
