@@ -721,6 +721,9 @@ struct TgcLaunch {
 
 }  // namespace
 
+// (Ungrouped layers of up to CS channels as one group were measured on these tiles, H200, fp16: 0.51x the
+// GEMM tiles' speed on modern5's 27 pointwise layers of 16-64 channels at batch 128, 0.48x on cnn5's 26
+// such layers at batch 32, faster on none: they stay the GEMM tiles'.)
 template <int TP, int CS, int WARPS>
 int tc_grouped_supports(const conv_problem* p) {
     if (p->groups < 2)
