@@ -80,6 +80,8 @@ NCHW_MMA_CLUSTER = ["nchw_mma64x64_s4_cluster"]  # sm_90, small grids only
 DEPTHWISE = ["dw32x32_c16", "dw16x16_c32"]
 # implicit_gemm_f16 only: grouped layers as GEMMs per group from a staged window (tc_grouped.cu)
 GROUPED = ["grp128_c64", "grp128_c32", "grp64_c32"]
+# implicit_gemm_f16 only: ungrouped 1x1 layers of 8-64 channels, 16-bit NHWC, streamed by warps (tc_pointwise.cu)
+POINTWISE = ["pw32x64"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -618,6 +620,89 @@ def test_grouped_config_refuses_other_problems(config, case_id):
     expect_refusal("implicit_gemm_f16", config, *GROUPED_REFUSED[case_id])
 
 
+POINTWISE_CASES = {
+    # MobileNet's 16 -> 96: 390 pixels (12 tiles of 32 and one of 6), two passes of maps (64, 32)
+    "c16_m96_bias": ConvCase(2, 16, 13, 15, 96, 1, 1, x_dtype="f16", y_dtype="f16", bias=True, **DW),
+    # 24 channels: the second k16 step's upper half zeros; 40 maps: staged filter rows of zeros up to 48
+    "c24_m40_bf16_relu": ConvCase(3, 24, 9, 14, 40, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True,
+                                  epilogue="relu", **DW),
+    # the smallest: one chunk a pixel, one n8 tile of maps
+    "c8_m8_bf16": ConvCase(2, 8, 5, 7, 8, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True, **DW),
+    # four k16 steps, four passes of 64 maps
+    "c64_m256": ConvCase(1, 64, 10, 11, 256, 1, 1, x_dtype="f16", y_dtype="f16", **DW),
+    # 128 tiles for the warps to loop over (each warp several, the next tile's copies in flight); 136 maps:
+    # a last pass of one n8 tile
+    "c40_m136_many_tiles": ConvCase(4, 40, 33, 31, 136, 1, 1, x_dtype="f16", y_dtype="f16", bias=True,
+                                    epilogue="relu", **DW),
+    "c48_m72_bf16": ConvCase(2, 48, 40, 40, 72, 1, 1, x_dtype="bf16", y_dtype="bf16", **DW),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(POINTWISE_CASES))
+@pytest.mark.parametrize("config", POINTWISE)
+def test_pointwise_config_matches_oracle(config, case_id, rng):
+    pr.skip_unless_available("implicit_gemm_f16")
+    pr.check_config("implicit_gemm_f16", config, POINTWISE_CASES[case_id], rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", ["c16_m96_bias", "c24_m40_bf16_relu"])
+@pytest.mark.parametrize("config", POINTWISE)
+def test_pointwise_config_keeps_non_finite_values_to_their_outputs(config, case_id, rng):
+    """An Inf weight reaches only its map's outputs, a NaN input only its pixel's, through the k16 steps'
+    zero padding (24 channels) and the staged filter rows past M."""
+    pr.skip_unless_available("implicit_gemm_f16")
+    case = POINTWISE_CASES[case_id].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    x, w, bias = pr.random_operands(case, rng)
+    w[1, 0, 0, 0] = -np.inf
+    x[1, 5, 2, 3] = np.nan
+    y, _ = pr.run_config("implicit_gemm_f16", config, case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert np.isnan(ref).any() and np.isinf(ref).any()
+    pr.check_non_finite(f"implicit_gemm_f16[{config}] {case_id}", y, ref,
+                        pr.error_bound("implicit_gemm_f16", case.x_dtype, case.y_dtype))
+
+
+POINTWISE_REFUSED = {
+    "3x3": (ConvCase(2, 16, 9, 9, 16, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", **DW),
+            "ungrouped 1x1 windows at stride 1"),
+    "stride2": (ConvCase(2, 16, 9, 9, 16, 1, 1, stride=(2, 2), x_dtype="f16", y_dtype="f16", **DW),
+                "ungrouped 1x1 windows at stride 1"),
+    "grouped": (ConvCase(2, 16, 9, 9, 16, 1, 1, groups=2, x_dtype="f16", y_dtype="f16", **DW),
+                "ungrouped 1x1 windows at stride 1"),
+    "c72": (ConvCase(2, 72, 9, 9, 16, 1, 1, x_dtype="f16", y_dtype="f16", **DW), "C a multiple of 8 up to 64"),
+    "c12": (ConvCase(2, 12, 9, 9, 16, 1, 1, x_dtype="f16", y_dtype="f16", **DW), "C a multiple of 8 up to 64"),
+    "m20": (ConvCase(2, 16, 9, 9, 20, 1, 1, x_dtype="f16", y_dtype="f16", **DW), "M a multiple of 8; .* M=20"),
+    "f32": (ConvCase(2, 16, 9, 9, 16, 1, 1, **DW), "fp16 or bf16 x and y of one dtype"),
+    "f32_y_of_f16_x": (ConvCase(2, 16, 9, 9, 16, 1, 1, x_dtype="f16", **DW), "fp16 or bf16 x and y of one dtype"),
+    "nchw": (ConvCase(2, 16, 9, 9, 16, 1, 1, x_dtype="f16", y_dtype="f16"), "NHWC x and y and MKKC w"),
+    "filters_past_shared_memory": (ConvCase(1, 64, 4, 4, 2048, 1, 1, x_dtype="f16", y_dtype="f16", **DW),
+                                   "bytes of shared memory"),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(POINTWISE_REFUSED))
+@pytest.mark.parametrize("config", POINTWISE)
+def test_pointwise_config_refuses_other_problems(config, case_id):
+    expect_refusal("implicit_gemm_f16", config, *POINTWISE_REFUSED[case_id])
+
+
+@requires_gpu
+@pytest.mark.parametrize("offsets", [dict(x_offset=1), dict(y_offset=1), dict(w_offset=1)])
+@pytest.mark.parametrize("config", POINTWISE)
+def test_pointwise_config_refuses_unaligned_operands(config, offsets):
+    """An operand off a 16-byte boundary is refused with its name, not read in pieces."""
+    pr.skip_unless_available("implicit_gemm_f16")
+    case = POINTWISE_CASES["c16_m96_bias"].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    name = next(iter(offsets))[0]
+    with pytest.raises(ConvUnsupportedError, match=f"{name} at .* is not 16-byte aligned"):
+        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)),
+                      **offsets)
+
+
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
@@ -637,7 +722,7 @@ def test_unaligned_y_takes_the_register_epilogue(variant, rng):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_swept_configs_are_the_variants(variant):
     """The sweeps above name every configuration of both variants."""
-    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE + GROUPED
+    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE + GROUPED + POINTWISE
            if variant == "implicit_gemm_f16" else NCHW_MMA + NCHW_MMA_CLUSTER)
     pr.check_swept_configs(variant, PLAIN + SPLIT + CLUSTER + own)
 
