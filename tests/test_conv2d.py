@@ -147,7 +147,7 @@ def test_every_config_runs_a_network_layer(name, config):
     """A configuration unsupported everywhere would pass the matrix above vacuously: each one must run
     C1 or C3 (in fp32 or, for a configuration of one operand type like wmma's bf16 one, in fp16 or bf16),
     or, for one made for depthwise layers, a channels-last depthwise 3x3 layer (fp32 or fp16), or, for one
-    made for 1x1 layers, an fp32 NCHW 1x1 layer."""
+    made for 1x1 layers, an fp32 NCHW or an fp16 channels-last 1x1 layer (implicit_gemm_f16's pw tile)."""
     info = BY_NAME[name]
     skip_unavailable(info)
     if name in OWN_FAMILY:  # a causal depthwise conv1d in either layout, any dtype
@@ -176,11 +176,12 @@ def test_every_config_runs_a_network_layer(name, config):
             ran.append(("depthwise_nhwc", dtype))
         except pyconv.ConvUnsupportedError:
             pass
-    if not ran:
+    for dtype, layouts in (("float32", {}), ("float16", dict(layout="NHWC", w_layout="MKKC"))) if not ran else ():
         try:
             pyconv.Conv2dPlan((2, 64, 14, 14), (32, 64, 1, 1), variant=name, config=config,
-                              precision=precision_of(info))
-            ran.append(("pointwise_nchw", "float32"))
+                              precision=precision_of(info), dtype=dtype, **layouts)
+            ran.append(("pointwise", dtype))
+            break
         except pyconv.ConvUnsupportedError:
             pass
     assert ran, f"{name}[{config}] runs neither LeNet layer nor a depthwise or 1x1 one"
