@@ -8,8 +8,10 @@ from .cli import duration, int_range
 
 
 def add_arguments(parser) -> None:
+    from .bench.shapes import SUITES
+
     parser.add_argument("--suite", default="lenet",
-                        help="a suite (lenet, cnn5, groups, modern5, large_kernel) or a CSV of shapes, as for bench")
+                        help=f"a suite ({', '.join(SUITES)}) or a CSV of shapes, as for bench")
     parser.add_argument("--batch", type=int_range(1), nargs="+", metavar="B", help="batch sizes, replacing the suite's")
     parser.add_argument("--precision", choices=(*PRECISIONS, "both"), default="both",
                         help="auto's precision (pyconv.conv2d's names); both: exact and fast")

@@ -33,7 +33,7 @@ METHOD = ("op time = median per-call time of timed rounds of several calls, afte
 
 def add_arguments(parser) -> None:
     parser.add_argument("--suite", default="lenet",
-                        help="lenet, cnn5, groups, modern5, large_kernel, or a CSV file of shapes (columns: C,H,W,M,K or KH,KW; "
+                        help=f"{', '.join(shapes.SUITES)}, or a CSV file of shapes (columns: C,H,W,M,K or KH,KW; "
                              "optional name, B, stride, pad, dilation, group; see pyconv/bench/shapes.py)")
     parser.add_argument("--compare", nargs="+", metavar="NAME",
                         help="comparisons against cuDNN (spaces or commas): exact (fp32 vs cuDNN fp32), fast "

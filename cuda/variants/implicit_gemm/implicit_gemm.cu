@@ -54,32 +54,29 @@ static int simple_supports(const conv_problem* p) {
                           SIMPLE, (long long)p->groups);
 }
 
-// The tiles that take fp32 x only refuse the others by name.
+// Each pipelined tile refuses, by name, the x dtypes its math does not take (simt128x64 takes all three).
 template <class Math, const char* NAME>
 static int tile_supports(const conv_problem* p) {
     return igemm_check_inputs<Math>(NAME, p);
 }
 
+// The pipelined tiles (igemm_simt_tiles.h) and their names: the configuration table and the workspace query
+// walk this one list.
+#define IGEMM_PIPELINED_TILES(X)                                                                                \
+    X(TILE128x128, Simt128x128) X(TILE128x64, Simt128x64) X(TILE64x128, Simt64x128) X(TILE32x256, Simt32x256) \
+    X(TILE32x128, Simt32x128) X(QUAD64x64, Quad64x64) X(QUAD64x32, Quad64x32) X(QUAD32x64, Quad32x64)
+#define IGEMM_TILE_CONFIG(NAME, MATH) {NAME, igemm_pipelined_run<MATH>, tile_supports<MATH, NAME>},
+#define IGEMM_TILE_WORKSPACE(NAME, MATH) igemm_pipelined_workspace<MATH>,
+
 static const conv_config IMPLICIT_GEMM_CONFIGS[] = {
     {SIMPLE, igemm_run<IgemmSimtFp32Math>, simple_supports},
-    {TILE128x128, igemm_pipelined_run<Simt128x128>, tile_supports<Simt128x128, TILE128x128>},
-    {TILE128x64, igemm_pipelined_run<Simt128x64>, NULL},
-    {TILE64x128, igemm_pipelined_run<Simt64x128>, tile_supports<Simt64x128, TILE64x128>},
-    {TILE32x256, igemm_pipelined_run<Simt32x256>, tile_supports<Simt32x256, TILE32x256>},
-    {TILE32x128, igemm_pipelined_run<Simt32x128>, tile_supports<Simt32x128, TILE32x128>},
-    {QUAD64x64, igemm_pipelined_run<Quad64x64>, tile_supports<Quad64x64, QUAD64x64>},
-    {QUAD64x32, igemm_pipelined_run<Quad64x32>, tile_supports<Quad64x32, QUAD64x32>},
-    {QUAD32x64, igemm_pipelined_run<Quad32x64>, tile_supports<Quad32x64, QUAD32x64>},
+    IGEMM_PIPELINED_TILES(IGEMM_TILE_CONFIG)
 };
 
 // The workspace of whichever configuration runs (split-K partials or the staged filter): the largest
 // any of them asks for.
 static int implicit_gemm_workspace_size(const conv_problem* p, size_t* bytes) {
-    int (*const each[])(const conv_problem*, size_t*) = {
-        igemm_pipelined_workspace<Simt128x128>, igemm_pipelined_workspace<Simt128x64>,
-        igemm_pipelined_workspace<Simt64x128>,  igemm_pipelined_workspace<Simt32x256>,
-        igemm_pipelined_workspace<Simt32x128>,  igemm_pipelined_workspace<Quad64x64>,
-        igemm_pipelined_workspace<Quad64x32>,   igemm_pipelined_workspace<Quad32x64>};
+    int (*const each[])(const conv_problem*, size_t*) = {IGEMM_PIPELINED_TILES(IGEMM_TILE_WORKSPACE)};
     *bytes = 0;
     for (auto workspace : each) {
         size_t b = 0;
