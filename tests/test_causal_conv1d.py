@@ -382,23 +382,31 @@ def test_auto_and_other_variants_on_causal_problems(rng):
     # states of 3 values (6-byte rows in 16-bit) over grids ending in a partial warp (111 rows: 3 warps
     # and 15 rows; 400 rows: two blocks, the second ending in a warp of 16)
     (3, 37, 1, 4, 3), (2, 200, 1, 4, 3),
+    # two 16-bit rows a thread where a state of 1 or 3 values is no whole 4-byte word (D even), over two
+    # blocks, the second partial; and 16-bit rows of 2 values, one a thread
+    (3, 1032, 1, 4, 3), (2, 520, 1, 2, 1), (2, 1096, 1, 3, 2),
 ])
 @pytest.mark.parametrize("activation", [None, "silu"])
-@pytest.mark.parametrize("aligned", [True, False])
-def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation, aligned, rng):
+@pytest.mark.parametrize("off_16_bytes", [None, "state", "x"])
+def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation, off_16_bytes, rng):
     """Steps of the update over a sequence give the causal conv of the whole sequence, and the state
-    holds its last S inputs. A state that does not start on a 16-byte boundary takes the general kernel."""
+    holds its last S inputs. A state that does not start on a 16-byte boundary takes the general kernel; x
+    that does not, the one-step kernel's one row a thread. With SiLU a bias, without it none."""
     torch = _cuda_torch()
     tdtype = getattr(torch, dtype)
     steps = 3
     seq = torch.tensor(rng.uniform(-2, 2, (B, D, steps * T)), dtype=tdtype, device="cuda")
     w = torch.tensor(rng.uniform(-1, 1, (D, K)), dtype=tdtype, device="cuda")
-    b = torch.tensor(rng.uniform(-1, 1, D), dtype=tdtype, device="cuda")
-    state = torch.zeros(B * D * S + 1, dtype=tdtype, device="cuda")[0 if aligned else 1:][:B * D * S].view(B, D, S)
+    b = torch.tensor(rng.uniform(-1, 1, D) if activation else np.zeros(D), dtype=tdtype, device="cuda")
+    shift = 1 if off_16_bytes == "state" else 0
+    state = torch.zeros(B * D * S + 1, dtype=tdtype, device="cuda")[shift:][:B * D * S].view(B, D, S)
     outs = []
     for i in range(steps):
         x = seq[:, :, i * T:(i + 1) * T].contiguous()
-        y = pyconv.conv1d_causal_update(x[:, :, 0] if T == 1 else x, state, w, b, activation=activation)
+        if off_16_bytes == "x":
+            x = torch.empty(x.numel() + 1, dtype=tdtype, device="cuda")[1:].view(x.shape).copy_(x)
+        y = pyconv.conv1d_causal_update(x[:, :, 0] if T == 1 else x, state, w, b if activation else None,
+                                        activation=activation)
         outs.append(y[:, :, None] if T == 1 else y)
     got = torch.cat(outs, dim=2).double().cpu().numpy()
     s64 = seq.double().cpu().numpy()

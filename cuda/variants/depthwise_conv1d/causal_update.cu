@@ -49,13 +49,15 @@ __global__ void causal_update_kernel(UpdateArgs a, const TX* __restrict__ x, TX*
 }
 
 // The common decoding step, one token (T = 1) with a state of K-1 or K values (the causal-conv1d
-// package's tests keep K-1; Mamba's blocks keep K), x and y of one dtype: the state row is S values at
-// compile time, loaded and stored in the widest words its bytes allow (Mamba's 4-value bf16 / fp32 rows:
-// one 8- or 16-byte word), the taps likewise, no loops and no per-value branch. For T = 1 both layouts
-// put x[b, d] and y[b, d] at b * D + d. (The generic kernel above spent ~4x the floor at B x D = 256 x
-// 8192: scalar 2-byte state accesses, run-time loops over S, K and T.) A 16-bit state of 3 values moves
-// as three 2-byte words and reaches 69-75% of the floor at batch 64-256, D = 4096-8192 (H200), where
-// 4-value rows reach 84-113%; two ways of moving it in 16-byte words measured slower there: 8 rows a
+// package's tests keep K-1; Mamba's blocks keep K), x and y of one dtype: each thread takes R adjacent
+// rows (channels d .. d+R-1 of one batch item), R the fewest whose states together fill whole 4-byte words
+// (step_rows: two rows of a 16-bit state of odd length, else one), so that the state, the taps, x, y and
+// bias move in words of 4 bytes or more, with no loops and no per-value branch. For T = 1 both layouts put
+// x[b, d] and y[b, d] at b * D + d. (The generic kernel above spent ~4x the floor at B x D = 256 x 8192:
+// scalar 2-byte state accesses, run-time loops over S, K and T.) One row a thread, a 16-bit state of 3
+// values moved as three 2-byte words reached 69-75% of the floor at batch 64-256, D = 4096-8192 (H200),
+// where 4-value rows reached 84-113%: the kernel is bound by issuing instructions (bench/PERF_NOTES.md);
+// two rows move in three 4-byte words. Two ways of moving it in 16-byte words measured slower: 8 rows a
 // thread (6.4-10.8 vs 4.9-8.3 us at batch 256) and a warp's 32 rows staged through shared memory
 // (5.6-9.5 us).
 template <class T, int N>
@@ -78,31 +80,48 @@ struct RowOf {
     }
 };
 
-template <class T, int K, int S>
-__global__ void __launch_bounds__(256) causal_step_kernel(int rows, ConvDivider by_d, int act, const T* __restrict__ x,
-                                                         T* __restrict__ state, const T* __restrict__ w,
-                                                         const T* __restrict__ bias, T* __restrict__ y) {
+// Rows a thread of the step kernel takes: the fewest whose states (S values of T each) make a multiple of
+// 4 bytes (16-bit states of 1 or 3 values: 2 rows; every other: 1).
+template <class T, int S>
+constexpr int step_rows() {
+    return S * sizeof(T) % 4 == 0 ? 1 : 2;
+}
+
+// R rows a thread: channels d0 .. d0+R-1 of one batch item (D % R == 0), row group g = idx / R. Every
+// operand's R-row run starts on a boundary of the word RowOf moves it in (the caller checks the pointers'
+// alignment: state and w 16 bytes, x, y and bias R values).
+template <class T, int K, int S, int R>
+__global__ void __launch_bounds__(256) causal_step_kernel(int groups, ConvDivider groups_per_b, int act,
+                                                         const T* __restrict__ x, T* __restrict__ state,
+                                                         const T* __restrict__ w, const T* __restrict__ bias,
+                                                         T* __restrict__ y) {
     static_assert(S == K - 1 || S == K, "a state of K-1 or K values");
-    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= rows) return;
-    uint32_t d;
-    by_d.divmod((uint32_t)idx, &d);
-    T* st = state + (long long)idx * S;
-    T old[S], taps[K];
-    RowOf<T, S>::load(st, old);
-    RowOf<T, K>::load(w + (long long)d * K, taps);
-    const T token = x[idx];
-    // window: the state's last K-1 values, then the token
-    float acc = 0.0f;
+    const int g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= groups) return;
+    uint32_t dg;
+    groups_per_b.divmod((uint32_t)g, &dg);
+    const long long idx0 = (long long)g * R, d0 = (long long)dg * R;
+    T* st = state + idx0 * S;
+    T old[R * S], taps[R * K], token[R], bias_v[R], out[R], shifted[R * S];
+    RowOf<T, R * S>::load(st, old);
+    RowOf<T, R * K>::load(w + d0 * K, taps);
+    RowOf<T, R>::load(x + idx0, token);
+    if (bias) RowOf<T, R>::load(bias + d0, bias_v);
 #pragma unroll
-    for (int k = 0; k < K - 1; ++k) acc = fmaf(conv_load(old, S - (K - 1) + k), conv_load(taps, k), acc);
-    acc = fmaf(conv_load(&token, 0), conv_load(taps, K - 1), acc);
-    y[idx] = conv_store_as<T>(conv_activation_value(acc, bias ? conv_load(bias, d) : 0.0f, act));
-    T shifted[S];
+    for (int r = 0; r < R; ++r) {
+        // window: the row's last K-1 state values, then its token
+        float acc = 0.0f;
 #pragma unroll
-    for (int j = 0; j + 1 < S; ++j) shifted[j] = old[j + 1];
-    shifted[S - 1] = token;
-    RowOf<T, S>::store(st, shifted);
+        for (int k = 0; k < K - 1; ++k)
+            acc = fmaf(conv_load(old, r * S + S - (K - 1) + k), conv_load(taps, r * K + k), acc);
+        acc = fmaf(conv_load(token, r), conv_load(taps, r * K + K - 1), acc);
+        out[r] = conv_store_as<T>(conv_activation_value(acc, bias ? conv_load(bias_v, r) : 0.0f, act));
+#pragma unroll
+        for (int j = 0; j + 1 < S; ++j) shifted[r * S + j] = old[r * S + j + 1];
+        shifted[r * S + S - 1] = token[r];
+    }
+    RowOf<T, R>::store(y + idx0, out);
+    RowOf<T, R * S>::store(st, shifted);
 }
 
 struct UpdateLaunch {
@@ -113,7 +132,7 @@ struct UpdateLaunch {
         const long long rows = (long long)a.B * a.D;
         if constexpr (std::is_same<TX, TY>::value) {
             if (a.T == 1 && (a.S == a.K - 1 || a.S == a.K) && a.K >= 2 && a.K <= 4 && dw1d_aligned(state, 16) &&
-                dw1d_aligned(w, 16))
+                dw1d_aligned(w, 16))  // (row runs of x, y and bias: step_k checks theirs)
                 return step<TX>(a, rows, static_cast<const TX*>(x), static_cast<TX*>(state),
                                 static_cast<const TX*>(w), static_cast<const TX*>(bias), static_cast<TX*>(y), stream);
         }
@@ -141,12 +160,34 @@ struct UpdateLaunch {
     template <class T, int K>
     static void step_k(const UpdateArgs& a, long long rows, const T* x, T* state, const T* w, const T* bias, T* y,
                        cudaStream_t stream) {
-        const unsigned blocks = (unsigned)((rows + 255) / 256);
-        const ConvDivider by_d = ConvDivider::of((uint32_t)a.D);
         if (a.S == K)
-            causal_step_kernel<T, K, K><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
+            step_s<T, K, K>(a, rows, x, state, w, bias, y, stream);
         else
-            causal_step_kernel<T, K, K - 1><<<blocks, 256, 0, stream>>>((int)rows, by_d, a.act, x, state, w, bias, y);
+            step_s<T, K, K - 1>(a, rows, x, state, w, bias, y, stream);
+    }
+
+    // step_rows<T, S>() rows a thread where D is a multiple of them and x, y and bias sit on boundaries of
+    // R values (their R-row runs then do too); else one row a thread.
+    template <class T, int K, int S>
+    static void step_s(const UpdateArgs& a, long long rows, const T* x, T* state, const T* w, const T* bias, T* y,
+                       cudaStream_t stream) {
+        constexpr int R = step_rows<T, S>();
+        constexpr int RUN = R * (int)sizeof(T);
+        const bool runs = R > 1 && a.D % R == 0 && dw1d_aligned(x, RUN) && dw1d_aligned(y, RUN) &&
+                          (!bias || dw1d_aligned(bias, RUN));
+        if (runs)
+            launch_step<T, K, S, R>(a, rows, x, state, w, bias, y, stream);
+        else
+            launch_step<T, K, S, 1>(a, rows, x, state, w, bias, y, stream);
+    }
+
+    template <class T, int K, int S, int R>
+    static void launch_step(const UpdateArgs& a, long long rows, const T* x, T* state, const T* w, const T* bias, T* y,
+                            cudaStream_t stream) {
+        const long long groups = rows / R;
+        const ConvDivider groups_per_b = ConvDivider::of((uint32_t)(a.D / R));
+        causal_step_kernel<T, K, S, R><<<(unsigned)((groups + 255) / 256), 256, 0, stream>>>(
+            (int)groups, groups_per_b, a.act, x, state, w, bias, y);
     }
 };
 
