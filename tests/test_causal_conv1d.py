@@ -382,7 +382,7 @@ def test_auto_and_other_variants_on_causal_problems(rng):
     # states of 3 values (6-byte rows in 16-bit) over grids ending in a partial warp (111 rows: 3 warps
     # and 15 rows; 400 rows: two blocks, the second ending in a warp of 16)
     (3, 37, 1, 4, 3), (2, 200, 1, 4, 3),
-    # two 16-bit rows a thread where a state of 1 or 3 values is no whole 4-byte word (D even), over two
+    # 16-bit states of 1 or 3 values with D even on few rows (one a thread: too few for two), over two
     # blocks, the second partial; and 16-bit rows of 2 values, one a thread
     (3, 1032, 1, 4, 3), (2, 520, 1, 2, 1), (2, 1096, 1, 3, 2),
 ])
@@ -392,6 +392,23 @@ def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation,
     """Steps of the update over a sequence give the causal conv of the whole sequence, and the state
     holds its last S inputs. A state that does not start on a 16-byte boundary takes the general kernel; x
     that does not, the one-step kernel's one row a thread. With SiLU a bias, without it none."""
+    _check_update_steps(B, D, T, K, S, dtype, activation, off_16_bytes, rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("K, S", [(4, 3), (2, 1), (3, 3)])
+@pytest.mark.parametrize("off_16_bytes", [None, "x"])
+def test_state_update_on_more_rows_than_the_device_holds(K, S, dtype, off_16_bytes, rng):
+    """Past 1024 rows a streaming multiprocessor, a thread of the one-step kernel takes two adjacent 16-bit
+    rows where a state of 1 or 3 values is no whole 4-byte word (16 rows past the bound: the last block
+    partial); x off the 4-byte boundary keeps one row a thread; a 3-value state of K values, one row."""
+    torch = _cuda_torch()
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    _check_update_steps(2, 512 * sms + 8, 1, K, S, dtype, "silu", off_16_bytes, rng)
+
+
+def _check_update_steps(B, D, T, K, S, dtype, activation, off_16_bytes, rng):
     torch = _cuda_torch()
     tdtype = getattr(torch, dtype)
     steps = 3

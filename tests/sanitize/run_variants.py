@@ -171,12 +171,14 @@ def run_causal(rng, name: str, config=None) -> None:
 def run_causal_update(rng) -> None:
     """conv1d_causal_update: one token and three, state longer than K-1, odd channel counts; the one-token
     kernel (state of K-1 or K values) in fp32 and fp16, 16-bit rows of 3 values (87 rows: two warps and a
-    partial one), and its runs of two 16-bit rows a thread (odd state lengths, D even: 1548 runs, 7 blocks)."""
+    partial one), and its runs of two 16-bit rows a thread (odd state lengths, D even, past the 1024 rows an
+    SM that it needs on any device of up to 256 SMs: 131,080 runs, the last block partial)."""
     for B, D, T, K, S, dtype in ((2, 13, 1, 4, 3, np.float32), (1, 16, 3, 4, 5, np.float32),
                                  (3, 8, 2, 2, 1, np.float32), (2, 13, 1, 4, 4, np.float32),
                                  (3, 24, 1, 3, 2, np.float16), (2, 40, 1, 4, 4, np.float16),
                                  (3, 29, 1, 4, 3, np.float16), (3, 1032, 1, 4, 3, np.float16),
-                                 (2, 40, 1, 4, 3, np.float32), (2, 520, 1, 2, 1, np.float16)):
+                                 (2, 40, 1, 4, 3, np.float32), (2, 520, 1, 2, 1, np.float16),
+                                 (2, 131080, 1, 4, 3, np.float16), (2, 131080, 1, 2, 1, np.float16)):
         x = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, T)).astype(dtype))
         state = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, S)).astype(dtype))
         w = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (D, K)).astype(dtype))
