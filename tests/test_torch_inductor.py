@@ -6,6 +6,7 @@ Inductor compiles C++ for CPU graphs (a compiler on the machine, as the build ne
 Its caches are off here: a graph from an earlier run would not show this run's code."""
 import copy
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -186,10 +187,42 @@ def test_lowered_conv_keeps_the_traced_layout_in_channels_last_graphs(gen, devic
     with torch.no_grad(), torch._inductor.config.patch(force_layout_optimization=True):
         y, code = compiled_code(model, x)
     call = next(line for line in code.splitlines() if "extern_kernels.pyconv_conv2d(" in line)
-    out = call.split("=")[0].strip()
-    assert f"assert_size_stride({out}, (2, 12, 11, 8), (1056, 88, 8, 1)" in code
+    out = call.rsplit("out=", 1)[1].rstrip(")").strip()  # the buffer inductor allocated for it
+    assert re.search(rf"\b{out} = empty_strided_\w+\(\(2, 12, 11, 8\), \(1056, 88, 8, 1\)", code)
     assert "(2, 8, 11, 9), (792, 1, 72, 8)" in code  # the first conv's output: NHWC
     assert_close(y.double(), reference(x.double()), 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_site_writes_into_the_buffer_inductor_allocated(gen, device):
+    """The generated code passes the conv's output buffer (inductor allocates or reuses it): from its second call a
+    site's plan writes into it in place; a buffer whose strides place values elsewhere than the plan's y (the
+    plan writes NCHW, the buffer is channels-last) makes the site copy into it, right at every call."""
+    from pyconv.torch import _engine, _lowering
+    pct.clear()  # (other tests' sites)
+    w, b = uniform(gen, 6, 3, 3, 3).to(device), uniform(gen, 6).to(device)
+    run = torch.compile(lambda x: torch.relu(pct.conv2d(x * 2, w, b, padding=1, fallback=False)), fullgraph=True)
+    with torch.no_grad():
+        for _ in range(3):
+            x = uniform(gen, 2, 3, 9, 7).to(device)
+            ref = torch.relu(F.conv2d(x.double() * 2, w.double(), b.double(), padding=1))
+            assert_close(run(x).double(), ref, 1e-5)
+    (hit,) = _engine.sites.values()
+    assert hit is not _lowering._FULL_PATH and hit[0] is not None  # our plan, in place
+    x = uniform(gen, 2, 3, 9, 7).to(device)
+    args = ([1, 1], [1, 1], [1, 1], 1, [0] * 6, "auto", "default", "pyconv", False)
+    kernel = getattr(__import__("torch._inductor.select_algorithm", fromlist=["extern_kernels"]).extern_kernels,
+                     "pyconv_conv2d")
+    ref = F.conv2d(x.double(), w.double(), b.double(), padding=1)
+    for memory_format in (torch.contiguous_format, torch.channels_last):
+        out = torch.full((2, 6, 9, 7), float("nan"), device=device).contiguous(memory_format=memory_format)
+        site = f"test site {memory_format}"
+        for _ in range(2):  # the site's first call, then its remembered path
+            out.fill_(float("nan"))
+            assert kernel(x, w, b, args=args, site=site, out=out) is out
+            assert_close(out.double(), ref, 1e-5)
+        in_place = memory_format is torch.contiguous_format
+        assert (_engine.sites[site] is not _lowering._FULL_PATH) == in_place
 
 
 def test_compiled_sites_decide_again_after_clear(gen, monkeypatch):

@@ -61,30 +61,35 @@ def _register(with_lowerings: bool) -> None:
 
     from . import _op
 
-    def lowering(op, kernel, name):
+    def lowering(op, kernel, name, out_variant):
         # The kernel takes the op's arguments; the generated code passes the tensors, then the rest as one tuple
         # (a signature that follows the op's schema, which is part of the cached graphs' keys), and for conv2d
-        # its call site (None for conv1d, whose views the engine's entry does not describe).
-        def call(input, weight, bias=None, *, args, site=None):
+        # its call site (None for conv1d, whose views the engine's entry does not describe) and the output
+        # buffer inductor allocated (or reused) for it, which a site's plan writes in place: x.new_empty was
+        # ~7 of the ~17 us a lowered call cost the H200 host, where inductor's own allocation is a fast path.
+        def call(input, weight, bias=None, *, args, site=None, out=None):
             hit = _sites.get(site)
-            if hit is _FULL_PATH:
-                return kernel(input, weight, bias, *args)
-            if hit is not None:
-                if hit[0] is None:  # PyTorch's conv, as engine "fastest" decided for these operands
-                    return torch_conv(input, weight, bias, hit[1]).contiguous(memory_format=hit[2])
-                if hit[2] is None or hit[2] == _engine._cudnn_allow_tf32():
-                    return _engine._run(hit[0], input, weight, bias, hit[1])
-            y = kernel(input, weight, bias, *args)
-            if site is not None:
-                if len(_sites) > 4096:  # graphs compiled and dropped over a long process: their sites go too
-                    _sites.clear()
-                _sites[site] = _fast_path(input, weight, bias, args)
-            return y
+            if hit is not None and hit is not _FULL_PATH and hit[0] is not None and (
+                    hit[2] is None or hit[2] == _engine._cudnn_allow_tf32()):
+                return _engine._run(hit[0], input, weight, bias, hit[1], out)
+            if hit is not None and hit is not _FULL_PATH and hit[0] is None:
+                # PyTorch's conv, as engine "fastest" decided for these operands
+                y = torch_conv(input, weight, bias, hit[1]).contiguous(memory_format=hit[2])
+            else:
+                y = kernel(input, weight, bias, *args)
+                if hit is None and site is not None:
+                    if len(_sites) > 4096:  # graphs compiled and dropped over a long process: their sites go too
+                        _sites.clear()
+                    _sites[site] = _fast_path(input, weight, bias, args, out)
+            if out is None:
+                return y
+            out.copy_(y)
+            return out
         call.__name__ = call.__qualname__ = name
         if not with_lowerings:
             setattr(extern_kernels, name, call)
             return
-        choice = ExternKernelChoice(call, name=name, has_out_variant=False)
+        choice = ExternKernelChoice(call, name=name, has_out_variant=out_variant)
         fallback = fallback_handler(op, add_to_fallback_set=False)
 
         def lower(input, weight, bias, *args):
@@ -114,15 +119,17 @@ def _register(with_lowerings: bool) -> None:
             return choice.bind(inputs, layout, args=args, site=site).output_node()
         register_lowering(op, type_promotion_kind=None)(lower)
 
-    lowering(torch.ops.pyconv.conv2d.default, _op._conv2d_kernel, "pyconv_conv2d")
-    lowering(torch.ops.pyconv.conv1d.default, _op._conv1d_kernel, "pyconv_conv1d")
+    # conv2d's sites write into inductor's buffer; conv1d has no sites (each call would add a copy): it allocates
+    lowering(torch.ops.pyconv.conv2d.default, _op._conv2d_kernel, "pyconv_conv2d", True)
+    lowering(torch.ops.pyconv.conv1d.default, _op._conv1d_kernel, "pyconv_conv1d", False)
 
 
-def _fast_path(x, w, b, args) -> tuple:
+def _fast_path(x, w, b, args, out=None) -> tuple:
     """After a site's call through the engine: what its later calls run, the entry where it runs our plan the
     same way at every call (the compiled graph's operands keep the metadata the site names), (None, Spec, memory
     format) where it runs PyTorch's conv (engine "fastest" or "torch"); _FULL_PATH for refusals, entries that
-    capture another engine and views the engine copies."""
+    capture another engine, views the engine copies and an output buffer (out) whose strides place values where
+    the plan's y would not."""
     from . import _op
     spec = _op._spec(*args)
     pick = _engine.remembered(x, w, b, spec)
@@ -132,7 +139,23 @@ def _fast_path(x, w, b, args) -> tuple:
         return None, spec, pick.memory_format
     if not (_op._layout_is(x, pick.x_nhwc) and _op._layout_is(w, pick.w_nhwc) and (b is None or b.is_contiguous())):
         return _FULL_PATH  # a view the engine copies at each call (its entry is for the dense copy)
+    if out is not None and not _same_placement(out, pick.entry):
+        return _FULL_PATH
     tf32 = None
     if spec.precision == "default" and x.dtype is torch.float32 and x.is_cuda:
         tf32 = pick.precision == "tf32"
     return pick.entry, x.get_device(), tf32
+
+
+def _same_placement(out, entry) -> bool:
+    """Whether `out` holds each element where the entry's plan writes y (dense, in its memory format): shape and
+    dtype equal, strides equal on every dimension longer than 1 (where a stride means nothing, they may differ)."""
+    shape = tuple(entry.out_shape)
+    if tuple(out.shape) != shape or out.dtype != entry.dtype or out.device != entry.device:
+        return False
+    strides = entry.out_strides
+    if strides is None:
+        strides, step = [0] * len(shape), 1
+        for d in range(len(shape) - 1, -1, -1):
+            strides[d], step = step, step * shape[d]
+    return all(n <= 1 or s == t for n, s, t in zip(shape, out.stride(), strides))
