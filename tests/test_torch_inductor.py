@@ -211,8 +211,8 @@ def test_a_site_writes_into_the_buffer_inductor_allocated(gen, device):
     assert hit is not _lowering._FULL_PATH and hit[0] is not None  # our plan, in place
     x = uniform(gen, 2, 3, 9, 7).to(device)
     args = ([1, 1], [1, 1], [1, 1], 1, [0] * 6, "auto", "default", "pyconv", False)
-    kernel = getattr(__import__("torch._inductor.select_algorithm", fromlist=["extern_kernels"]).extern_kernels,
-                     "pyconv_conv2d")
+    from torch._inductor.select_algorithm import extern_kernels
+    kernel = extern_kernels.pyconv_conv2d
     ref = F.conv2d(x.double(), w.double(), b.double(), padding=1)
     for memory_format in (torch.contiguous_format, torch.channels_last):
         out = torch.full((2, 6, 9, 7), float("nan"), device=device).contiguous(memory_format=memory_format)

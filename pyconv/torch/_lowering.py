@@ -69,18 +69,18 @@ def _register(with_lowerings: bool) -> None:
         # ~7 of the ~17 us a lowered call cost the H200 host, where inductor's own allocation is a fast path.
         def call(input, weight, bias=None, *, args, site=None, out=None):
             hit = _sites.get(site)
-            if hit is not None and hit is not _FULL_PATH and hit[0] is not None and (
-                    hit[2] is None or hit[2] == _engine._cudnn_allow_tf32()):
-                return _engine._run(hit[0], input, weight, bias, hit[1], out)
-            if hit is not None and hit is not _FULL_PATH and hit[0] is None:
-                # PyTorch's conv, as engine "fastest" decided for these operands
-                y = torch_conv(input, weight, bias, hit[1]).contiguous(memory_format=hit[2])
-            else:
+            if hit is None or hit is _FULL_PATH:
                 y = kernel(input, weight, bias, *args)
                 if hit is None and site is not None:
                     if len(_sites) > 4096:  # graphs compiled and dropped over a long process: their sites go too
                         _sites.clear()
                     _sites[site] = _fast_path(input, weight, bias, args, out)
+            elif hit[0] is None:  # PyTorch's conv, as engine "fastest" decided for these operands
+                y = torch_conv(input, weight, bias, hit[1]).contiguous(memory_format=hit[2])
+            elif hit[2] is None or hit[2] == _engine._cudnn_allow_tf32():
+                return _engine._run(hit[0], input, weight, bias, hit[1], out)
+            else:  # our plan, made under the other TF32 flag
+                y = kernel(input, weight, bias, *args)
             if out is None:
                 return y
             out.copy_(y)
@@ -148,14 +148,7 @@ def _fast_path(x, w, b, args, out=None) -> tuple:
 
 
 def _same_placement(out, entry) -> bool:
-    """Whether `out` holds each element where the entry's plan writes y (dense, in its memory format): shape and
-    dtype equal, strides equal on every dimension longer than 1 (where a stride means nothing, they may differ)."""
-    shape = tuple(entry.out_shape)
-    if tuple(out.shape) != shape or out.dtype != entry.dtype or out.device != entry.device:
-        return False
-    strides = entry.out_strides
-    if strides is None:
-        strides, step = [0] * len(shape), 1
-        for d in range(len(shape) - 1, -1, -1):
-            strides[d], step = step, step * shape[d]
-    return all(n <= 1 or s == t for n, s, t in zip(shape, out.stride(), strides))
+    """Whether `out` holds each element where the entry's plan writes y: the same shape, dtype and device, dense
+    in the entry's memory format (PyTorch's contiguity ignores the strides of dimensions of length 1)."""
+    return (out.shape == entry.out_shape and out.dtype == entry.dtype and out.device == entry.device
+            and out.is_contiguous(memory_format=entry.memory_format))
