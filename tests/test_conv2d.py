@@ -147,7 +147,8 @@ def test_every_config_runs_a_network_layer(name, config):
     """A configuration unsupported everywhere would pass the matrix above vacuously: each one must run
     C1 or C3 (in fp32 or, for a configuration of one operand type like wmma's bf16 one, in fp16 or bf16),
     or, for one made for depthwise layers, a channels-last depthwise 3x3 layer (fp32 or fp16), or, for one
-    made for 1x1 layers, an fp32 NCHW or an fp16 channels-last 1x1 layer (implicit_gemm_f16's pw tile)."""
+    made for 1x1 layers, an fp32 NCHW or an fp16 channels-last 1x1 layer (implicit_gemm_f16's pw tile), or, for
+    one made for stems, an fp16 channels-last 3x3 layer of 3 channels (its stem tile)."""
     info = BY_NAME[name]
     skip_unavailable(info)
     if name in OWN_FAMILY:  # a causal depthwise conv1d in either layout, any dtype
@@ -184,7 +185,14 @@ def test_every_config_runs_a_network_layer(name, config):
             break
         except pyconv.ConvUnsupportedError:
             pass
-    assert ran, f"{name}[{config}] runs neither LeNet layer nor a depthwise or 1x1 one"
+    if not ran:  # a tile for 16-bit channels-last stems of few channels (implicit_gemm_f16's stem tile)
+        try:
+            pyconv.Conv2dPlan((2, 3, 16, 16), (32, 3, 3, 3), stride=2, padding=1, variant=name, config=config,
+                              precision=precision_of(info), dtype="float16", layout="NHWC", w_layout="MKKC")
+            ran.append(("stem", "float16"))
+        except pyconv.ConvUnsupportedError:
+            pass
+    assert ran, f"{name}[{config}] runs neither LeNet layer nor a depthwise, 1x1 or stem one"
 
 
 @pytest.mark.parametrize("precision", ["exact", "fast"])

@@ -82,6 +82,8 @@ DEPTHWISE = ["dw32x32_c16", "dw16x16_c32"]
 GROUPED = ["grp128_c64", "grp128_c32", "grp64_c32"]
 # implicit_gemm_f16 only: ungrouped 1x1 layers of 8-64 channels, 16-bit NHWC, streamed by warps (tc_pointwise.cu)
 POINTWISE = ["pw32x64"]
+# implicit_gemm_f16 only: ungrouped layers of 1-8 channels (stems), 16-bit NHWC, each window gathered (tc_stem.cu)
+STEM = ["stem32x64"]
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 CASES = {
@@ -703,6 +705,102 @@ def test_pointwise_config_refuses_unaligned_operands(config, offsets):
                       **offsets)
 
 
+STEM_CASES = {
+    # MobileNet's / EfficientNet's stem: 3 -> 32 maps, 3x3 at stride 2 (27 taps: two k16 steps), a part tile
+    "c3_m32_3x3_s2_bias": ConvCase(2, 3, 17, 19, 32, 3, 3, stride=(2, 2), padding=(1, 1), x_dtype="f16",
+                                   y_dtype="f16", bias=True, **DW),
+    # ConvNeXt's patchify stem, 4x4 at stride 4 (48 taps), 96 maps: passes of 64 and 32
+    "c3_m96_4x4_s4_bf16_relu": ConvCase(2, 3, 16, 18, 96, 4, 4, stride=(4, 4), x_dtype="bf16", y_dtype="bf16",
+                                        bias=True, epilogue="relu", **DW),
+    # 7x7 at stride 2 (SqueezeNet 1.0's stem) into 200 maps: four passes, the last of one n8 tile
+    "c3_m200_7x7_s2": ConvCase(1, 3, 19, 17, 200, 7, 7, stride=(2, 2), x_dtype="f16", y_dtype="f16", bias=True,
+                               **DW),
+    # a 7x7 stem at stride 2 (147 taps: ten k16 steps, the last part zeros), rows and columns of padding
+    "c3_m64_7x7_s2": ConvCase(1, 3, 23, 21, 64, 7, 7, stride=(2, 2), padding=(3, 3), x_dtype="f16",
+                              y_dtype="f16", **DW),
+    # LeNet's C3 (4 -> 16, 7x7: 196 taps), no padding
+    "c4_m16_7x7_bf16": ConvCase(3, 4, 20, 20, 16, 7, 7, x_dtype="bf16", y_dtype="bf16", bias=True, **DW),
+    # one channel, dilated, 8 maps: one n8 tile, staged filter rows of zeros up to 16
+    "c1_m8_dilated": ConvCase(2, 1, 15, 13, 8, 3, 3, padding=(2, 2), dilation=(2, 2), x_dtype="f16",
+                              y_dtype="f16", bias=True, **DW),
+    # 8 channels in a 2x5 window at strides 1 x 2 (80 taps), 24 maps: a half-used n16 pair; zeros after (extra)
+    "c8_m24_rect_extra": ConvCase(2, 8, 11, 9, 24, 2, 5, stride=(1, 2), padding=(0, 2), extra=(1, 1),
+                                  x_dtype="bf16", y_dtype="bf16", epilogue="relu", **DW),
+    # 205 tiles for the warps to loop over
+    "c3_m40_many_tiles": ConvCase(4, 3, 40, 41, 40, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
+                                  bias=True, epilogue="relu", **DW),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(STEM_CASES))
+@pytest.mark.parametrize("config", STEM)
+def test_stem_config_matches_oracle(config, case_id, rng):
+    pr.skip_unless_available("implicit_gemm_f16")
+    pr.check_config("implicit_gemm_f16", config, STEM_CASES[case_id], rng)
+
+
+@requires_gpu
+@pytest.mark.parametrize("offsets", [dict(x_offset=1), dict(w_offset=1)])
+@pytest.mark.parametrize("config", STEM)
+def test_stem_config_reads_unaligned_x_and_w(config, offsets, rng):
+    """The gather and the filter staging read 2-byte values: x and w off any boundary are read as they are."""
+    pr.skip_unless_available("implicit_gemm_f16")
+    pr.check_config("implicit_gemm_f16", config, STEM_CASES["c3_m32_3x3_s2_bias"], rng, **offsets)
+
+
+@requires_gpu
+@pytest.mark.parametrize("config", STEM)
+def test_stem_config_keeps_non_finite_values_to_their_outputs(config, rng):
+    """An Inf weight reaches only its map's outputs, a NaN input only the windows that hold it, through the
+    k16 steps' zero padding and the staged filter rows past M; a padding tap of an Inf weight gives NaN, as
+    PyTorch's conv."""
+    pr.skip_unless_available("implicit_gemm_f16")
+    case = STEM_CASES["c3_m32_3x3_s2_bias"].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    x, w, bias = pr.random_operands(case, rng)
+    w[1, 0, 0, 0] = -np.inf
+    x[1, 2, 6, 7] = np.nan
+    y, _ = pr.run_config("implicit_gemm_f16", config, case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert np.isnan(ref).any() and np.isinf(ref).any()
+    pr.check_non_finite(f"implicit_gemm_f16[{config}] stem", y, ref,
+                        pr.error_bound("implicit_gemm_f16", case.x_dtype, case.y_dtype))
+
+
+STEM_REFUSED = {
+    "grouped": (ConvCase(2, 4, 9, 9, 8, 3, 3, padding=(1, 1), groups=2, x_dtype="f16", y_dtype="f16", **DW),
+                "ungrouped layers of at most 8 channels"),
+    "c16": (ConvCase(2, 16, 9, 9, 16, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", **DW),
+            "ungrouped layers of at most 8 channels"),
+    "taps_past_256": (ConvCase(1, 8, 12, 12, 8, 7, 7, x_dtype="f16", y_dtype="f16", **DW), "256 taps a window"),
+    "m20": (ConvCase(2, 3, 9, 9, 20, 3, 3, x_dtype="f16", y_dtype="f16", **DW), "M a multiple of 8; .* M=20"),
+    # 256 taps for 2048 maps: the filters pass any GPU's shared memory
+    "filters_past_shared_memory": (ConvCase(1, 4, 12, 12, 2048, 8, 8, x_dtype="f16", y_dtype="f16", **DW),
+                                   "bytes of shared memory"),
+    "f32": (ConvCase(2, 3, 9, 9, 16, 3, 3, **DW), "fp16 or bf16 x and y of one dtype"),
+    "f32_y_of_f16_x": (ConvCase(2, 3, 9, 9, 16, 3, 3, x_dtype="f16", **DW), "fp16 or bf16 x and y of one dtype"),
+    "nchw": (ConvCase(2, 3, 9, 9, 16, 3, 3, x_dtype="f16", y_dtype="f16"), "NHWC x and y and MKKC w"),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(STEM_REFUSED))
+@pytest.mark.parametrize("config", STEM)
+def test_stem_config_refuses_other_problems(config, case_id):
+    expect_refusal("implicit_gemm_f16", config, *STEM_REFUSED[case_id])
+
+
+@requires_gpu
+@pytest.mark.parametrize("config", STEM)
+def test_stem_config_refuses_unaligned_y(config):
+    pr.skip_unless_available("implicit_gemm_f16")
+    case = STEM_CASES["c3_m32_3x3_s2_bias"].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    with pytest.raises(ConvUnsupportedError, match="y at .* is not 16-byte aligned"):
+        pr.run_config("implicit_gemm_f16", config, case, *pr.random_operands(case, np.random.default_rng(0)),
+                      y_offset=1)
+
+
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
@@ -722,7 +820,7 @@ def test_unaligned_y_takes_the_register_epilogue(variant, rng):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_swept_configs_are_the_variants(variant):
     """The sweeps above name every configuration of both variants."""
-    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE + GROUPED + POINTWISE
+    own = (WGMMA + WGMMA_CLUSTER + TMA + TMA_CLUSTER + NCHW_CONFIGS + DEPTHWISE + GROUPED + POINTWISE + STEM
            if variant == "implicit_gemm_f16" else NCHW_MMA + NCHW_MMA_CLUSTER)
     pr.check_swept_configs(variant, PLAIN + SPLIT + CLUSTER + own)
 

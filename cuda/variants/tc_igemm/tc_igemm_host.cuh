@@ -29,6 +29,7 @@
 #include "tc_depthwise.h"
 #include "tc_grouped.h"
 #include "tc_pointwise.h"
+#include "tc_stem.h"
 #include "tc_igemm_kernel.cuh"
 #include "tc_staging.cuh"
 #include "tc_wgmma_tma.cuh"
@@ -493,6 +494,7 @@ struct TcVariant {
     static constexpr const char* GRP_128_C32 = "grp128_c32";
     static constexpr const char* GRP_64_C32 = "grp64_c32";
     static constexpr const char* PW_32x64 = "pw32x64";
+    static constexpr const char* STEM_32x64 = "stem32x64";
 
     // The mma.sync configurations, then (Family::WGMMA) the wgmma ones, then (Family::NCHW_MMA) the NCHW
     // mma.sync ones, then (Family::DIRECT) the depthwise and grouped ones.
@@ -539,8 +541,9 @@ struct TcVariant {
     // columns, channels per block (taken by 16 warps: dw32x32_c16, else 8). Grouped layers as GEMMs per
     // group from a staged window (tc_grouped.cu): output pixels, input channels per block (8 warps:
     // grp128_c64, else 4). Ungrouped 1x1 layers of up to 64 channels streamed by warps of 32-pixel tiles
-    // (tc_pointwise.cu).
-    static constexpr int NUM_DIRECT = 6;
+    // (tc_pointwise.cu); ungrouped layers of up to 8 channels (the stems) likewise, each tile's windows
+    // gathered as the GEMM's reduction (tc_stem.cu).
+    static constexpr int NUM_DIRECT = 7;
     static constexpr conv_config DIRECT[NUM_DIRECT] = {
         {DW_32x32_C16, tc_dw_run<2, 4, 16, 16>, tc_dw_supports<2, 4, 16, 16>},
         {DW_16x16_C32, tc_dw_run<1, 2, 32, 8>, tc_dw_supports<1, 2, 32, 8>},
@@ -548,6 +551,7 @@ struct TcVariant {
         {GRP_128_C32, tc_grouped_run<128, 32, 4>, tc_grouped_supports<128, 32, 4>},
         {GRP_64_C32, tc_grouped_run<64, 32, 4>, tc_grouped_supports<64, 32, 4>},
         {PW_32x64, tc_pw_run<4>, tc_pw_supports<4>},
+        {STEM_32x64, tc_stem_run<4>, tc_stem_supports<4>},
     };
     static constexpr int NUM_MMA_SYNC = sizeof(MMA_SYNC) / sizeof(MMA_SYNC[0]);
     static constexpr int NUM_WGMMA_USED = Family::WGMMA ? NUM_WGMMA : 0;

@@ -23,14 +23,15 @@
 #include "grid_dependency.cuh"
 #include "launch_util.cuh"
 #include "mma_operand16.cuh"
+#include "tc_warp_tile.cuh"
 #include "tensor_io.cuh"
 
 namespace {
 
-constexpr int TPW_PIX = 32;                   // pixels a warp tile: two m16 tiles
-constexpr int TPW_MAPS = 64;                  // maps an epilogue pass: eight n8 tiles
-constexpr int TPW_MAX_KS = 4;                 // k16 steps (C up to 64): the A fragments a tile keeps
-constexpr int TPW_Y_ROW = 2 * TPW_MAPS + 16;  // bytes a staged output pixel
+constexpr int TPW_PIX = TWT_PIX;
+constexpr int TPW_MAPS = TWT_MAPS;
+constexpr int TPW_MAX_KS = 4;  // k16 steps (C up to 64): the A fragments a tile keeps
+constexpr int TPW_Y_ROW = TWT_Y_ROW;
 
 struct tpw_shape {
     long long P, tiles;  // pixels (B*H*W) and tiles of TPW_PIX
@@ -82,7 +83,6 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
 
     const uint32_t w_at = (uint32_t)__cvta_generic_to_shared(s_w);
     const uint32_t x_at = (uint32_t)__cvta_generic_to_shared(s_x);
-    const int g4 = lane / 4, t2 = 2 * (lane % 4);
     // ldmatrix rows: A, pixel lane % 16 at k-half lane / 16; B (two n8 tiles), map lane % 8 + 8 * (lane / 16)
     // at k-half (lane / 8) % 2.
     const uint32_t a_lane = (lane % 16) * s.row + lane / 16 * 16;
@@ -118,30 +118,7 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
                     }
                 }
             }
-            // Bias and ReLU, staged: pixel row mt * 16 + g4 (+ 8), maps 8j + t2, 8j + t2 + 1 of the pass.
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const int m = m0 + 8 * j + t2;
-                if (m >= s.M) break;  // M % 8 == 0: the same for the whole warp
-                const float b0 = bias ? conv_load(bias, m) : 0.0f, b1 = bias ? conv_load(bias, m + 1) : 0.0f;
-#pragma unroll
-                for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-                        mma16_store_pair(reinterpret_cast<T*>(s_y + (mt * 16 + g4 + 8 * h) * TPW_Y_ROW) + 8 * j + t2,
-                                         conv_epilogue_value(acc[mt][j][2 * h], b0, s.relu),
-                                         conv_epilogue_value(acc[mt][j][2 * h + 1], b1, s.relu));
-            }
-            __syncwarp();
-            const int pass_chunks = min(TPW_MAPS, s.M - m0) / 8;
-#pragma unroll
-            for (int e = lane; e < TPW_PIX * 8; e += 32) {
-                const int r = e / 8, c = e % 8;
-                if (c < pass_chunks && p0 + r < s.P)
-                    *reinterpret_cast<uint4*>(y + (p0 + r) * s.M + m0 + c * 8) =
-                        *reinterpret_cast<const uint4*>(s_y + r * TPW_Y_ROW + c * 16);
-            }
-            __syncwarp();  // the staging read before the next pass writes it
+            twt_store_pass(acc, bias, s.relu, m0, s.M, p0, s.P, s_y, y, lane);
         }
     }
     grid_launch_dependents();

@@ -1,0 +1,215 @@
+// tc_stem.cu — implicit_gemm_f16's stem configuration ("stem32x64"): a convolution of 1 to 8 input channels
+// on fp16 / bf16 NHWC tensors as a GEMM whose reduction is the window itself, K = KH x KW x C taps (27 for a
+// 3x3 stem of 3 channels, 147 at 7x7), gathered per tile.
+//   The GEMM tiles stage x by 16-byte copies of channel runs, which a pixel of 3 channels (6 bytes) does not
+//   make; the first layers of MobileNet, EfficientNet and RegNet (3 -> 32 maps, 3x3 at stride 2) ran on
+//   mma_fp16's row windows at 20% of the memory floor on the H200 where cuDNN reached 31% (modern5, fp16,
+//   batch 128: 171 against 109 us), and ConvNeXt's 4x4 stem on fp32 SIMT tiles. Such a layer's time is
+//   writing y (32 maps a pixel from 27 values). Here each warp takes tiles of 32 output pixels, as the
+//   pointwise configuration does (tc_pointwise.cu), with the window in place of the channels:
+//   0. once a block: the filters (M x K, MKKC: each map's taps in the order of the window's (kh, kw, c)) into
+//      shared memory, a map a row of whole k16 steps (zeros past K, rows of zeros past M up to 16);
+//   1. per tile: lane r gathers pixel r's window, K values of x (zeros on padding), into row r of the warp's
+//      buffer (zeros past K, written once);
+//   2. per pass of 64 maps and k16 step, the two m16 tiles' A fragments and, per 16 maps, the B fragments by
+//      ldmatrix, mma.sync m16n8k16 with fp32 sums; then bias, ReLU and the staged 16-byte stores
+//      (tc_warp_tile.cuh).
+//   A tile's gather waits for its loads (no copy engine takes 2-byte values); the warps of a block and the
+//   blocks of an SM overlap one warp's gather with another's stores.
+#include "tc_stem.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "conv_shape.cuh"
+#include "grid_dependency.cuh"
+#include "int_divider.cuh"
+#include "launch_util.cuh"
+#include "mma_operand16.cuh"
+#include "tc_warp_tile.cuh"
+#include "tensor_io.cuh"
+
+namespace {
+
+constexpr int TST_MAX_C = 8;     // channels: more take the GEMM tiles' 16-byte copies
+constexpr int TST_MAX_K = 256;   // taps of a window (16 k16 steps: 528-byte staged rows)
+
+struct tst_shape {
+    long long P, tiles;   // output pixels (B * OH * OW) and tiles of TWT_PIX
+    int H, W, C, M, K, KW;
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int relu;
+    int ks;               // k16 steps
+    int row;              // bytes a staged pixel or filter row: 32 a k16 step, and 16
+    int w_rows;           // staged filter rows: M rounded up to 16
+    int w_bytes, warp_bytes;
+    ConvDivider by_ow, by_oh;  // a pixel index into (b, oh, ow)
+};
+
+template <int WARPS, class T>
+__global__ void __launch_bounds__(32 * WARPS, 4)
+    tc_stem_kernel(tst_shape s, const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                   T* __restrict__ y) {
+    extern __shared__ uint4 tst_smem[];
+    unsigned char* const s_w = reinterpret_cast<unsigned char*>(tst_smem);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    unsigned char* const s_x = s_w + s.w_bytes + warp * s.warp_bytes;  // TWT_PIX rows of s.row bytes
+    unsigned char* const s_y = s_x + TWT_PIX * s.row;                  // TWT_PIX rows of TWT_Y_ROW bytes
+    T* const my_row = reinterpret_cast<T*>(s_x + lane * s.row);
+    const int kpad = 16 * s.ks;
+    for (int k = s.K; k < kpad; ++k) my_row[k] = conv_store_as<T>(0.0f);  // no gather writes past K
+    grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
+    for (int e = threadIdx.x; e < s.w_rows * kpad; e += 32 * WARPS) {
+        const int m = e / kpad, k = e - m * kpad;
+        reinterpret_cast<T*>(s_w + m * s.row)[k] =
+            m < s.M && k < s.K ? w[(long long)m * s.K + k] : conv_store_as<T>(0.0f);
+    }
+    __syncthreads();  // the filters, before any warp multiplies
+
+    const uint32_t w_at = (uint32_t)__cvta_generic_to_shared(s_w);
+    const uint32_t x_at = (uint32_t)__cvta_generic_to_shared(s_x);
+    // ldmatrix rows: A, pixel lane % 16 at k-half lane / 16; B (two n8 tiles), map lane % 8 + 8 * (lane / 16)
+    // at k-half (lane / 8) % 2.
+    const uint32_t a_lane = (lane % 16) * s.row + lane / 16 * 16;
+    const uint32_t b_lane = (lane % 8 + 8 * (lane / 16)) * s.row + (lane / 8) % 2 * 16;
+    const long long step = (long long)gridDim.x * WARPS;
+#pragma unroll 1
+    for (long long tile = (long long)blockIdx.x * WARPS + warp; tile < s.tiles; tile += step) {
+        const long long p0 = tile * TWT_PIX, p = p0 + lane;
+        // Pixel p's window into row `lane`, taps in the order (kh, kw, c) of w's rows; zeros on padding and
+        // for pixels past P (their sums are never stored).
+        if (p < s.P) {
+            uint32_t ow, oh;  // p < 2^31: the dispatcher splits batches whose y passes 2^31 values
+            const long long b = s.by_oh.divmod(s.by_ow.divmod((uint32_t)p, &ow), &oh);
+            const int ih0 = (int)oh * s.stride_h - s.pad_h, iw0 = (int)ow * s.stride_w - s.pad_w;
+            int k = 0;
+            for (int kh = 0; k < s.K; ++kh) {
+                const int ih = ih0 + kh * s.dil_h;
+                const bool row_in = ih >= 0 && ih < s.H;
+                for (int kw = 0; kw < s.KW; ++kw) {
+                    const int iw = iw0 + kw * s.dil_w;
+                    const bool in = row_in && iw >= 0 && iw < s.W;
+                    const T* px = x + ((b * s.H + (in ? ih : 0)) * s.W + (in ? iw : 0)) * s.C;
+                    for (int c = 0; c < s.C; ++c, ++k) my_row[k] = in ? px[c] : conv_store_as<T>(0.0f);
+                }
+            }
+        } else {
+            for (int k = 0; k < s.K; ++k) my_row[k] = conv_store_as<T>(0.0f);
+        }
+        __syncwarp();
+        // Per pass of 64 maps, per k16 step: A fragments from the staged windows (read again each pass: a
+        // 7x7 window's ten steps would not stay in registers), B from the filters.
+#pragma unroll 1
+        for (int m0 = 0; m0 < s.M; m0 += TWT_MAPS) {
+            float acc[2][8][4];
+            mma_zero(acc);
+#pragma unroll 1
+            for (int ks = 0; ks < s.ks; ++ks) {
+                uint32_t a[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(a[mt], x_at + mt * 16 * s.row + a_lane + ks * 32);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {  // n8 tiles 2j and 2j + 1 (past M: the staged rows of zeros)
+                    if (m0 + 16 * j >= s.M) break;  // the same for the whole warp
+                    uint32_t bf[4];
+                    ldmatrix_x4(bf, w_at + (m0 + 16 * j) * s.row + b_lane + ks * 32);
+#pragma unroll
+                    for (int mt = 0; mt < 2; ++mt) {
+                        mma16_m16n8k16<T>(acc[mt][2 * j], a[mt], bf[0], bf[1]);
+                        mma16_m16n8k16<T>(acc[mt][2 * j + 1], a[mt], bf[2], bf[3]);
+                    }
+                }
+            }
+            // (its __syncwarp calls also order this tile's ldmatrix reads before the next tile's gather)
+            twt_store_pass(acc, bias, s.relu, m0, s.M, p0, s.P, s_y, y, lane);
+        }
+    }
+    grid_launch_dependents();
+}
+
+// The geometry of problem p and the shared memory a block of `warps` warps takes.
+static size_t tst_layout(const conv_problem* p, int warps, tst_shape& s) {
+    const ConvShape32 g = conv_shape32(p);
+    s.P = p->B * (long long)g.OH * g.OW;
+    s.tiles = (s.P + TWT_PIX - 1) / TWT_PIX;
+    s.H = g.H; s.W = g.W; s.C = g.C; s.M = g.M; s.KW = g.KW;
+    s.K = g.KH * g.KW * g.C;
+    s.stride_h = g.stride_h; s.stride_w = g.stride_w; s.pad_h = g.pad_h; s.pad_w = g.pad_w;
+    s.dil_h = g.dil_h; s.dil_w = g.dil_w;
+    s.relu = p->epilogue == CONV_EPILOGUE_RELU;
+    s.ks = (s.K + 15) / 16;
+    s.row = 32 * s.ks + 16;
+    s.w_rows = (s.M + 15) / 16 * 16;
+    s.w_bytes = s.w_rows * s.row;
+    s.warp_bytes = TWT_PIX * s.row + TWT_PIX * TWT_Y_ROW;
+    s.by_ow = ConvDivider::of((uint32_t)g.OW);
+    s.by_oh = ConvDivider::of((uint32_t)g.OH);
+    return (size_t)s.w_bytes + (size_t)warps * s.warp_bytes;
+}
+
+template <int WARPS, class T>
+static int tst_launch(const tst_shape& s, size_t smem, const conv_tensors* t, const void* bias, cudaStream_t stream) {
+    const auto kernel = tc_stem_kernel<WARPS, T>;
+    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    // A wave of blocks (at most one tile a warp), each looping over the tiles.
+    int64_t wave = 0;
+    const int status = conv_wave_blocks(kernel, 32 * WARPS, smem, &wave);
+    if (status != CONV_OK) return status;
+    const long long need = (s.tiles + WARPS - 1) / WARPS;
+    const dim3 grid((unsigned)(wave < need ? wave : need));
+    CONV_LAUNCH_DEPENDENT("tc_stem_kernel", kernel, grid, 32 * WARPS, smem, stream, s,
+                          static_cast<const T*>(t->x), static_cast<const T*>(t->w), static_cast<const T*>(bias),
+                          static_cast<T*>(t->y));
+    return CONV_OK;
+}
+
+}  // namespace
+
+template <int WARPS>
+int tc_stem_supports(const conv_problem* p) {
+    if (p->groups != 1 || p->C > TST_MAX_C || p->KH * p->KW * p->C > TST_MAX_K)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the stem configuration runs ungrouped layers of at most %d channels "
+                              "and %d taps a window (KH*KW*C); this layer has C=%lld, %lldx%lld, %lld groups",
+                              TST_MAX_C, TST_MAX_K, (long long)p->C, (long long)p->KH, (long long)p->KW,
+                              (long long)p->groups);
+    if ((p->x_dtype != CONV_F16 && p->x_dtype != CONV_BF16) || p->y_dtype != p->x_dtype)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the stem configuration takes fp16 or bf16 x and y of one dtype (x "
+                              "%s, y %s)", conv_dtype_name(p->x_dtype), conv_dtype_name(p->y_dtype));
+    if (p->x_layout != CONV_NHWC || p->y_layout != CONV_NHWC || p->w_layout != CONV_MKKC)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the stem configuration takes NHWC x and y and MKKC w");
+    if (p->M % 8 != 0)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the stem configuration takes M a multiple of 8; this layer has M=%lld",
+                              (long long)p->M);
+    int most = 0;
+    const int status = conv_smem_per_block_optin(&most);
+    if (status != CONV_OK) return status;
+    tst_shape s;
+    const size_t bytes = tst_layout(p, WARPS, s);
+    if (bytes > (size_t)most)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the stem configuration's filters and buffers need %zu bytes of "
+                              "shared memory, the GPU gives a block %d", bytes, most);
+    return CONV_OK;
+}
+
+template <int WARPS>
+int tc_stem_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    if ((uintptr_t)t->y % 16 != 0)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the stem configuration writes y by 16-byte words; y at %p is not "
+                              "16-byte aligned", t->y);
+    tst_shape s;
+    const size_t smem = tst_layout(p, WARPS, s);
+    const void* bias = p->bias ? t->bias : nullptr;
+    const cudaStream_t on = conv_stream(stream);
+    if (p->x_dtype == CONV_BF16) return tst_launch<WARPS, __nv_bfloat16>(s, smem, t, bias, on);
+    return tst_launch<WARPS, __half>(s, smem, t, bias, on);
+}
+
+// The configuration TcVariant lists (tc_igemm_host.cuh).
+template int tc_stem_supports<4>(const conv_problem*);
+template int tc_stem_run<4>(const conv_problem*, const conv_tensors*, void*, size_t, void*);

@@ -1,0 +1,45 @@
+// tc_warp_tile.cuh — what implicit_gemm_f16's warp-tile kernels share (tc_pointwise.cu, tc_stem.cu): a warp
+// owns a tile of 32 output pixels of a 16-bit NHWC y and all its maps; its fp32 sums (two m16 tiles by eight
+// n8 tiles, one pass of 64 maps) take the bias and ReLU, are staged in the warp's shared memory as y's dtype
+// and written by 16-byte stores, four pixels' 128-byte runs of maps an instruction.
+#pragma once
+
+#include "mma_operand16.cuh"
+#include "tensor_io.cuh"
+
+constexpr int TWT_PIX = 32;                   // pixels a warp tile: two m16 tiles
+constexpr int TWT_MAPS = 64;                  // maps an epilogue pass: eight n8 tiles
+constexpr int TWT_Y_ROW = 2 * TWT_MAPS + 16;  // bytes a staged output pixel (odd 16-byte chunks: no conflicts)
+
+// Pass m0's sums acc (the m16n8k16 accumulator layout: pixel mt * 16 + lane / 4 (+ 8), maps 8j + 2 * (lane % 4)
+// and + 1) into y: bias and ReLU, staged in s_y (TWT_PIX rows of TWT_Y_ROW bytes), then pixels p0 .. of P and
+// maps m0 .. of M (a multiple of 8) by 16-byte stores. Returns with s_y free for the next pass.
+template <class T>
+__device__ __forceinline__ void twt_store_pass(const float (&acc)[2][8][4], const T* __restrict__ bias, int relu,
+                                               int m0, int M, long long p0, long long P, unsigned char* s_y,
+                                               T* __restrict__ y, int lane) {
+    const int g4 = lane / 4, t2 = 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int m = m0 + 8 * j + t2;
+        if (m >= M) break;  // M % 8 == 0: the same for the whole warp
+        const float b0 = bias ? conv_load(bias, m) : 0.0f, b1 = bias ? conv_load(bias, m + 1) : 0.0f;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                mma16_store_pair(reinterpret_cast<T*>(s_y + (mt * 16 + g4 + 8 * h) * TWT_Y_ROW) + 8 * j + t2,
+                                 conv_epilogue_value(acc[mt][j][2 * h], b0, relu),
+                                 conv_epilogue_value(acc[mt][j][2 * h + 1], b1, relu));
+    }
+    __syncwarp();
+    const int pass_chunks = min(TWT_MAPS, M - m0) / 8;
+#pragma unroll
+    for (int e = lane; e < TWT_PIX * 8; e += 32) {
+        const int r = e / 8, c = e % 8;
+        if (c < pass_chunks && p0 + r < P)
+            *reinterpret_cast<uint4*>(y + (p0 + r) * M + m0 + c * 8) =
+                *reinterpret_cast<const uint4*>(s_y + r * TWT_Y_ROW + c * 16);
+    }
+    __syncwarp();  // the staging read before the next pass writes it
+}
