@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
                     }
                 }
             }
-            twt_store_pass(acc, bias, s.relu, m0, s.M, p0, s.P, s_y, y, lane);
+            twt_store_pass<8>(acc, bias, s.relu, m0, s.M, p0, s.P, s_y, y, lane);
         }
     }
     grid_launch_dependents();

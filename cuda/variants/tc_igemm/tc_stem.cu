@@ -12,8 +12,8 @@
 //   1. per tile: lane r gathers pixel r's window, K values of x (zeros on padding), into row r of the warp's
 //      buffer (zeros past K, written once);
 //   2. per pass of 64 maps and k16 step, the two m16 tiles' A fragments and, per 16 maps, the B fragments by
-//      ldmatrix, mma.sync m16n8k16 with fp32 sums; then bias, ReLU and the staged 16-byte stores
-//      (tc_warp_tile.cuh).
+//      ldmatrix, mma.sync m16n8k16 with fp32 sums; then bias, ReLU and the staged stores, 16 bytes where M is
+//      a multiple of 8 (tc_warp_tile.cuh), narrower words for LeNet's 4 maps and other counts.
 //   A tile's gather waits for its loads (no copy engine takes 2-byte values); the warps of a block and the
 //   blocks of an SM overlap one warp's gather with another's stores.
 #include "tc_stem.h"
@@ -46,7 +46,7 @@ struct tst_shape {
     ConvDivider by_ow, by_oh;  // a pixel index into (b, oh, ow)
 };
 
-template <int WARPS, class T>
+template <int WARPS, int VEC, class T>
 __global__ void __launch_bounds__(32 * WARPS, 4)
     tc_stem_kernel(tst_shape s, const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                    T* __restrict__ y) {
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
                 }
             }
             // (its __syncwarp calls also order this tile's ldmatrix reads before the next tile's gather)
-            twt_store_pass(acc, bias, s.relu, m0, s.M, p0, s.P, s_y, y, lane);
+            twt_store_pass<VEC>(acc, bias, s.relu, m0, s.M, p0, s.P, s_y, y, lane);
         }
     }
     grid_launch_dependents();
@@ -147,9 +147,9 @@ static size_t tst_layout(const conv_problem* p, int warps, tst_shape& s) {
     return (size_t)s.w_bytes + (size_t)warps * s.warp_bytes;
 }
 
-template <int WARPS, class T>
+template <int WARPS, int VEC, class T>
 static int tst_launch(const tst_shape& s, size_t smem, const conv_tensors* t, const void* bias, cudaStream_t stream) {
-    const auto kernel = tc_stem_kernel<WARPS, T>;
+    const auto kernel = tc_stem_kernel<WARPS, VEC, T>;
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     // A wave of blocks (at most one tile a warp), each looping over the tiles.
     int64_t wave = 0;
@@ -180,10 +180,6 @@ int tc_stem_supports(const conv_problem* p) {
     if (p->x_layout != CONV_NHWC || p->y_layout != CONV_NHWC || p->w_layout != CONV_MKKC)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: the stem configuration takes NHWC x and y and MKKC w");
-    if (p->M % 8 != 0)
-        return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "implicit_gemm_f16: the stem configuration takes M a multiple of 8; this layer has M=%lld",
-                              (long long)p->M);
     int most = 0;
     const int status = conv_smem_per_block_optin(&most);
     if (status != CONV_OK) return status;
@@ -196,18 +192,25 @@ int tc_stem_supports(const conv_problem* p) {
     return CONV_OK;
 }
 
+// The kernel storing y in words of VEC values: the most of 8, 4, 2 and 1 that M is a multiple of and y's
+// address allows (a pixel's maps then start on a word's boundary).
+template <int WARPS, class T>
+static int tst_run_typed(const tst_shape& s, size_t smem, const conv_tensors* t, const void* bias, cudaStream_t on) {
+    const uintptr_t at = (uintptr_t)t->y;
+    if (s.M % 8 == 0 && at % 16 == 0) return tst_launch<WARPS, 8, T>(s, smem, t, bias, on);
+    if (s.M % 4 == 0 && at % 8 == 0) return tst_launch<WARPS, 4, T>(s, smem, t, bias, on);
+    if (s.M % 2 == 0 && at % 4 == 0) return tst_launch<WARPS, 2, T>(s, smem, t, bias, on);
+    return tst_launch<WARPS, 1, T>(s, smem, t, bias, on);
+}
+
 template <int WARPS>
 int tc_stem_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    if ((uintptr_t)t->y % 16 != 0)
-        return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "implicit_gemm_f16: the stem configuration writes y by 16-byte words; y at %p is not "
-                              "16-byte aligned", t->y);
     tst_shape s;
     const size_t smem = tst_layout(p, WARPS, s);
     const void* bias = p->bias ? t->bias : nullptr;
     const cudaStream_t on = conv_stream(stream);
-    if (p->x_dtype == CONV_BF16) return tst_launch<WARPS, __nv_bfloat16>(s, smem, t, bias, on);
-    return tst_launch<WARPS, __half>(s, smem, t, bias, on);
+    if (p->x_dtype == CONV_BF16) return tst_run_typed<WARPS, __nv_bfloat16>(s, smem, t, bias, on);
+    return tst_run_typed<WARPS, __half>(s, smem, t, bias, on);
 }
 
 // The configuration TcVariant lists (tc_igemm_host.cuh).
