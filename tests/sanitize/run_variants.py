@@ -119,7 +119,9 @@ GROUPED_SHAPES = [
     ((2, 16, 13, 15), (96, 16, 1, 1), 1, 0, 1, np.float16, True),    # ungrouped pointwise (implicit_gemm_f16's
     ((3, 24, 21, 22), (40, 24, 1, 1), 1, 0, 1, np.float16, True),    # pw tile): a part tile, padded k16 steps
     ((2, 3, 19, 17), (32, 3, 3, 3), 2, 1, 1, np.float16, True),      # stems (implicit_gemm_f16's stem tile): 3x3
-    ((1, 3, 23, 21), (64, 3, 7, 7), 2, 3, 1, np.float16, True),      # at stride 2, 7x7 (ten k16 steps), a part tile
+    ((1, 3, 23, 21), (64, 3, 7, 7), 2, 3, 1, np.float16, True),      # at stride 2, 7x7 (ten k16 steps), a part tile,
+    ((2, 1, 20, 18), (4, 1, 7, 7), 1, 0, 1, np.float16, True),       # LeNet's C1 (4 maps: 8-byte words of y), and
+    ((2, 3, 13, 11), (5, 3, 3, 3), 1, 1, 1, np.float16, True),       # 5 maps (single values)
 ]
 
 
