@@ -142,18 +142,9 @@ static size_t tpw_layout(const conv_problem* p, int warps, tpw_shape& s) {
 
 template <int KS, int WARPS, class T>
 static int tpw_launch(const tpw_shape& s, size_t smem, const conv_tensors* t, const void* bias, cudaStream_t stream) {
-    const auto kernel = tc_pointwise_kernel<KS, WARPS, T>;
-    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    // A wave of blocks (at most one tile a warp), each looping over the tiles.
-    int64_t wave = 0;
-    const int status = conv_wave_blocks(kernel, 32 * WARPS, smem, &wave);
-    if (status != CONV_OK) return status;
-    const long long need = (s.tiles + WARPS - 1) / WARPS;
-    const dim3 grid((unsigned)(wave < need ? wave : need));
-    CONV_LAUNCH_DEPENDENT("tc_pointwise_kernel", kernel, grid, 32 * WARPS, smem, stream, s,
-                          static_cast<const T*>(t->x), static_cast<const T*>(t->w), static_cast<const T*>(bias),
-                          static_cast<T*>(t->y));
-    return CONV_OK;
+    return twt_launch("tc_pointwise_kernel", tc_pointwise_kernel<KS, WARPS, T>, s.tiles, WARPS, smem, stream, s,
+                      static_cast<const T*>(t->x), static_cast<const T*>(t->w), static_cast<const T*>(bias),
+                      static_cast<T*>(t->y));
 }
 
 // The kernel of p's k16 steps (C / 16, rounded up) on operands T.

@@ -149,18 +149,9 @@ static size_t tst_layout(const conv_problem* p, int warps, tst_shape& s) {
 
 template <int WARPS, int VEC, class T>
 static int tst_launch(const tst_shape& s, size_t smem, const conv_tensors* t, const void* bias, cudaStream_t stream) {
-    const auto kernel = tc_stem_kernel<WARPS, VEC, T>;
-    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    // A wave of blocks (at most one tile a warp), each looping over the tiles.
-    int64_t wave = 0;
-    const int status = conv_wave_blocks(kernel, 32 * WARPS, smem, &wave);
-    if (status != CONV_OK) return status;
-    const long long need = (s.tiles + WARPS - 1) / WARPS;
-    const dim3 grid((unsigned)(wave < need ? wave : need));
-    CONV_LAUNCH_DEPENDENT("tc_stem_kernel", kernel, grid, 32 * WARPS, smem, stream, s,
-                          static_cast<const T*>(t->x), static_cast<const T*>(t->w), static_cast<const T*>(bias),
-                          static_cast<T*>(t->y));
-    return CONV_OK;
+    return twt_launch("tc_stem_kernel", tc_stem_kernel<WARPS, VEC, T>, s.tiles, WARPS, smem, stream, s,
+                      static_cast<const T*>(t->x), static_cast<const T*>(t->w), static_cast<const T*>(bias),
+                      static_cast<T*>(t->y));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <type_traits>
 
+#include "grid_dependency.cuh"
+#include "launch_util.cuh"
 #include "mma_operand16.cuh"
 #include "tensor_io.cuh"
 
@@ -55,4 +57,19 @@ __device__ __forceinline__ void twt_store_pass(const float (&acc)[2][8][4], cons
                 *reinterpret_cast<const Word*>(s_y + r * TWT_Y_ROW + c * VEC * 2);
     }
     __syncwarp();  // the staging read before the next pass writes it
+}
+
+// Launches a warp-tile kernel over `tiles` tiles: a wave of blocks of `warps` warps (at most one tile a warp), each
+// warp looping over the tiles, as a programmatic dependent of the work before it.
+template <class Kernel, class... Args>
+static int twt_launch(const char* name, Kernel kernel, long long tiles, int warps, size_t smem, cudaStream_t stream,
+                      Args... args) {
+    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int64_t wave = 0;
+    const int status = conv_wave_blocks(kernel, 32 * warps, smem, &wave);
+    if (status != CONV_OK) return status;
+    const long long need = (tiles + warps - 1) / warps;
+    const dim3 grid((unsigned)(wave < need ? wave : need));
+    CONV_LAUNCH_DEPENDENT(name, kernel, grid, 32 * warps, smem, stream, args...);
+    return CONV_OK;
 }
