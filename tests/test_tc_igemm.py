@@ -654,16 +654,22 @@ def test_pointwise_config_matches_oracle(config, case_id, rng):
 def test_pointwise_config_keeps_non_finite_values_to_their_outputs(config, case_id, rng):
     """An Inf weight reaches only its map's outputs, a NaN input only its pixel's, through the k16 steps'
     zero padding (24 channels) and the staged filter rows past M."""
+    check_non_finite_placement(config, POINTWISE_CASES[case_id], (1, 5, 2, 3), rng)
+
+
+def check_non_finite_placement(config, case, nan_at, rng):
+    """implicit_gemm_f16[config] on the case with w[1, 0, 0, 0] = -Inf and x[nan_at] = NaN: the same outputs
+    non-finite as in the float64 oracle, the rest within the bound."""
     pr.skip_unless_available("implicit_gemm_f16")
-    case = POINTWISE_CASES[case_id].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
+    case = case.with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
     x, w, bias = pr.random_operands(case, rng)
     w[1, 0, 0, 0] = -np.inf
-    x[1, 5, 2, 3] = np.nan
+    x[nan_at] = np.nan
     y, _ = pr.run_config("implicit_gemm_f16", config, case, x, w, bias)
     with np.errstate(invalid="ignore"):
         ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
     assert np.isnan(ref).any() and np.isinf(ref).any()
-    pr.check_non_finite(f"implicit_gemm_f16[{config}] {case_id}", y, ref,
+    pr.check_non_finite(f"implicit_gemm_f16[{config}] {case}", y, ref,
                         pr.error_bound("implicit_gemm_f16", case.x_dtype, case.y_dtype))
 
 
@@ -764,17 +770,7 @@ def test_stem_config_keeps_non_finite_values_to_their_outputs(config, rng):
     """An Inf weight reaches only its map's outputs, a NaN input only the windows that hold it, through the
     k16 steps' zero padding and the staged filter rows past M; a padding tap of an Inf weight gives NaN, as
     PyTorch's conv."""
-    pr.skip_unless_available("implicit_gemm_f16")
-    case = STEM_CASES["c3_m32_3x3_s2_bias"].with_(compute=pr.variant_caps("implicit_gemm_f16")["compute"])
-    x, w, bias = pr.random_operands(case, rng)
-    w[1, 0, 0, 0] = -np.inf
-    x[1, 2, 6, 7] = np.nan
-    y, _ = pr.run_config("implicit_gemm_f16", config, case, x, w, bias)
-    with np.errstate(invalid="ignore"):
-        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert np.isnan(ref).any() and np.isinf(ref).any()
-    pr.check_non_finite(f"implicit_gemm_f16[{config}] stem", y, ref,
-                        pr.error_bound("implicit_gemm_f16", case.x_dtype, case.y_dtype))
+    check_non_finite_placement(config, STEM_CASES["c3_m32_3x3_s2_bias"], (1, 2, 6, 7), rng)
 
 
 STEM_REFUSED = {
