@@ -36,7 +36,7 @@ constexpr int TST_MAX_K = 256;   // taps of a window (16 k16 steps: 528-byte sta
 
 struct tst_shape {
     long long P, tiles;   // output pixels (B * OH * OW) and tiles of TWT_PIX
-    int H, W, C, M, K, KW;
+    int H, W, C, M, K, KH, KW;
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
     int relu;
     int ks;               // k16 steps
@@ -78,23 +78,25 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
         const long long p0 = tile * TWT_PIX, p = p0 + lane;
         // Pixel p's window into row `lane`, taps in the order (kh, kw, c) of w's rows; zeros on padding and
         // for pixels past P (their sums are never stored).
+        const T zero = conv_store_as<T>(0.0f);
         if (p < s.P) {
             uint32_t ow, oh;  // p < 2^31: the dispatcher splits batches whose y passes 2^31 values
             const long long b = s.by_oh.divmod(s.by_ow.divmod((uint32_t)p, &ow), &oh);
+            const T* xb = x + b * s.H * s.W * s.C;  // an image's offsets fit 32 bits (x's do, by the same split)
             const int ih0 = (int)oh * s.stride_h - s.pad_h, iw0 = (int)ow * s.stride_w - s.pad_w;
             int k = 0;
-            for (int kh = 0; k < s.K; ++kh) {
+            for (int kh = 0; kh < s.KH; ++kh) {
                 const int ih = ih0 + kh * s.dil_h;
-                const bool row_in = ih >= 0 && ih < s.H;
+                const bool row_in = (unsigned)ih < (unsigned)s.H;
                 for (int kw = 0; kw < s.KW; ++kw) {
                     const int iw = iw0 + kw * s.dil_w;
-                    const bool in = row_in && iw >= 0 && iw < s.W;
-                    const T* px = x + ((b * s.H + (in ? ih : 0)) * s.W + (in ? iw : 0)) * s.C;
-                    for (int c = 0; c < s.C; ++c, ++k) my_row[k] = in ? px[c] : conv_store_as<T>(0.0f);
+                    const bool in = row_in && (unsigned)iw < (unsigned)s.W;
+                    const int at = in ? (ih * s.W + iw) * s.C : 0;
+                    for (int c = 0; c < s.C; ++c, ++k) my_row[k] = in ? xb[at + c] : zero;
                 }
             }
         } else {
-            for (int k = 0; k < s.K; ++k) my_row[k] = conv_store_as<T>(0.0f);
+            for (int k = 0; k < s.K; ++k) my_row[k] = zero;
         }
         __syncwarp();
         // Per pass of 64 maps, per k16 step: A fragments from the staged windows (read again each pass: a
@@ -132,7 +134,7 @@ static size_t tst_layout(const conv_problem* p, int warps, tst_shape& s) {
     const ConvShape32 g = conv_shape32(p);
     s.P = p->B * (long long)g.OH * g.OW;
     s.tiles = (s.P + TWT_PIX - 1) / TWT_PIX;
-    s.H = g.H; s.W = g.W; s.C = g.C; s.M = g.M; s.KW = g.KW;
+    s.H = g.H; s.W = g.W; s.C = g.C; s.M = g.M; s.KH = g.KH; s.KW = g.KW;
     s.K = g.KH * g.KW * g.C;
     s.stride_h = g.stride_h; s.stride_w = g.stride_w; s.pad_h = g.pad_h; s.pad_w = g.pad_w;
     s.dil_h = g.dil_h; s.dil_w = g.dil_w;
