@@ -10,7 +10,8 @@
 //   0. once a block: the filters (M x K, MKKC: each map's taps in the order of the window's (kh, kw, c)) into
 //      shared memory, a map a row of whole k16 steps (zeros past K, rows of zeros past M up to 16);
 //   1. per tile: lane r gathers pixel r's window, K values of x (zeros on padding), into row r of the warp's
-//      buffer (zeros past K, written once);
+//      buffer (zeros past K, written once): eight loads in flight, then their stores in 4-byte pairs, each tap's
+//      offset and bounds from a table staged once a block;
 //   2. per pass of 64 maps and k16 step, the two m16 tiles' A fragments and, per 16 maps, the B fragments by
 //      ldmatrix, mma.sync m16n8k16 with fp32 sums; then bias, ReLU and the staged stores, 16 bytes where M is
 //      a multiple of 8 (tc_warp_tile.cuh), narrower words for LeNet's 4 maps and other counts.
@@ -42,9 +43,11 @@ struct tst_shape {
     int ks;               // k16 steps
     int row;              // bytes a staged pixel or filter row: 32 a k16 step, and 16
     int w_rows;           // staged filter rows: M rounded up to 16
-    int w_bytes, warp_bytes;
+    int w_bytes, tap_bytes, warp_bytes;  // shared memory: the filters, the taps' table, a warp's rows
     ConvDivider by_ow, by_oh;  // a pixel index into (b, oh, ow)
 };
+
+constexpr int TST_BATCH = 8;  // loads a lane issues before storing them (their latencies overlap)
 
 template <int WARPS, int VEC, class T>
 __global__ void __launch_bounds__(32 * WARPS, 4)
@@ -53,7 +56,8 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
     extern __shared__ uint4 tst_smem[];
     unsigned char* const s_w = reinterpret_cast<unsigned char*>(tst_smem);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    unsigned char* const s_x = s_w + s.w_bytes + warp * s.warp_bytes;  // TWT_PIX rows of s.row bytes
+    int2* const s_taps = reinterpret_cast<int2*>(s_w + s.w_bytes);    // per tap: x offset, (dh << 16) | dw
+    unsigned char* const s_x = s_w + s.w_bytes + s.tap_bytes + warp * s.warp_bytes;  // TWT_PIX rows of s.row bytes
     unsigned char* const s_y = s_x + TWT_PIX * s.row;                  // TWT_PIX rows of TWT_Y_ROW bytes
     T* const my_row = reinterpret_cast<T*>(s_x + lane * s.row);
     const int kpad = 16 * s.ks;
@@ -64,7 +68,14 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
         reinterpret_cast<T*>(s_w + m * s.row)[k] =
             m < s.M && k < s.K ? w[(long long)m * s.K + k] : conv_store_as<T>(0.0f);
     }
-    __syncthreads();  // the filters, before any warp multiplies
+    // Tap k = (kh * KW + kw) * C + c of a window: its offset in x from the window's first tap, and its rows and
+    // columns below and right of it (for the bounds).
+    for (int k = threadIdx.x; k < s.K; k += 32 * WARPS) {
+        const int c = k % s.C, kw = k / s.C % s.KW, kh = k / s.C / s.KW;
+        const int dh = kh * s.dil_h, dw = kw * s.dil_w;
+        s_taps[k] = make_int2((dh * s.W + dw) * s.C + c, dh << 16 | dw);
+    }
+    __syncthreads();  // the filters and taps, before any warp gathers or multiplies
 
     const uint32_t w_at = (uint32_t)__cvta_generic_to_shared(s_w);
     const uint32_t x_at = (uint32_t)__cvta_generic_to_shared(s_x);
@@ -77,26 +88,34 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
     for (long long tile = (long long)blockIdx.x * WARPS + warp; tile < s.tiles; tile += step) {
         const long long p0 = tile * TWT_PIX, p = p0 + lane;
         // Pixel p's window into row `lane`, taps in the order (kh, kw, c) of w's rows; zeros on padding and
-        // for pixels past P (their sums are never stored).
-        const T zero = conv_store_as<T>(0.0f);
-        if (p < s.P) {
-            uint32_t ow, oh;  // p < 2^31: the dispatcher splits batches whose y passes 2^31 values
-            const long long b = s.by_oh.divmod(s.by_ow.divmod((uint32_t)p, &ow), &oh);
-            const T* xb = x + b * s.H * s.W * s.C;  // an image's offsets fit 32 bits (x's do, by the same split)
-            const int ih0 = (int)oh * s.stride_h - s.pad_h, iw0 = (int)ow * s.stride_w - s.pad_w;
-            int k = 0;
-            for (int kh = 0; kh < s.KH; ++kh) {
-                const int ih = ih0 + kh * s.dil_h;
-                const bool row_in = (unsigned)ih < (unsigned)s.H;
-                for (int kw = 0; kw < s.KW; ++kw) {
-                    const int iw = iw0 + kw * s.dil_w;
-                    const bool in = row_in && (unsigned)iw < (unsigned)s.W;
-                    const int at = in ? (ih * s.W + iw) * s.C : 0;
-                    for (int c = 0; c < s.C; ++c, ++k) my_row[k] = in ? xb[at + c] : zero;
+        // for pixels past P (their sums are never stored). TST_BATCH taps a step: the loads first, then the
+        // stores, two values a 4-byte word (k0 and u even).
+        uint32_t ow = 0, oh = 0;  // p < 2^31: the dispatcher splits batches whose y passes 2^31 values
+        const long long b = p < s.P ? s.by_oh.divmod(s.by_ow.divmod((uint32_t)p, &ow), &oh) : 0;
+        const T* xb = x + b * s.H * s.W * s.C;  // an image's offsets fit 32 bits (x's do, by the same split)
+        const int ih0 = (int)oh * s.stride_h - s.pad_h, iw0 = (int)ow * s.stride_w - s.pad_w;
+        const int base = (ih0 * s.W + iw0) * s.C, mine = p < s.P ? s.H : 0;  // past P: every tap zero
+        for (int k0 = 0; k0 < s.K; k0 += TST_BATCH) {
+            T v[TST_BATCH];
+#pragma unroll
+            for (int u = 0; u < TST_BATCH; ++u) {
+                v[u] = conv_store_as<T>(0.0f);
+                if (k0 + u < s.K) {
+                    const int2 t = s_taps[k0 + u];
+                    const int ih = ih0 + (t.y >> 16), iw = iw0 + (t.y & 0xffff);
+                    if ((unsigned)ih < (unsigned)mine && (unsigned)iw < (unsigned)s.W) v[u] = xb[base + t.x];
                 }
             }
-        } else {
-            for (int k = 0; k < s.K; ++k) my_row[k] = zero;
+#pragma unroll
+            for (int u = 0; u < TST_BATCH; u += 2) {
+                if (k0 + u + 1 < s.K) {
+                    uint32_t pair;
+                    memcpy(&pair, &v[u], 2 * sizeof(T));
+                    *reinterpret_cast<uint32_t*>(my_row + k0 + u) = pair;
+                } else if (k0 + u < s.K) {
+                    my_row[k0 + u] = v[u];
+                }
+            }
         }
         __syncwarp();
         // Per pass of 64 maps, per k16 step: A fragments from the staged windows (read again each pass: a
@@ -143,10 +162,11 @@ static size_t tst_layout(const conv_problem* p, int warps, tst_shape& s) {
     s.row = 32 * s.ks + 16;
     s.w_rows = (s.M + 15) / 16 * 16;
     s.w_bytes = s.w_rows * s.row;
+    s.tap_bytes = (s.K * (int)sizeof(int2) + 15) / 16 * 16;
     s.warp_bytes = TWT_PIX * s.row + TWT_PIX * TWT_Y_ROW;
     s.by_ow = ConvDivider::of((uint32_t)g.OW);
     s.by_oh = ConvDivider::of((uint32_t)g.OH);
-    return (size_t)s.w_bytes + (size_t)warps * s.warp_bytes;
+    return (size_t)s.w_bytes + s.tap_bytes + (size_t)warps * s.warp_bytes;
 }
 
 template <int WARPS, int VEC, class T>
@@ -166,6 +186,11 @@ int tc_stem_supports(const conv_problem* p) {
                               "and %d taps a window (KH*KW*C); this layer has C=%lld, %lldx%lld, %lld groups",
                               TST_MAX_C, TST_MAX_K, (long long)p->C, (long long)p->KH, (long long)p->KW,
                               (long long)p->groups);
+    if ((p->KH - 1) * p->dilation_h >= 32768 || (p->KW - 1) * p->dilation_w >= 32768)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the stem configuration's windows span less than 32768 rows and "
+                              "columns; this one spans %lld x %lld", (long long)((p->KH - 1) * p->dilation_h + 1),
+                              (long long)((p->KW - 1) * p->dilation_w + 1));
     if ((p->x_dtype != CONV_F16 && p->x_dtype != CONV_BF16) || p->y_dtype != p->x_dtype)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: the stem configuration takes fp16 or bf16 x and y of one dtype (x "
