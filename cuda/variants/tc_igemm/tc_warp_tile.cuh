@@ -49,12 +49,18 @@ __device__ __forceinline__ void twt_store_pass(const float (&acc)[2][8][4], cons
     }
     __syncwarp();
     const int pass_chunks = min(TWT_MAPS, M - m0) / VEC;
+    if constexpr (VEC == 8) {  // a pixel's words on consecutive lanes: four pixels' 128 bytes an instruction
 #pragma unroll
-    for (int e = lane; e < TWT_PIX * CHUNKS; e += 32) {
-        const int r = e / CHUNKS, c = e % CHUNKS;
-        if (c < pass_chunks && p0 + r < P)
-            *reinterpret_cast<Word*>(y + (p0 + r) * M + m0 + c * VEC) =
-                *reinterpret_cast<const Word*>(s_y + r * TWT_Y_ROW + c * VEC * 2);
+        for (int e = lane; e < TWT_PIX * CHUNKS; e += 32) {
+            const int r = e / CHUNKS, c = e % CHUNKS;
+            if (c < pass_chunks && p0 + r < P)
+                *reinterpret_cast<Word*>(y + (p0 + r) * M + m0 + c * VEC) =
+                    *reinterpret_cast<const Word*>(s_y + r * TWT_Y_ROW + c * VEC * 2);
+        }
+    } else if (p0 + lane < P) {  // narrower words (few maps, as LeNet's 4): a lane stores its pixel's
+        for (int c = 0; c < pass_chunks; ++c)
+            *reinterpret_cast<Word*>(y + (p0 + lane) * M + m0 + c * VEC) =
+                *reinterpret_cast<const Word*>(s_y + lane * TWT_Y_ROW + c * VEC * 2);
     }
     __syncwarp();  // the staging read before the next pass writes it
 }
