@@ -396,13 +396,13 @@ def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation,
 
 
 @requires_gpu
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("K, S", [(4, 3), (2, 1), (3, 3)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("K, S", [(4, 3), (2, 1), (3, 3), (4, 4), (3, 2)])
 @pytest.mark.parametrize("off_16_bytes", [None, "x"])
 def test_state_update_on_more_rows_than_the_device_holds(K, S, dtype, off_16_bytes, rng):
-    """Past 1024 rows a streaming multiprocessor, a thread of the one-step kernel takes two adjacent 16-bit
-    rows where a state of 1 or 3 values is no whole 4-byte word (16 rows past the bound: the last block
-    partial); x off the 4-byte boundary keeps one row a thread; a 3-value state of K values, one row."""
+    """Past 1024 rows a streaming multiprocessor, a thread of the one-step kernel takes two adjacent rows where
+    a state is no multiple of 16 bytes (16 rows past the bound: the last block partial); x off its boundary
+    keeps one row a thread; fp32 states of 4 values, one row."""
     torch = _cuda_torch()
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     _check_update_steps(2, 512 * sms + 8, 1, K, S, dtype, "silu", off_16_bytes, rng)

@@ -182,7 +182,8 @@ def run_causal_update(rng) -> None:
                                  (3, 24, 1, 3, 2, np.float16), (2, 40, 1, 4, 4, np.float16),
                                  (3, 29, 1, 4, 3, np.float16), (3, 1032, 1, 4, 3, np.float16),
                                  (2, 40, 1, 4, 3, np.float32), (2, 520, 1, 2, 1, np.float16),
-                                 (2, 131080, 1, 4, 3, np.float16), (2, 131080, 1, 2, 1, np.float16)):
+                                 (2, 131080, 1, 4, 3, np.float16), (2, 131080, 1, 2, 1, np.float16),
+                                 (2, 131080, 1, 4, 4, np.float16), (2, 131080, 1, 3, 2, np.float32)):
         x = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, T)).astype(dtype))
         state = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (B, D, S)).astype(dtype))
         w = pyconv.DeviceArray.from_host(rng.uniform(-1, 1, (D, K)).astype(dtype))
