@@ -401,8 +401,8 @@ def test_state_update_matches_a_full_recompute(B, D, T, K, S, dtype, activation,
 @pytest.mark.parametrize("off_16_bytes", [None, "x"])
 def test_state_update_on_more_rows_than_the_device_holds(K, S, dtype, off_16_bytes, rng):
     """Past 1024 rows a streaming multiprocessor, a thread of the one-step kernel takes two adjacent rows where
-    a state is no multiple of 16 bytes (16 rows past the bound: the last block partial); x off its boundary
-    keeps one row a thread; fp32 states of 4 values, one row."""
+    a 16-bit state is no multiple of 16 bytes (16 rows past the bound: the last block partial); x off its
+    boundary keeps one row a thread; fp32 states, one row."""
     torch = _cuda_torch()
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     _check_update_steps(2, 512 * sms + 8, 1, K, S, dtype, "silu", off_16_bytes, rng)

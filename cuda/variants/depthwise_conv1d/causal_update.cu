@@ -49,18 +49,16 @@ __global__ void causal_update_kernel(UpdateArgs a, const TX* __restrict__ x, TX*
     }
 }
 
-// The common decoding step, one token (T = 1) with a state of K-1 or K values (the causal-conv1d
-// package's tests keep K-1; Mamba's blocks keep K), x and y of one dtype: each thread takes R adjacent
-// rows (channels d .. d+R-1 of one batch item), R = 2 where a state is no multiple of 16 bytes (step_rows),
-// else 1, so that the state, the taps, x, y and bias move in words of 4 bytes or more, with no loops and no
-// per-value branch. For T = 1 both layouts put
-// x[b, d] and y[b, d] at b * D + d. (The generic kernel above spent ~4x the floor at B x D = 256 x 8192:
-// scalar 2-byte state accesses, run-time loops over S, K and T.) One row a thread, a 16-bit state of 3
-// values moved as three 2-byte words reached 69-75% of the floor at batch 64-256, D = 4096-8192 (H200),
-// where 4-value rows reached 84-113%: the kernel is bound by issuing instructions (bench/PERF_NOTES.md);
-// two rows move in three 4-byte words. Two ways of moving it in 16-byte words measured slower: 8 rows a
-// thread (6.4-10.8 vs 4.9-8.3 us at batch 256) and a warp's 32 rows staged through shared memory
-// (5.6-9.5 us).
+// The common decoding step, one token (T = 1) with a state of K-1 or K values (the causal-conv1d package's tests
+// keep K-1; Mamba's blocks keep K), x and y of one dtype: each thread takes R adjacent rows (channels d .. d+R-1 of
+// one batch item), R = 2 where a 16-bit state is no multiple of 16 bytes (step_rows), else 1, so that the state,
+// the taps, x, y and bias move in words of 4 bytes or more, with no loops and no per-value branch. For T = 1 both
+// layouts put x[b, d] and y[b, d] at b * D + d. (The generic kernel above spent ~4x the floor at B x D = 256 x
+// 8192: scalar 2-byte state accesses, run-time loops over S, K and T.) One row a thread, a 16-bit state of 3 values
+// moved as three 2-byte words reached 69-75% of the floor at batch 64-256, D = 4096-8192 (H200), where 4-value rows
+// reached 84-113%: the kernel is bound by issuing instructions (bench/PERF_NOTES.md); two rows move in three 4-byte
+// words. Two ways of moving it in 16-byte words measured slower: 8 rows a thread (6.4-10.8 vs 4.9-8.3 us at batch
+// 256) and a warp's 32 rows staged through shared memory (5.6-9.5 us).
 template <class T, int N>
 struct RowOf {
     static constexpr int kBytes = N * (int)sizeof(T);
@@ -81,12 +79,13 @@ struct RowOf {
     }
 };
 
-// Rows a thread of the step kernel takes: two where a state (S values of T) is no multiple of 16 bytes, so that
-// two rows' state moves in wider words (16-bit states of 1 or 3 values: 4-byte words; of 2 or 4, and fp32
-// states of 1 or 2: 8- or 16-byte words; fp32 states of 3: 8-byte words), else one.
+// Rows a thread of the step kernel takes: two where a 16-bit state (S values of T) is no multiple of 16 bytes,
+// so that two rows' state moves in wider words (1 or 3 values: 4-byte words; 2 or 4: 8- or 16-byte words),
+// else one. fp32 states keep one row: two rows of 3 values measured 8-11% slower at batch 64-256, D = 4096-8192
+// (H200), and 1 or 2 values already move in whole words.
 template <class T, int S>
 constexpr int step_rows() {
-    return S * sizeof(T) % 16 == 0 ? 1 : 2;
+    return sizeof(T) == 2 && S * sizeof(T) % 16 != 0 ? 2 : 1;
 }
 
 // R rows a thread: channels d0 .. d0+R-1 of one batch item (D % R == 0), row group g = idx / R. Every
