@@ -36,6 +36,8 @@ CHAIN_CASES = {
         # depthwise fp16 NHWC: the dw tiles (banded GEMMs per channel)
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, x_dtype="f16", y_dtype="f16", bias=True,
                  **NHWC),
+        # 8 channels: the stem tile (each window gathered as the reduction)
+        ConvCase(2, 8, 20, 20, 8, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", bias=True, **NHWC),
     ],
     "implicit_gemm_tf32": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), bias=True),
