@@ -287,6 +287,38 @@ def test_conv2d_runs_its_remembered_plan_without_the_lookup(gen, device, monkeyp
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_output_allocation_takes_the_fast_function_or_falls_back_for_good(gen, device, channels_last, monkeypatch):
+    """y comes from PyTorch's internal allocation function (size, strides, dtype) where this PyTorch has it, with
+    F.conv2d's strides; one that takes other arguments (a TypeError) is dropped for x.new_empty, the call and
+    every later one still right."""
+    from pyconv.torch import _engine
+    name = "_fast_empty_cuda" if device == "cuda" else "_fast_empty_cpu"
+    fast = getattr(_engine, name)
+    if fast is None:
+        pytest.skip(f"this PyTorch ({torch.__version__}) has no {name[6:]}: x.new_empty throughout")
+    for kept in ("_fast_empty_cpu", "_fast_empty_cuda"):  # both restored after the test (the fallback drops both)
+        monkeypatch.setattr(_engine, kept, getattr(_engine, kept))
+    calls = []
+    monkeypatch.setattr(_engine, name, lambda *a: calls.append(a) or fast(*a))
+    x = rand(gen, 2, 3, 9, 7, device=device)
+    w = rand(gen, 5, 3, 3, 3, device=device)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    ref = F.conv2d(x, w, padding=1)
+    y = pct.conv2d(x, w, padding=1, engine="pyconv")
+    assert calls and y.stride() == ref.stride() and max_rel(y, ref) <= 1e-5
+
+    def other_signature(*a):
+        raise TypeError("takes 4 arguments")
+    monkeypatch.setattr(_engine, name, other_signature)
+    for _ in range(2):
+        y = pct.conv2d(x, w, padding=1, engine="pyconv")
+        assert y.stride() == ref.stride() and max_rel(y, ref) <= 1e-5
+    assert _engine._fast_empty_cpu is None and _engine._fast_empty_cuda is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_conv2d_remembered_plan_steps_aside_for_what_it_was_not_made_for(gen, device):
     """What can change between calls of one input shape takes the full path and gives nn.Conv2d's result:
     x or w in another memory format, a weight of another dtype or shape, the bias removed, autograd

@@ -103,6 +103,13 @@ _guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
 _fast_empty_cpu = getattr(_guards, "_empty_strided_cpu", None)
 _cuda_device = getattr(torch._C, "_cuda_getDevice", None)  # (CPU-only builds lack it: no CUDA tensor there)
 _fast_empty_cuda = getattr(_guards, "_empty_strided_cuda", None) if _cuda_device is not None else None
+
+
+def _no_fast_empty() -> None:
+    global _fast_empty_cpu, _fast_empty_cuda
+    _fast_empty_cpu = _fast_empty_cuda = None
+
+
 capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False)  # (CPU-only builds lack it)
 DEFAULT_TUNING_BUDGET_MS = 300.0
 _tuning_budget_ms: Optional[float] = DEFAULT_TUNING_BUDGET_MS
@@ -232,11 +239,13 @@ def _run(entry: _Entry, x, w, b, dev: int, y=None):
         else:
             fast = _fast_empty_cpu
         if fast is not None:
-            y = fast(entry.out_shape, entry.alloc_strides, entry.dtype)
-        elif entry.out_strides is None:
-            y = x.new_empty(entry.out_shape)
-        else:
-            y = x.new_empty_strided(entry.out_shape, entry.out_strides)
+            try:
+                y = fast(entry.out_shape, entry.alloc_strides, entry.dtype)
+            except TypeError:  # a PyTorch whose internal function takes other arguments: x.new_empty from now on
+                _no_fast_empty()
+        if y is None:
+            y = x.new_empty(entry.out_shape) if entry.out_strides is None else x.new_empty_strided(entry.out_shape,
+                                                                                                     entry.out_strides)
     ws_bytes = entry.workspace_bytes
     stream = _raw_stream(dev) if dev >= 0 else 0
     ws = None
