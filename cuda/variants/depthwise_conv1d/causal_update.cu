@@ -81,7 +81,7 @@ struct RowOf {
 
 // Rows a thread of the step kernel takes: two where a 16-bit state (S values of T) is no multiple of 16 bytes,
 // so that two rows' state moves in wider words (1 or 3 values: 4-byte words; 2 or 4: 8- or 16-byte words),
-// else one. fp32 states keep one row: two rows of 3 values measured 8-11% slower at batch 64-256, D = 4096-8192
+// else one. fp32 states keep one row: two rows of 3 values measured 2-11% slower at batch 64-256, D = 2048-8192
 // (H200), and 1 or 2 values already move in whole words.
 template <class T, int S>
 constexpr int step_rows() {
