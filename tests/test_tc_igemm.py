@@ -632,9 +632,9 @@ POINTWISE_CASES = {
     "c8_m8_bf16": ConvCase(2, 8, 5, 7, 8, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True, **DW),
     # four k16 steps, four passes of 64 maps
     "c64_m256": ConvCase(1, 64, 10, 11, 256, 1, 1, x_dtype="f16", y_dtype="f16", **DW),
-    # 128 tiles for the warps to loop over (each warp several, the next tile's copies in flight); 136 maps:
-    # a last pass of one n8 tile
-    "c40_m136_many_tiles": ConvCase(4, 40, 33, 31, 136, 1, 1, x_dtype="f16", y_dtype="f16", bias=True,
+    # more tiles than a wave of warps takes (262,144 pixels: each warp several, the next tile's copies in flight,
+    # on a GPU of up to 160 SMs at 4 blocks an SM); 136 maps: a last pass of one n8 tile
+    "c40_m136_warps_loop": ConvCase(16, 40, 128, 128, 136, 1, 1, x_dtype="f16", y_dtype="f16", bias=True,
                                     epilogue="relu", **DW),
     "c48_m72_bf16": ConvCase(2, 48, 40, 40, 72, 1, 1, x_dtype="bf16", y_dtype="bf16", **DW),
 }
@@ -739,9 +739,13 @@ STEM_CASES = {
     "c2_m6": ConvCase(2, 2, 12, 13, 6, 5, 3, padding=(2, 1), x_dtype="f16", y_dtype="f16", bias=True,
                       epilogue="relu", **DW),
     "c3_m5_stride3": ConvCase(2, 3, 14, 16, 5, 3, 3, stride=(3, 3), x_dtype="f16", y_dtype="f16", bias=True, **DW),
-    # 205 tiles for the warps to loop over
-    "c3_m40_many_tiles": ConvCase(4, 3, 40, 41, 40, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
+    # More tiles than a wave of warps takes, so that each warp loops over several (a wave is SMs x blocks an SM
+    # x 4 warps, 32 pixels a tile: 262,144 pixels are 3 rounds and more on a GPU of up to 160 SMs at 4 blocks an
+    # SM); the second with a 7x7 window of 4 channels (196 taps: a row's last k16 step part zeros) and 16 maps
+    "c3_m40_warps_loop": ConvCase(16, 3, 128, 128, 40, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
                                   bias=True, epilogue="relu", **DW),
+    "c4_m16_7x7_warps_loop": ConvCase(16, 4, 128, 128, 16, 7, 7, padding=(3, 3), x_dtype="bf16", y_dtype="bf16",
+                                      bias=True, **DW),
 }
 
 
