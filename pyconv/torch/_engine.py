@@ -61,20 +61,17 @@ def _launcher():
 
 class _Entry:
     """What a key runs: a C plan (handle not None) or PyTorch's conv (reason: why, None if timed/asked)."""
-    __slots__ = ("plan", "handle", "out_shape", "out_strides", "alloc_strides", "dtype", "device", "memory_format",
+    __slots__ = ("plan", "handle", "out_shape", "out_strides", "dtype", "device", "memory_format",
                  "workspace_bytes", "reason", "record", "captured")
 
     def __init__(self, x, memory_format, record: dict, plan=None, out_shape=None, reason=None):
         self.plan = plan              # keeps the C plan (and so the handle) alive while cached here
         self.handle = None if plan is None else int(ffi().cast("uintptr_t", plan.handle))
         self.out_shape = None if out_shape is None else tuple(out_shape)  # (a plain tuple: _fast_empty takes no Size)
-        self.out_strides = None       # channels-last strides of y where x is NHWC (else y is contiguous)
-        self.alloc_strides = None     # y's strides in either memory format (for _fast_empty)
+        self.out_strides = None       # y's strides: channels-last where x is NHWC, else contiguous
         if out_shape is not None:
             _, m, oh, ow = out_shape
-            if memory_format is _CL:
-                self.out_strides = (oh * ow * m, 1, ow * m, m)
-            self.alloc_strides = self.out_strides or (m * oh * ow, oh * ow, ow, 1)
+            self.out_strides = (oh * ow * m, 1, ow * m, m) if memory_format is _CL else (m * oh * ow, oh * ow, ow, 1)
         self.dtype = x.dtype
         self.device = x.device
         self.memory_format = memory_format
@@ -240,12 +237,12 @@ def _run(entry: _Entry, x, w, b, dev: int, y=None):
             fast = _fast_empty_cpu
         if fast is not None:
             try:
-                y = fast(entry.out_shape, entry.alloc_strides, entry.dtype)
+                y = fast(entry.out_shape, entry.out_strides, entry.dtype)
             except TypeError:  # a PyTorch whose internal function takes other arguments: x.new_empty from now on
                 _no_fast_empty()
         if y is None:
-            y = x.new_empty(entry.out_shape) if entry.out_strides is None else x.new_empty_strided(entry.out_shape,
-                                                                                                     entry.out_strides)
+            y = (x.new_empty_strided(entry.out_shape, entry.out_strides) if entry.memory_format is _CL
+                 else x.new_empty(entry.out_shape))
     ws_bytes = entry.workspace_bytes
     stream = _raw_stream(dev) if dev >= 0 else 0
     ws = None
