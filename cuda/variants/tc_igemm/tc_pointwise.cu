@@ -28,13 +28,10 @@
 
 namespace {
 
-constexpr int TPW_PIX = TWT_PIX;
-constexpr int TPW_MAPS = TWT_MAPS;
 constexpr int TPW_MAX_KS = 4;  // k16 steps (C up to 64): the A fragments a tile keeps
-constexpr int TPW_Y_ROW = TWT_Y_ROW;
 
 struct tpw_shape {
-    long long P, tiles;  // pixels (B*H*W) and tiles of TPW_PIX
+    long long P, tiles;  // pixels (B*H*W) and tiles of TWT_PIX
     int C, M, relu;
     int chunks;          // 16-byte chunks of a pixel's channels in x (C / 8)
     int row;             // bytes a staged pixel or filter row: 32 a k16 step, and 16
@@ -50,12 +47,12 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
     extern __shared__ uint4 tpw_smem[];
     unsigned char* const s_w = reinterpret_cast<unsigned char*>(tpw_smem);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    unsigned char* const s_x = s_w + s.w_bytes + warp * s.warp_bytes;  // two buffers of TPW_PIX rows
-    unsigned char* const s_y = s_x + 2 * TPW_PIX * s.row;              // TPW_PIX rows of TPW_Y_ROW bytes
+    unsigned char* const s_x = s_w + s.w_bytes + warp * s.warp_bytes;  // two buffers of TWT_PIX rows
+    unsigned char* const s_y = s_x + 2 * TWT_PIX * s.row;              // TWT_PIX rows of TWT_Y_ROW bytes
 
     // The x buffers' chunks past C: zeros no copy overwrites (the last k-step's upper half at C % 16 == 8).
     const int past = ROW_CHUNKS - s.chunks;
-    for (int e = lane; e < 2 * TPW_PIX * past; e += 32)
+    for (int e = lane; e < 2 * TWT_PIX * past; e += 32)
         *reinterpret_cast<uint4*>(s_x + e / past * s.row + (s.chunks + e % past) * 16) = make_uint4(0u, 0u, 0u, 0u);
     grid_wait_prior();  // launched as a programmatic dependent (grid_dependency.cuh)
     for (int e = threadIdx.x; e < s.w_rows * ROW_CHUNKS; e += 32 * WARPS) {
@@ -66,9 +63,9 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
     }
     // Tile t's pixels into buffer buf: 32 * C contiguous values of x (zeros past P).
     const auto copy = [&](long long t, int buf) {
-        const long long p0 = t * TPW_PIX;
-        unsigned char* dst = s_x + buf * TPW_PIX * s.row;
-        for (int e = lane; e < TPW_PIX * s.chunks; e += 32) {
+        const long long p0 = t * TWT_PIX;
+        unsigned char* dst = s_x + buf * TWT_PIX * s.row;
+        for (int e = lane; e < TWT_PIX * s.chunks; e += 32) {
             const int r = e / s.chunks, c = e - r * s.chunks;
             const bool in = p0 + r < s.P;
             cp_async_16_zfill(dst + r * s.row + c * 16, x + (in ? (p0 + r) * s.C + c * 8 : 0), in);
@@ -98,10 +95,10 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks)
-                ldmatrix_x4(a[mt][ks], x_at + buf * TPW_PIX * s.row + mt * 16 * s.row + a_lane + ks * 32);
-        const long long p0 = tile * TPW_PIX;
+                ldmatrix_x4(a[mt][ks], x_at + buf * TWT_PIX * s.row + mt * 16 * s.row + a_lane + ks * 32);
+        const long long p0 = tile * TWT_PIX;
 #pragma unroll 1
-        for (int m0 = 0; m0 < s.M; m0 += TPW_MAPS) {
+        for (int m0 = 0; m0 < s.M; m0 += TWT_MAPS) {
             float acc[2][8][4];
             mma_zero(acc);
 #pragma unroll
@@ -127,7 +124,7 @@ __global__ void __launch_bounds__(32 * WARPS, 4)
 // The geometry of problem p and the shared memory a block of `warps` warps takes.
 static size_t tpw_layout(const conv_problem* p, int warps, tpw_shape& s) {
     s.P = p->B * p->H * p->W;
-    s.tiles = (s.P + TPW_PIX - 1) / TPW_PIX;
+    s.tiles = (s.P + TWT_PIX - 1) / TWT_PIX;
     s.C = (int)p->C;
     s.M = (int)p->M;
     s.relu = p->epilogue == CONV_EPILOGUE_RELU;
@@ -136,7 +133,7 @@ static size_t tpw_layout(const conv_problem* p, int warps, tpw_shape& s) {
     s.row = 32 * ks + 16;
     s.w_rows = (s.M + 15) / 16 * 16;
     s.w_bytes = s.w_rows * s.row;
-    s.warp_bytes = 2 * TPW_PIX * s.row + TPW_PIX * TPW_Y_ROW;
+    s.warp_bytes = 2 * TWT_PIX * s.row + TWT_PIX * TWT_Y_ROW;
     return (size_t)s.w_bytes + (size_t)warps * s.warp_bytes;
 }
 
