@@ -64,16 +64,21 @@ __device__ __forceinline__ void tst_gather_batch(const int2* taps, int k0, const
                                                  int rows, int W, T* row) {
     T v[TST_BATCH];
     bool in[TST_BATCH];
+    // The window's first tap as an opaque pointer: folded into each tap's index instead, the compiler gave a tap
+    // four integer instructions of 64-bit index arithmetic; from a pointer, one wide multiply-add.
+    const T* xw = xb + base;
+    asm("" : "+l"(xw));
 #pragma unroll
     for (int u = 0; u < TST_BATCH; ++u) {
         const int2 t = taps[k0 + u];
         if (BOUNDED) {
             const int ih = ih0 + (t.y >> 16), iw = iw0 + (t.y & 0x7fff);
             in[u] = !(t.y & TST_PAST_K) && (unsigned)ih < (unsigned)rows && (unsigned)iw < (unsigned)W;
-        } else {
+            v[u] = xb[in[u] ? base + t.x : 0];
+        } else {  // t.x >= 0: an unsigned offset
             in[u] = true;
+            v[u] = __ldg(xw + (unsigned)t.x);
         }
-        v[u] = xb[in[u] ? base + t.x : 0];
     }
 #pragma unroll
     for (int u = 0; u < TST_BATCH; ++u)
