@@ -739,6 +739,12 @@ STEM_CASES = {
     "c2_m6": ConvCase(2, 2, 12, 13, 6, 5, 3, padding=(2, 1), x_dtype="f16", y_dtype="f16", bias=True,
                       epilogue="relu", **DW),
     "c3_m5_stride3": ConvCase(2, 3, 14, 16, 5, 3, 3, stride=(3, 3), x_dtype="f16", y_dtype="f16", bias=True, **DW),
+    # windows of the most rows (31: the row masks' last bit, beside the row that marks taps past K) and columns,
+    # long bands as InceptionNeXt's and SLaK's, padded and dilated so that most windows cross x's edges
+    "c8_m16_31x1_band": ConvCase(2, 8, 40, 9, 16, 31, 1, padding=(15, 0), x_dtype="f16", y_dtype="f16", bias=True,
+                                 **DW),
+    "c2_m8_1x31_dilated": ConvCase(2, 2, 5, 70, 8, 1, 31, padding=(0, 20), dilation=(1, 2), x_dtype="bf16",
+                                   y_dtype="bf16", **DW),
     # More tiles than a wave of warps takes, so that each warp loops over several (a wave is SMs x blocks an SM
     # x 4 warps, 32 pixels a tile: 262,144 pixels are 3 rounds and more on a GPU of up to 160 SMs at 4 blocks an
     # SM); the second with a 7x7 window of 4 channels (196 taps: a row's last k16 step part zeros) and 16 maps
@@ -783,6 +789,8 @@ STEM_REFUSED = {
     "c16": (ConvCase(2, 16, 9, 9, 16, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16", **DW),
             "ungrouped layers of at most 8 channels"),
     "taps_past_256": (ConvCase(1, 8, 12, 12, 8, 7, 7, x_dtype="f16", y_dtype="f16", **DW), "256 taps a window"),
+    "columns_past_31": (ConvCase(1, 1, 4, 40, 8, 1, 32, x_dtype="f16", y_dtype="f16", **DW),
+                        "at most 31 rows and columns"),
     # 256 taps for 2048 maps: the filters pass any GPU's shared memory
     "filters_past_shared_memory": (ConvCase(1, 4, 12, 12, 2048, 8, 8, x_dtype="f16", y_dtype="f16", **DW),
                                    "bytes of shared memory"),

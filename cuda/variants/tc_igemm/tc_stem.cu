@@ -42,6 +42,7 @@ struct tst_shape {
     long long P, tiles;   // output pixels (B * OH * OW) and tiles of TWT_PIX
     int H, W, C, M, K, KH, KW;
     int span_h, span_w;   // rows and columns a window spans: (KH - 1) * dil_h + 1, ...
+    uint32_t rows_all, cols_all;  // masks of a window's KH rows and KW columns
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
     int relu;
     int ks;               // k16 steps
@@ -53,32 +54,24 @@ struct tst_shape {
 };
 
 constexpr int TST_BATCH = 8;         // taps a gather step: loads in flight a lane (16: 4-10% slower, H200)
-constexpr int TST_PAST_K = 1 << 15;  // a tap table entry past K (bit 15 of the column: windows span < 2^15)
+constexpr int TST_MAX_SIDE = 31;  // window rows and columns: bit masks of 32, row 31 marks the taps past K
 static_assert(TST_BATCH % 8 == 0 && 16 % TST_BATCH == 0, "a gather step is whole 16-byte stores in a k16 step");
 
-// Taps k0 .. k0 + TST_BATCH of a window (first tap at xb + base, at row ih0 and column iw0) into `row`: the loads
-// first, then 16-byte stores. BOUNDED: each tap checked against x's rows [0, rows), columns [0, W) and K; one
-// outside loads xb[0] instead (no branch around a load) and stores zero. Else every tap lies inside x, below K.
+// Taps k0 .. k0 + TST_BATCH of a window (its first tap at xw, which may lie outside x) into `row`: the loads
+// first, then 16-byte stores. A tap is (offset from the first tap, window row, window column); BOUNDED: it is
+// taken where bit `row` of rows_in and bit `column` of cols_in are set (the window's rows and columns inside x;
+// row TST_MAX_SIDE for the taps past K, never set), else xb (the image's first value) is loaded instead (no
+// branch around a load) and zero stored. Else every tap lies inside x, below K.
 template <bool BOUNDED, class T>
-__device__ __forceinline__ void tst_gather_batch(const int2* taps, int k0, const T* xb, int base, int ih0, int iw0,
-                                                 int rows, int W, T* row) {
+__device__ __forceinline__ void tst_gather_batch(const int4* taps, int k0, const T* xb, const T* xw, uint32_t rows_in,
+                                                 uint32_t cols_in, T* row) {
     T v[TST_BATCH];
     bool in[TST_BATCH];
-    // The window's first tap as an opaque pointer: folded into each tap's index instead, the compiler gave a tap
-    // four integer instructions of 64-bit index arithmetic; from a pointer, one wide multiply-add.
-    const T* xw = xb + base;
-    asm("" : "+l"(xw));
 #pragma unroll
     for (int u = 0; u < TST_BATCH; ++u) {
-        const int2 t = taps[k0 + u];
-        if (BOUNDED) {
-            const int ih = ih0 + (t.y >> 16), iw = iw0 + (t.y & 0x7fff);
-            in[u] = !(t.y & TST_PAST_K) && (unsigned)ih < (unsigned)rows && (unsigned)iw < (unsigned)W;
-            v[u] = xb[in[u] ? base + t.x : 0];
-        } else {  // t.x >= 0: an unsigned offset
-            in[u] = true;
-            v[u] = __ldg(xw + (unsigned)t.x);
-        }
+        const int4 t = taps[k0 + u];
+        in[u] = !BOUNDED || (rows_in >> t.y & cols_in >> t.z & 1u);
+        v[u] = __ldg(in[u] ? xw + t.x : xb);
     }
 #pragma unroll
     for (int u = 0; u < TST_BATCH; ++u)
@@ -98,7 +91,7 @@ __global__ void __launch_bounds__(32 * WARPS, 5)
     extern __shared__ uint4 tst_smem[];
     unsigned char* const s_w = reinterpret_cast<unsigned char*>(tst_smem);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int2* const s_taps = reinterpret_cast<int2*>(s_w + s.w_bytes);    // per tap: x offset, (dh << 16) | dw
+    int4* const s_taps = reinterpret_cast<int4*>(s_w + s.w_bytes);    // per tap: x offset, window row, column
     unsigned char* const s_x = s_w + s.w_bytes + s.tap_bytes + warp * s.warp_bytes;  // TWT_PIX rows of s.row bytes
     unsigned char* const s_y = s_x + s.y_at;                           // TWT_PIX rows of TWT_Y_ROW bytes
     T* const my_row = reinterpret_cast<T*>(s_x + lane * s.row);
@@ -109,12 +102,12 @@ __global__ void __launch_bounds__(32 * WARPS, 5)
         reinterpret_cast<T*>(s_w + m * s.row)[k] =
             m < s.M && k < s.K ? w[(long long)m * s.K + k] : conv_store_as<T>(0.0f);
     }
-    // Tap k = (kh * KW + kw) * C + c of a window: its offset in x from the window's first tap, and its rows and
-    // columns below and right of it (for the bounds; both < 2^15, tc_stem_supports). Taps K .. kpad: TST_PAST_K.
+    // Tap k = (kh * KW + kw) * C + c of a window: its offset in x from the window's first tap, kh and kw (for the
+    // bounds). Taps K .. kpad: window row TST_MAX_SIDE, outside every window.
     for (int k = threadIdx.x; k < kpad; k += 32 * WARPS) {
         const int c = k % s.C, kw = k / s.C % s.KW, kh = k / s.C / s.KW;
-        const int dh = kh * s.dil_h, dw = kw * s.dil_w;
-        s_taps[k] = k < s.K ? make_int2((dh * s.W + dw) * s.C + c, dh << 16 | dw) : make_int2(0, TST_PAST_K);
+        s_taps[k] = k < s.K ? make_int4((kh * s.dil_h * s.W + kw * s.dil_w) * s.C + c, kh, kw, 0)
+                            : make_int4(0, TST_MAX_SIDE, 0, 0);
     }
     __syncthreads();  // the filters and taps, before any warp gathers or multiplies
 
@@ -134,14 +127,26 @@ __global__ void __launch_bounds__(32 * WARPS, 5)
         const long long b = p < s.P ? s.by_oh.divmod(s.by_ow.divmod((uint32_t)p, &ow), &oh) : 0;
         const T* xb = x + b * s.H * s.W * s.C;  // an image's offsets fit 32 bits (x's do, by the same split)
         const int ih0 = (int)oh * s.stride_h - s.pad_h, iw0 = (int)ow * s.stride_w - s.pad_w;
-        const int base = (ih0 * s.W + iw0) * s.C, mine = p < s.P ? s.H : 0;  // past P: every tap zero
+        const int mine = p < s.P ? s.H : 0;  // rows of x this pixel may read (past P: none, every tap zero)
+        // The window's first tap as an opaque pointer: folded into each tap's 64-bit index instead, the compiler
+        // gave a tap four integer instructions; from a pointer, one wide multiply-add.
+        const T* xw = xb + (ih0 * s.W + iw0) * s.C;
+        asm("" : "+l"(xw));
         // Where every lane's window lies inside x (most tiles of a large image), the taps below K in whole
-        // batches skip the bounds (7x7 stem, batch 32: 126 -> 104 us on the H200); the rest are checked.
+        // batches skip the bounds (7x7 stem, batch 32: 126 -> 104 us on the H200). The rest take a tap where
+        // its window row and column lie inside x: a mask of each, made once a tile.
         const bool inside = p < s.P && ih0 >= 0 && iw0 >= 0 && ih0 + s.span_h <= s.H && iw0 + s.span_w <= s.W;
-        const int kfast = __all_sync(0xffffffffu, inside) ? s.K / TST_BATCH * TST_BATCH : 0;
+        const bool all_inside = __all_sync(0xffffffffu, inside);
+        uint32_t rows_in = s.rows_all, cols_in = s.cols_all;
+        if (!all_inside) {
+            rows_in = cols_in = 0;
+            for (int r = 0; r < s.KH; ++r) rows_in |= (uint32_t)((unsigned)(ih0 + r * s.dil_h) < (unsigned)mine) << r;
+            for (int c = 0; c < s.KW; ++c) cols_in |= (uint32_t)((unsigned)(iw0 + c * s.dil_w) < (unsigned)s.W) << c;
+        }
+        const int kfast = all_inside ? s.K / TST_BATCH * TST_BATCH : 0;
         int k0 = 0;
-        for (; k0 < kfast; k0 += TST_BATCH) tst_gather_batch<false>(s_taps, k0, xb, base, ih0, iw0, mine, s.W, my_row);
-        for (; k0 < kpad; k0 += TST_BATCH) tst_gather_batch<true>(s_taps, k0, xb, base, ih0, iw0, mine, s.W, my_row);
+        for (; k0 < kfast; k0 += TST_BATCH) tst_gather_batch<false>(s_taps, k0, xb, xw, rows_in, cols_in, my_row);
+        for (; k0 < kpad; k0 += TST_BATCH) tst_gather_batch<true>(s_taps, k0, xb, xw, rows_in, cols_in, my_row);
         __syncwarp();
         // Per pass of 64 maps, per k16 step: A fragments from the staged windows (read again each pass: a
         // 7x7 window's ten steps would not stay in registers), B from the filters.
@@ -184,12 +189,13 @@ static size_t tst_layout(const conv_problem* p, int warps, tst_shape& s) {
     s.stride_h = g.stride_h; s.stride_w = g.stride_w; s.pad_h = g.pad_h; s.pad_w = g.pad_w;
     s.dil_h = g.dil_h; s.dil_w = g.dil_w;
     s.span_h = (g.KH - 1) * g.dil_h + 1; s.span_w = (g.KW - 1) * g.dil_w + 1;
+    s.rows_all = (1u << g.KH) - 1; s.cols_all = (1u << g.KW) - 1;  // KH, KW <= TST_MAX_SIDE
     s.relu = p->epilogue == CONV_EPILOGUE_RELU;
     s.ks = (s.K + 15) / 16;
     s.row = 32 * s.ks + 16;
     s.w_rows = (s.M + 15) / 16 * 16;
     s.w_bytes = s.w_rows * s.row;
-    s.tap_bytes = 16 * s.ks * (int)sizeof(int2);  // whole k16 steps: the gather reads taps up to kpad
+    s.tap_bytes = 16 * s.ks * (int)sizeof(int4);  // whole k16 steps: the gather reads taps up to kpad
     // One pass of maps (M <= 64) reads the windows no more once its sums are made: its outputs are staged over
     // them, a smaller block (7x7 stems of 64 maps: 66 KB instead of 85, 3 blocks an SM instead of 2).
     const int x_bytes = TWT_PIX * s.row, y_bytes = TWT_PIX * TWT_Y_ROW;
@@ -217,7 +223,11 @@ int tc_stem_supports(const conv_problem* p) {
                               "and %d taps a window (KH*KW*C); this layer has C=%lld, %lldx%lld, %lld groups",
                               TST_MAX_C, TST_MAX_K, (long long)p->C, (long long)p->KH, (long long)p->KW,
                               (long long)p->groups);
-    if ((p->KH - 1) * p->dilation_h >= 32768 || (p->KW - 1) * p->dilation_w >= 32768)
+    if (p->KH > TST_MAX_SIDE || p->KW > TST_MAX_SIDE)
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "implicit_gemm_f16: the stem configuration takes windows of at most %d rows and columns; "
+                              "this one is %lldx%lld", TST_MAX_SIDE, (long long)p->KH, (long long)p->KW);
+    if ((p->KH - 1) * p->dilation_h >= 32768 || (p->KW - 1) * p->dilation_w >= 32768)  // taps' offsets in 32 bits
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "implicit_gemm_f16: the stem configuration's windows span less than 32768 rows and "
                               "columns; this one spans %lld x %lld", (long long)((p->KH - 1) * p->dilation_h + 1),
