@@ -11,10 +11,11 @@
 //      shared memory, a map a row of whole k16 steps (zeros past K, rows of zeros past M up to 16);
 //   1. per tile: lane r gathers pixel r's window, K values of x (zeros on padding and past K, up to whole k16
 //      steps), into row r of the warp's buffer, TST_BATCH taps a step: their loads issued before any is used,
-//      then 16-byte stores; each tap's offset and bounds from a table staged once a block. A tap off the image or
-//      past K loads the image's first value instead and is replaced by zero: no load sits under a branch, so
-//      TST_BATCH are in flight a lane (with a branch a tap, the compiler issued one load at a time: ~150 serial
-//      latencies a 7x7 tile);
+//      then 16-byte stores; each tap's offset, window row and column from a table staged once a block, its
+//      bounds from masks of the window's rows and columns inside x made once a tile (none where all 32 windows
+//      lie inside x). A tap off the image or past K loads the image's first value instead and is replaced by
+//      zero: no load sits under a branch, so TST_BATCH are in flight a lane (with a branch a tap, the compiler
+//      issued one load at a time: ~150 serial latencies a 7x7 tile);
 //   2. per pass of 64 maps and k16 step, the two m16 tiles' A fragments and, per 16 maps, the B fragments by
 //      ldmatrix, mma.sync m16n8k16 with fp32 sums; then bias, ReLU and the staged stores, 16 bytes where M is
 //      a multiple of 8 (tc_warp_tile.cuh), narrower words for LeNet's 4 maps and other counts.
