@@ -746,8 +746,9 @@ STEM_CASES = {
     "c2_m8_1x31_dilated": ConvCase(2, 2, 5, 70, 8, 1, 31, padding=(0, 20), dilation=(1, 2), x_dtype="bf16",
                                    y_dtype="bf16", **DW),
     # More tiles than a wave of warps takes, so that each warp loops over several (a wave is SMs x blocks an SM
-    # x 4 warps, 32 pixels a tile: 262,144 pixels are 3 rounds and more on a GPU of up to 160 SMs at 4 blocks an
-    # SM); the second with a 7x7 window of 4 channels (196 taps: a row's last k16 step part zeros) and 16 maps
+    # x 4 warps, 32 pixels a tile: 262,144 pixels are 2.5 rounds and more on a GPU of up to 160 SMs at the stem's
+    # 5 blocks an SM); the second with a 7x7 window of 4 channels (196 taps: a row's last k16 step part zeros) and
+    # 16 maps
     "c3_m40_warps_loop": ConvCase(16, 3, 128, 128, 40, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
                                   bias=True, epilogue="relu", **DW),
     "c4_m16_7x7_warps_loop": ConvCase(16, 4, 128, 128, 16, 7, 7, padding=(3, 3), x_dtype="bf16", y_dtype="bf16",
