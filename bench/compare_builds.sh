@@ -14,16 +14,10 @@ set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${3:?usage: bash bench/compare_builds.sh BEFORE_LIB AFTER_LIB OUT_DIR}"
 mkdir -p "$out" && out="$(cd "$out" && pwd)"
-if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then  # cffi for the GPU machine (shared/device/README.md)
-    site="$(mktemp -d)"
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$repo"/.whl/*.whl || exit 1
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-lib() {  # lib NAME PATH: the library as a plain .so under $out
-    case "$2" in *.gz) gunzip -c "$2" > "$out/$1.so" ;; *.xz) python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$2" "$out/$1.so" ;; *) cp "$2" "$out/$1.so" ;; esac
-}
-lib before "$1" && lib after "$2" || exit 1
+# shellcheck source=bench/carried_libs.sh
+. "$repo/bench/carried_libs.sh"
+carried_setup "$repo" || exit 1
+carried_lib "$1" "$out/before.so" && carried_lib "$2" "$out/after.so" || exit 1
 status=0
 for suite in ${SUITES:-lenet groups cnn5}; do
     seconds_var="SECONDS_$suite"

@@ -3,7 +3,7 @@
 # and faster. The candidate build's tests first, then bench/config_sweep.py's table for each build on a suite's
 # layers, the builds alternating ROUNDS times per batch (a drift of the GPU's state reaches both), the two side by
 # side with cuDNN, then compute-sanitizer on the candidate's configuration.
-#   bash bench/config_ab.sh BASE_LIB CANDIDATE_LIB OUT_DIR      (a .so or .so.gz each; carry .whl, see bench/README)
+#   bash bench/config_ab.sh BASE_LIB CANDIDATE_LIB OUT_DIR      (a .so, .so.gz or .so.xz each; carry .whl)
 # Environment: VARIANT (default implicit_gemm_f16), CONFIG (the configuration, required), SUITE (a packaged suite or
 # a CSV file, default modern5), LAYERS (config_sweep's --layers, space-separated; default all), BATCHES (default
 # "32 128"), COMPARE (default fp16), ROUNDS (default 2), TESTS (pytest's arguments, default
@@ -17,16 +17,10 @@ out="${3:?usage: bash bench/config_ab.sh BASE_LIB CANDIDATE_LIB OUT_DIR}"
 config="${CONFIG:?CONFIG names the configuration to compare}"
 variant="${VARIANT:-implicit_gemm_f16}"
 mkdir -p "$out" && out="$(cd "$out" && pwd)"
-if ! python3 -c 'import cffi' 2> /dev/null && ls "$repo"/.whl/*.whl > /dev/null 2>&1; then  # the GPU machine's cffi
-    site="$(mktemp -d)"
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$repo"/.whl/*.whl || exit 1
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-lib() {  # lib NAME PATH: the library as a plain .so under $out
-    case "$2" in *.gz) gunzip -c "$2" > "$out/$1.so" ;; *) cp "$2" "$out/$1.so" ;; esac
-}
-lib base "$1" && lib candidate "$2" || exit 1
+# shellcheck source=bench/carried_libs.sh
+. "$repo/bench/carried_libs.sh"
+carried_setup "$repo" || exit 1
+carried_lib "$1" "$out/base.so" && carried_lib "$2" "$out/candidate.so" || exit 1
 summary="$out/summary.md"
 : > "$summary"
 status=0

@@ -808,8 +808,6 @@ def test_stem_config_refuses_other_problems(config, case_id):
     expect_refusal("implicit_gemm_f16", config, *STEM_REFUSED[case_id])
 
 
-
-
 @requires_gpu
 @pytest.mark.parametrize("variant,config", CLUSTER_CONFIGS)
 def test_cluster_config_refuses_unsplit_grids(variant, config):
