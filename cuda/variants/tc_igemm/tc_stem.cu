@@ -83,10 +83,15 @@ __device__ __forceinline__ void tst_gather_batch(const int4* taps, int k0, const
     for (int i = 0; i < TST_BATCH / 8; ++i) reinterpret_cast<uint4*>(row + k0)[i] = words[i];
 }
 
-// 5 blocks an SM: 96 registers, no spills (4: 100 registers, 4 blocks; 6: 80 with spills). The gather waits on
-// loads, so the fifth block helped the 3x3 stems 3-6% and cost the 7x7 ones 1-2% (H200).
-template <int WARPS, int VEC, class T>
-__global__ void __launch_bounds__(32 * WARPS, 5)
+// NT n8 tiles of maps a pass: 8 (64 maps), or 4 for layers of at most 32 maps (most networks' stems), whose
+// sums take half the registers. Blocks an SM: with 64 maps a pass 5 (96 registers, no spills; 4 blocks: 100
+// registers; 6: 80 with spills). The gather waits on loads, so the fifth block helped the 3x3 stems 3-6% and
+// cost the 7x7 ones 1-2% (H200); with 32 maps, 8 (64 registers).
+template <int NT>
+constexpr int tst_blocks_per_sm() { return NT == 8 ? 5 : 8; }
+
+template <int WARPS, int VEC, int NT, class T>
+__global__ void __launch_bounds__(32 * WARPS, tst_blocks_per_sm<NT>())
     tc_stem_kernel(tst_shape s, const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                    T* __restrict__ y) {
     extern __shared__ uint4 tst_smem[];
@@ -152,8 +157,8 @@ __global__ void __launch_bounds__(32 * WARPS, 5)
         // Per pass of 64 maps, per k16 step: A fragments from the staged windows (read again each pass: a
         // 7x7 window's ten steps would not stay in registers), B from the filters.
 #pragma unroll 1
-        for (int m0 = 0; m0 < s.M; m0 += TWT_MAPS) {
-            float acc[2][8][4];
+        for (int m0 = 0; m0 < s.M; m0 += 8 * NT) {
+            float acc[2][NT][4];
             mma_zero(acc);
 #pragma unroll 1
             for (int ks = 0; ks < s.ks; ++ks) {
@@ -161,7 +166,7 @@ __global__ void __launch_bounds__(32 * WARPS, 5)
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(a[mt], x_at + mt * 16 * s.row + a_lane + ks * 32);
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {  // n8 tiles 2j and 2j + 1 (past M: the staged rows of zeros)
+                for (int j = 0; j < NT / 2; ++j) {  // n8 tiles 2j and 2j + 1 (past M: the staged rows of zeros)
                     if (m0 + 16 * j >= s.M) break;  // the same for the whole warp
                     uint32_t bf[4];
                     ldmatrix_x4(bf, w_at + (m0 + 16 * j) * s.row + b_lane + ks * 32);
@@ -207,9 +212,9 @@ static size_t tst_layout(const conv_problem* p, int warps, tst_shape& s) {
     return (size_t)s.w_bytes + s.tap_bytes + (size_t)warps * s.warp_bytes;
 }
 
-template <int WARPS, int VEC, class T>
+template <int WARPS, int VEC, int NT, class T>
 static int tst_launch(const tst_shape& s, size_t smem, const conv_tensors* t, const void* bias, cudaStream_t stream) {
-    return twt_launch("tc_stem_kernel", tc_stem_kernel<WARPS, VEC, T>, s.tiles, WARPS, smem, stream, s,
+    return twt_launch("tc_stem_kernel", tc_stem_kernel<WARPS, VEC, NT, T>, s.tiles, WARPS, smem, stream, s,
                       static_cast<const T*>(t->x), static_cast<const T*>(t->w), static_cast<const T*>(bias),
                       static_cast<T*>(t->y));
 }
@@ -253,14 +258,16 @@ int tc_stem_supports(const conv_problem* p) {
 }
 
 // The kernel storing y in words of VEC values: the most of 8, 4, 2 and 1 that M is a multiple of and y's
-// address allows (a pixel's maps then start on a word's boundary).
+// address allows (a pixel's maps then start on a word's boundary); passes of 32 maps for layers of at most 32
+// in 16-byte words (the narrower words are for few odd maps: LeNet's, tests'), else of 64.
 template <int WARPS, class T>
 static int tst_run_typed(const tst_shape& s, size_t smem, const conv_tensors* t, const void* bias, cudaStream_t on) {
     const uintptr_t at = (uintptr_t)t->y;
-    if (s.M % 8 == 0 && at % 16 == 0) return tst_launch<WARPS, 8, T>(s, smem, t, bias, on);
-    if (s.M % 4 == 0 && at % 8 == 0) return tst_launch<WARPS, 4, T>(s, smem, t, bias, on);
-    if (s.M % 2 == 0 && at % 4 == 0) return tst_launch<WARPS, 2, T>(s, smem, t, bias, on);
-    return tst_launch<WARPS, 1, T>(s, smem, t, bias, on);
+    if (s.M % 8 == 0 && at % 16 == 0 && s.M <= 32) return tst_launch<WARPS, 8, 4, T>(s, smem, t, bias, on);
+    if (s.M % 8 == 0 && at % 16 == 0) return tst_launch<WARPS, 8, 8, T>(s, smem, t, bias, on);
+    if (s.M % 4 == 0 && at % 8 == 0) return tst_launch<WARPS, 4, 8, T>(s, smem, t, bias, on);
+    if (s.M % 2 == 0 && at % 4 == 0) return tst_launch<WARPS, 2, 8, T>(s, smem, t, bias, on);
+    return tst_launch<WARPS, 1, 8, T>(s, smem, t, bias, on);
 }
 
 template <int WARPS>

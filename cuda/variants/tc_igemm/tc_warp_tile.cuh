@@ -23,18 +23,19 @@ using TwtWord = typename std::conditional<
                               typename std::conditional<VEC == 2, uint32_t, unsigned short>::type>::type>::type;
 
 // Pass m0's sums acc (the m16n8k16 accumulator layout: pixel mt * 16 + lane / 4 (+ 8), maps 8j + 2 * (lane % 4)
-// and + 1) into y: bias and ReLU, staged in s_y (TWT_PIX rows of TWT_Y_ROW bytes), then pixels p0 .. of P and
-// maps m0 .. of M (a multiple of VEC; y on a boundary of VEC values) by stores of VEC values (8: 16 bytes).
-// Returns with s_y free for the next pass.
-template <int VEC, class T>
-__device__ __forceinline__ void twt_store_pass(const float (&acc)[2][8][4], const T* __restrict__ bias, int relu,
+// and + 1; NT n8 tiles, 8 * NT <= TWT_MAPS maps a pass) into y: bias and ReLU, staged in s_y (TWT_PIX rows of
+// TWT_Y_ROW bytes), then pixels p0 .. of P and maps m0 .. of M (a multiple of VEC; y on a boundary of VEC values)
+// by stores of VEC values (8: 16 bytes). Returns with s_y free for the next pass.
+template <int VEC, int NT, class T>
+__device__ __forceinline__ void twt_store_pass(const float (&acc)[2][NT][4], const T* __restrict__ bias, int relu,
                                                int m0, int M, long long p0, long long P, unsigned char* s_y,
                                                T* __restrict__ y, int lane) {
     using Word = TwtWord<VEC>;
-    constexpr int CHUNKS = TWT_MAPS / VEC;  // words a staged pixel
+    static_assert(8 * NT <= TWT_MAPS, "a pass's maps fit a staged row");
+    constexpr int CHUNKS = 8 * NT / VEC;  // words a staged pixel
     const int g4 = lane / 4, t2 = 2 * (lane % 4);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < NT; ++j) {
         const int m = m0 + 8 * j + t2;
         if (m0 + 8 * j >= M) break;  // the same for the whole warp (a pair past M is staged, never stored)
         const float b0 = bias && m < M ? conv_load(bias, m) : 0.0f;
@@ -48,7 +49,7 @@ __device__ __forceinline__ void twt_store_pass(const float (&acc)[2][8][4], cons
                                  conv_epilogue_value(acc[mt][j][2 * h + 1], b1, relu));
     }
     __syncwarp();
-    const int pass_chunks = min(TWT_MAPS, M - m0) / VEC;
+    const int pass_chunks = min(8 * NT, M - m0) / VEC;
     if constexpr (VEC == 8) {  // a pixel's words on consecutive lanes: four pixels' 128 bytes an instruction
 #pragma unroll
         for (int e = lane; e < TWT_PIX * CHUNKS; e += 32) {
