@@ -43,6 +43,7 @@
 #include <cuda_fp16.h>
 #include <cooperative_groups.h>
 
+#include "mma_operand16.cuh"
 #include "mma_sync.cuh"
 #include "tensor_io.cuh"
 
@@ -371,14 +372,14 @@ __device__ void tc_store_staged(const TcParams& p, const float (&acc)[Tile::MI][
                 for (int h = 0; h < 2; ++h) {
                     TY* row = reinterpret_cast<TY*>(smem + (wm - r0 + i * 16 + g + 8 * h) * S::ROW_BYTES);
 #pragma unroll
-                    for (int j = 0; j < Tile::NJ; ++j)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int col = wn + j * 8 + 2 * t + e;
-                            float v = acc[i][j][2 * h + e];
-                            if (!raw) v = conv_epilogue_value(v, bv[j][e], p.relu);
-                            row[col] = conv_store_as<TY>(v);
+                    for (int j = 0; j < Tile::NJ; ++j) {  // maps 2t, 2t + 1 of n8 tile j: one 4- or 8-byte store
+                        float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+                        if (!raw) {
+                            v0 = conv_epilogue_value(v0, bv[j][0], p.relu);
+                            v1 = conv_epilogue_value(v1, bv[j][1], p.relu);
                         }
+                        mma16_store_pair<TY>(row + wn + j * 8 + 2 * t, v0, v1);
+                    }
                 }
         }
         tc_math_sync<Tile>();  // the pass's rows are in the tile
