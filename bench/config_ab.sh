@@ -6,9 +6,9 @@
 #   bash bench/config_ab.sh BASE_LIB CANDIDATE_LIB OUT_DIR      (a .so, .so.gz or .so.xz each; carry .whl)
 # Environment: VARIANT (default implicit_gemm_f16), CONFIG (the configuration, required), SUITE (a packaged suite or
 # a CSV file, default modern5), LAYERS (config_sweep's --layers, space-separated; default all), BATCHES (default
-# "32 128"), COMPARE (default fp16), ROUNDS (default 2), TESTS (pytest's arguments, default
-# "tests/test_tc_igemm.py -k $CONFIG"; "" for none), SANITIZE (1, default: memcheck and racecheck of
-# tests/sanitize/run_variants.py VARIANT:CONFIG; 0: none).
+# "32 128"), COMPARE (default fp16), ROUNDS (default 2), TESTS (pytest's arguments, read as a shell reads them:
+# TESTS="tests/test_x.py -k 'stem or pw'"; default "tests/test_tc_igemm.py -k $CONFIG"; "" for none), SANITIZE
+# (1, default: memcheck and racecheck of tests/sanitize/run_variants.py VARIANT:CONFIG; 0: none).
 #   OUT_DIR/tests.log, OUT_DIR/sweep-<build>-b<B>.md, OUT_DIR/sanitize-<tool>.log, OUT_DIR/summary.md (printed last)
 # Run it from the checkout: the checkout's pyconv/ drives both libraries (their C ABI is the same).
 set -uo pipefail
@@ -28,9 +28,9 @@ status=0
 # 1. The candidate's tests (a throwaway tuning cache: nothing tuned by another build is reused).
 tests="${TESTS-tests/test_tc_igemm.py -k $config}"
 if [ -n "$tests" ]; then
-    # shellcheck disable=SC2086 # TESTS is pytest's argument list
-    (cd "$repo" && PYCONV_TUNE_CACHE="$(mktemp -u)" PYCONV_LIBRARY="$out/candidate.so" \
-        python3 -m pytest -q -p no:cacheprovider $tests) > "$out/tests.log" 2>&1 || status=1
+    # TESTS is pytest's argument list as a shell would read it: quotes keep a -k expression whole.
+    (cd "$repo" && eval "set -- $tests" && PYCONV_TUNE_CACHE="$(mktemp -u)" PYCONV_LIBRARY="$out/candidate.so" \
+        python3 -m pytest -q -p no:cacheprovider "$@") > "$out/tests.log" 2>&1 || status=1
     echo "tests (candidate): $(tail -n 1 "$out/tests.log")" >> "$summary"
 fi
 
