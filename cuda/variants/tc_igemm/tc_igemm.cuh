@@ -347,6 +347,7 @@ struct TcStagedTile {
     static constexpr int ROW_BYTES = Tile::BN * (int)sizeof(TY) + 16;
     static constexpr int FIT = Tile::SMEM_BYTES / ROW_BYTES;
     static constexpr int ROWS = (FIT < Tile::BM ? FIT : Tile::BM) / Tile::WM * Tile::WM;
+    static constexpr int BYTES = ROWS * ROW_BYTES;  // the shared memory a pass takes
     static_assert(ROWS >= Tile::WM && Tile::BN % VEC == 0, "a warp's rows fit the tile, rows are whole chunks");
 };
 

@@ -198,9 +198,7 @@ static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k,
     const auto kernel = tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
     config.blockDim = dim3(Tile::THREADS + 32);  // the math warpgroups, then the producer warp
     if constexpr (SPLIT == TC_SPLIT_CLUSTER) tc_cluster_splits(config, g);
-    // Whole K: the stages its k-tiles fill (the cluster's reduction keeps them all).
-    config.dynamicSmemBytes = SPLIT == TC_WHOLE_K ? tc_wgmma_smem_bytes<Tile>(g.k_tiles, k.y_dtype, k.staged_store)
-                                                  : tc_wgmma_smem_bytes<Tile>();
+    config.dynamicSmemBytes = tc_wgmma_launch_smem_bytes<Tile, SPLIT == TC_WHOLE_K>(k);
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)config.dynamicSmemBytes));
     conv_note_launch("tc_wgmma_tma_kernel");
@@ -214,10 +212,7 @@ template <class Tile, TcSplit SPLIT>
 static int tc_launch_igemm(const TcParams& k, const TcGrid& g, cudaLaunchConfig_t config) {
     const auto kernel = tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
     if constexpr (Tile::WGMMA) {  // the pipeline in dynamic shared memory, past the default 48 KB limit
-        // Whole K from NHWC x: the stages its k-tiles fill (the NCHW feed's and the splits' keep them all).
-        config.dynamicSmemBytes = SPLIT == TC_WHOLE_K && !Tile::NCHW
-                                      ? tc_wgmma_smem_bytes<Tile>(g.k_tiles, k.y_dtype, k.staged_store)
-                                      : tc_wgmma_smem_bytes<Tile>();
+        config.dynamicSmemBytes = tc_wgmma_launch_smem_bytes<Tile, SPLIT == TC_WHOLE_K>(k);
         CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)config.dynamicSmemBytes));
     }

@@ -16,9 +16,10 @@
 //      lie inside x). A tap off the image or past K loads the image's first value instead and is replaced by
 //      zero: no load sits under a branch, so TST_BATCH are in flight a lane (with a branch a tap, the compiler
 //      issued one load at a time: ~150 serial latencies a 7x7 tile);
-//   2. per pass of 64 maps and k16 step, the two m16 tiles' A fragments and, per 16 maps, the B fragments by
-//      ldmatrix, mma.sync m16n8k16 with fp32 sums; then bias, ReLU and the staged stores, 16 bytes where M is
-//      a multiple of 8 (tc_warp_tile.cuh), narrower words for LeNet's 4 maps and other counts.
+//   2. per pass of 64 maps (32 for layers of at most 32) and k16 step, the two m16 tiles' A fragments and, per
+//      16 maps, the B fragments by ldmatrix, mma.sync m16n8k16 with fp32 sums; then bias, ReLU and the staged
+//      stores, 16 bytes where M is a multiple of 8 (tc_warp_tile.cuh), narrower words for LeNet's 4 maps and
+//      other counts.
 //   A tile's gather waits for its loads (no copy engine takes 2-byte values); the warps of a block and the
 //   blocks of an SM overlap one warp's gather with another's stores.
 #include "tc_stem.h"
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(32 * WARPS, tst_blocks_per_sm<NT>())
         for (; k0 < kfast; k0 += TST_BATCH) tst_gather_batch<false>(s_taps, k0, xb, xw, rows_in, cols_in, my_row);
         for (; k0 < kpad; k0 += TST_BATCH) tst_gather_batch<true>(s_taps, k0, xb, xw, rows_in, cols_in, my_row);
         __syncwarp();
-        // Per pass of 64 maps, per k16 step: A fragments from the staged windows (read again each pass: a
+        // Per pass of 8 * NT maps, per k16 step: A fragments from the staged windows (read again each pass: a
         // 7x7 window's ten steps would not stay in registers), B from the filters.
 #pragma unroll 1
         for (int m0 = 0; m0 < s.M; m0 += 8 * NT) {
@@ -263,8 +264,9 @@ int tc_stem_supports(const conv_problem* p) {
 template <int WARPS, class T>
 static int tst_run_typed(const tst_shape& s, size_t smem, const conv_tensors* t, const void* bias, cudaStream_t on) {
     const uintptr_t at = (uintptr_t)t->y;
-    if (s.M % 8 == 0 && at % 16 == 0 && s.M <= 32) return tst_launch<WARPS, 8, 4, T>(s, smem, t, bias, on);
-    if (s.M % 8 == 0 && at % 16 == 0) return tst_launch<WARPS, 8, 8, T>(s, smem, t, bias, on);
+    if (s.M % 8 == 0 && at % 16 == 0)
+        return s.M <= 32 ? tst_launch<WARPS, 8, 4, T>(s, smem, t, bias, on)
+                         : tst_launch<WARPS, 8, 8, T>(s, smem, t, bias, on);
     if (s.M % 4 == 0 && at % 8 == 0) return tst_launch<WARPS, 4, 8, T>(s, smem, t, bias, on);
     if (s.M % 2 == 0 && at % 4 == 0) return tst_launch<WARPS, 2, 8, T>(s, smem, t, bias, on);
     return tst_launch<WARPS, 1, 8, T>(s, smem, t, bias, on);

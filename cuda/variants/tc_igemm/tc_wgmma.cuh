@@ -29,23 +29,28 @@ constexpr int tc_wgmma_smem_bytes() {
     return Tile::SMEM_BYTES + 1024;
 }
 
-// The same for a block over the whole of a GEMM's k_tiles k-tiles (no split; x not read from NCHW): the
-// stages it fills (a block of fewer k-tiles than stages never touches the others: the TMA producer's and
-// the cp.async copies' tile t goes to stage t % STAGES), or the staged epilogue's rows of y where those take
-// more (they reuse the stages). A 1x1 layer of at most 128 channels is one or two k-tiles: a TMA 128 x 64
-// tile of 4 stages asks for 49 KB, not 97, and runs three blocks an SM (its registers' count), not two, so
-// that more blocks wait on their copies at once.
+// The same for a block over the whole of a GEMM's k_tiles k-tiles: the stages it fills (a block of fewer
+// k-tiles than stages never touches the others: the TMA producer's and the cp.async copies' tile t goes to
+// stage t % STAGES), or the staged epilogue's rows of y where those take more (they reuse the stages). A 1x1
+// layer of at most 128 channels is one or two k-tiles: a TMA 128 x 64 tile of 4 stages asks for 49 KB, not 97,
+// and runs three blocks an SM (its registers' count), not two, so that more blocks wait on their copies at once.
 template <class Tile>
 inline int tc_wgmma_smem_bytes(int k_tiles, int y_dtype, bool staged_store) {
-    using F16 = TcStagedTile<__half, Tile>;
-    using BF16 = TcStagedTile<__nv_bfloat16, Tile>;
-    using F32 = TcStagedTile<float, Tile>;
     const int stages = (k_tiles < Tile::STAGES ? k_tiles : Tile::STAGES) * Tile::STAGE_BYTES;
     const int rows = !staged_store ? 0
-                     : y_dtype == CONV_F16 ? F16::ROWS * F16::ROW_BYTES
-                     : y_dtype == CONV_BF16 ? BF16::ROWS * BF16::ROW_BYTES
-                                            : F32::ROWS * F32::ROW_BYTES;
+                     : y_dtype == CONV_F16 ? TcStagedTile<__half, Tile>::BYTES
+                     : y_dtype == CONV_BF16 ? TcStagedTile<__nv_bfloat16, Tile>::BYTES
+                                            : TcStagedTile<float, Tile>::BYTES;
     return (stages > rows ? stages : rows) + 1024;
+}
+
+// What a launch of configuration (Tile, whole K or not) asks for: sized to its k-tiles over the whole of K
+// from NHWC x; all the stages under a split (the cluster's reduction, the partial sums' passes) or when the
+// NCHW feed fills them.
+template <class Tile, bool WHOLE_K>
+inline int tc_wgmma_launch_smem_bytes(const TcParams& k) {
+    return WHOLE_K && !Tile::NCHW ? tc_wgmma_smem_bytes<Tile>(k.k_tiles, k.y_dtype, k.staged_store)
+                                  : tc_wgmma_smem_bytes<Tile>();
 }
 
 // acc = the block's tile over its k-range (TcCopies), as tc_mainloop's contract: returns with nothing in
