@@ -69,7 +69,7 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
-         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane"]]
+         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",
@@ -82,10 +82,10 @@ ALL_DTYPE_TILES = ["m1_t16x16", "m1_t8x8", "m4_t16x16"]
 def dtypes_of(config):
     """The x / y dtypes a configuration is built for (grouped_direct.cu, grouped_direct.h): the small
     one-map tiles, m4_t16x16, the NCHW depthwise kernels and plane every dtype, the other tiles and the wide NHWC
-    depthwise ones fp32, the narrow NHWC ones f16 / bf16 (and fp32 in the one-pixel tile)."""
+    depthwise ones fp32, the narrow NHWC ones and plane_r8 f16 / bf16 (and fp32 in the one-pixel tile)."""
     if config in ALL_DTYPE_TILES or config.startswith("nchw") or config in ("nhwc_narrow_p1_t128", "plane"):
         return DTYPES
-    if config.startswith("nhwc_narrow"):
+    if config.startswith("nhwc_narrow") or config == "plane_r8":
         return ["f16", "bf16"]
     return ["f32"]
 
@@ -103,7 +103,7 @@ def suite_case(shape, layout, config):
     """The sweep's case for a suite shape in `layout`, in a dtype the configuration is built for (refusals of
     other dtypes: test_depthwise_kernels_every_dtype)."""
     k = list(SHAPES).index(shape)
-    case = variant_of(k, SHAPES[shape], layout)
+    case = lk_case(variant_of(k, SHAPES[shape], layout), config)
     if case.x_dtype not in dtypes_of(config):
         dtype = dtypes_of(config)[k % len(dtypes_of(config))]
         case = case.with_(x_dtype=dtype, y_dtype=dtype)
@@ -287,10 +287,21 @@ LK_SHAPES = {
 LK_LAYOUTS = [("NCHW", "NCHW"), ("NHWC", "NHWC"), ("NHWC", "NCHW"), ("NCHW", "NHWC")]
 
 
-# The kernels for large filters: the window-staging lk_q* (depthwise_large.cu) and plane, which stages whole
-# planes (depthwise_small_plane.cu) and refuses those that do not fit (the 300 x 41 plane).
-LK_CONFIGS = ["lk_q16", "lk_q8", "plane"]
-PLANE_TOO_BIG = {"31x31_tall_plane_c2"}
+# The kernels for large filters: the window-staging lk_q* (depthwise_large.cu) and plane / plane_r8, which
+# stage whole planes (depthwise_small_plane.cu; the 300 x 41 plane of one image takes 53 KB: past the 48 KB of
+# a launch that does not opt in; of four images, too many).
+LK_CONFIGS = ["lk_q16", "lk_q8", "plane", "plane_r8"]
+PLANE_R8_TOO_BIG = {"31x31_tall_plane_c2"}
+
+
+def lk_case(case, config):
+    """plane_r8 sums runs of 8 outputs for 4 images, of f16 / bf16 x, and refuses batches below 4
+    (test_refusals_name_the_reason): its cases take at least 5 images (a group of 4 and one of 1) and f16 x
+    where they were fp32."""
+    if config != "plane_r8":
+        return case
+    case = case.with_(B=max(case.B, 5))
+    return case.with_(x_dtype="f16") if case.x_dtype == "f32" else case
 
 
 @pytest.mark.parametrize("config", LK_CONFIGS)
@@ -304,11 +315,37 @@ def test_large_filter_kernel(shape, dtype, config, rng):
     x_layout, y_layout = LK_LAYOUTS[(k + DTYPES.index(dtype)) % len(LK_LAYOUTS)]
     case = LK_SHAPES[shape].with_(x_layout=x_layout, y_layout=y_layout, w_layout="MKKC" if k % 2 else "MCKK",
                                   x_dtype=dtype, y_dtype=dtype, bias=bool(k % 2), epilogue="relu" if k % 2 else "none")
-    if config == "plane" and shape in PLANE_TOO_BIG:
+    if config == "plane_r8" and dtype not in dtypes_of(config):
+        expect_dtype_refusal(case, config)
+        return
+    case = lk_case(case, config)
+    if config == "plane_r8" and shape in PLANE_R8_TOO_BIG:
         status, message = supports(case, config)
-        assert status == UNSUPPORTED and "stages whole planes" in message, message
+        assert status == UNSUPPORTED and "stages whole planes" in message and "4 images" in message, message
         return
     pr.check_config(NAME, config, case, rng)
+
+
+def test_plane_stages_large_planes_of_four_images(rng):
+    """RepLKNet's first stage in small: four images of a 57 x 53 plane take 48 KB and the 31x31 filter 4 KB, past
+    what a launch gets without opting in; the fifth image is a group of one."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(5, 3, 57, 53, 3, 31, 31, padding=(15, 15), groups=3, bias=True, epilogue="relu")
+    for config in ("plane", "plane_r8"):
+        pr.check_config(NAME, config, lk_case(case, config), rng)
+        pr.check_config(NAME, config, case.with_(x_layout="NHWC", y_layout="NHWC", w_layout="MKKC", x_dtype="bf16",
+                                                 y_dtype="bf16"), rng)
+
+
+def test_plane_refuses_planes_past_its_shared_memory():
+    """Whole planes of 4 images (batch 4 or more; 1 below) and the filter in at most 110 KB: a 56 x 56 plane fits,
+    a 96 x 96 one (149 KB: rows of 97 positions) does not, and the refusal says why."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(4, 8, 96, 96, 8, 31, 31, padding=(15, 15), groups=8)
+    status, message = supports(case, "plane")
+    assert status == UNSUPPORTED and "stages whole planes" in message and "110 KB" in message, message
+    assert supports(case.with_(H=56, W=56), "plane")[0] == 0
+    assert supports(case.with_(B=1), "plane")[0] == 0  # one image: 41 KB
 
 
 @pytest.mark.parametrize("x_dtype,y_dtype", [("f16", "f32"), ("f32", "bf16"), ("bf16", "f16")])
@@ -317,7 +354,7 @@ def test_large_filter_kernel_mixed_dtypes(x_dtype, y_dtype, rng):
     pr.skip_unless_available(NAME)
     case = LK_SHAPES["13x13_s2_c10"].with_(x_dtype=x_dtype, y_dtype=y_dtype, bias=True, epilogue="relu")
     for config in LK_CONFIGS:
-        pr.check_config(NAME, config, case, rng)
+        pr.check_config(NAME, config, lk_case(case, config), rng)
 
 
 def test_large_filter_kernel_many_blocks(rng):
@@ -332,6 +369,11 @@ def test_large_filter_kernel_many_blocks(rng):
     pr.check_config(NAME, "plane", case.with_(B=6, x_layout="NCHW", y_layout="NCHW", x_dtype="f32", y_dtype="f32"), rng)
     pr.check_config(NAME, "plane", case.with_(B=3, y_layout="NCHW", x_dtype="f16", y_dtype="f32"), rng)
     pr.check_config(NAME, "plane", LK_SHAPES["11x7_s2x1_uneven"].with_(B=5, bias=True, epilogue="relu"), rng)
+    pr.check_config(NAME, "plane_r8", case.with_(B=7, C=40, M=40, groups=40), rng)
+    pr.check_config(NAME, "plane_r8", case.with_(B=9, x_layout="NCHW", y_layout="NCHW", x_dtype="f16", y_dtype="f32"),
+                    rng)
+    pr.check_config(NAME, "plane_r8", lk_case(LK_SHAPES["11x7_s2x1_uneven"].with_(bias=True, epilogue="relu"),
+                                              "plane_r8"), rng)
 
 
 @pytest.mark.parametrize("config", LK_CONFIGS)
@@ -340,7 +382,8 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(layout, config, rn
     """A NaN, a +Inf and a -Inf in x reach exactly the outputs whose windows hold them (NaN where +Inf and
     -Inf meet, or Inf times a zero weight), as in the float64 oracle; every other output stays finite."""
     pr.skip_unless_available(NAME)
-    case = ConvCase(2, 3, 30, 27, 3, 11, 15, padding=(5, 7), groups=3, x_layout=layout, y_layout=layout, bias=True)
+    case = lk_case(ConvCase(2, 3, 30, 27, 3, 11, 15, padding=(5, 7), groups=3, x_layout=layout, y_layout=layout,
+                            bias=True), config)
     x, w, bias = pr.random_operands(case, rng)
     x[0, 1, 4, 20] = np.nan
     x[1, 2, 17, 3] = np.inf
@@ -359,7 +402,7 @@ def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     oracle and PyTorch: the kernel skips padding taps only where the block's weights are all finite. The
     other channels (finite weights, padding skipped) stay as the oracle has them."""
     pr.skip_unless_available(NAME)
-    case = ConvCase(2, 20, 14, 15, 20, 27, 27, padding=(13, 13), groups=20, bias=True)
+    case = lk_case(ConvCase(2, 20, 14, 15, 20, 27, 27, padding=(13, 13), groups=20, bias=True), config)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
     w[3, 0, 0, 26] = np.inf  # the top-right tap: on padding for every output but (13, 0) and (13, 1)
     y, _ = pr.run_config(NAME, config, case, x, w, bias)
@@ -368,7 +411,7 @@ def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isinf(y), np.isinf(ref))
     assert np.isnan(ref[:, 3]).sum() > 0 and not np.isnan(np.delete(ref, 3, axis=1)).any()
     finite = np.isfinite(ref)
-    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, "f32", "f32")
+    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
 
 
 def default_of(case):
@@ -410,17 +453,17 @@ def test_default_config_per_shape():
     assert default_of(SHAPES["mbv2_3x3_s1"].with_(x_layout="NHWC")) == "m1_t16x16"  # y NCHW: tiled
     # Filters of 9 or more on a side and 64 taps or more: the large-filter kernel, 16 outputs a thread for square filters of 13+ on
     # planes 28+ wide along the sliding side in grids of 64K such threads, else 8.
-    big = ConvCase(32, 128, 56, 56, 128, 31, 31, padding=(15, 15), groups=128)
+    big = ConvCase(32, 128, 96, 96, 128, 31, 31, padding=(15, 15), groups=128)  # too large a plane for plane
     assert default_of(big) == "lk_q16"
-    assert default_of(big.with_(B=1)) == "lk_q8"  # 3584 threads of 16
-    assert default_of(big.with_(W=27, **nhwc)) == "lk_q8"  # 27 columns
+    assert default_of(big.with_(B=1, H=56, W=56)) == "lk_q8"  # 3584 threads of 16
+    assert default_of(big.with_(B=1, W=27, **nhwc)) == "lk_q8"  # 27 columns
     assert default_of(LK_SHAPES["31x31_c6"]) == "lk_q8"
-    assert default_of(LK_SHAPES["51x5_c5"].with_(B=512)) == "lk_q8"  # 5 columns of taps
+    assert default_of(LK_SHAPES["51x5_c5"].with_(B=512, H=80)) == "lk_q8"  # 5 columns of taps
     assert not default_of(LK_SHAPES["1x11_c12"]).startswith("lk")  # 11 taps: the tiles
     assert not default_of(LK_SHAPES["11x1_c12"].with_(**nhwc)).startswith("lk")
     assert default_of(LK_SHAPES["13x13_s2_c10"].with_(dilation=(2, 2))) == "nchw_r4"  # dilated: the plain kernel
-    # Small planes (49 values or 64; 196 or 256 from batch 4 or in NHWC; 784 or 1024 from batch 4 where filter
-    # rows have 9 taps or more): the small-plane kernel.
+    # Small planes (49 values or 64; 196 or 256 from batch 4 or in NHWC; from batch 4, 784 or 1024, or any that
+    # fits where filter rows have 9 taps or more): the small-plane kernel.
     small = ConvCase(32, 768, 7, 7, 768, 13, 13, padding=(6, 6), groups=768)
     assert default_of(small) == "plane" and default_of(small.with_(B=1, **nhwc)) == "plane"
     mid = ConvCase(32, 512, 14, 14, 512, 27, 27, padding=(13, 13), groups=512)
@@ -430,9 +473,10 @@ def test_default_config_per_shape():
     assert default_of(mid13) == "plane" and default_of(mid13.with_(**nhwc)) == "plane"
     s1 = ConvCase(32, 160, 28, 28, 160, 13, 13, padding=(6, 6), groups=160)
     assert default_of(s1) == "plane" and default_of(s1.with_(B=2)) == "lk_q8"
-    assert default_of(s1.with_(KH=49, KW=5, padding=(24, 2))) == "lk_q8"  # rows of 5 taps
+    assert default_of(s1.with_(KH=49, KW=5, padding=(24, 2))) == "plane"
+    assert default_of(s1.with_(KH=49, KW=5, H=37, padding=(24, 2))) == "lk_q8"  # rows of 5 taps, 1036 values
     assert default_of(s1.with_(KH=5, KW=49, padding=(2, 24))) == "plane"
-    assert default_of(big.with_(H=32, W=32)) == "plane" and default_of(big.with_(H=33, W=32)) == "lk_q16"
+    assert default_of(big.with_(H=56, W=56)) == "plane" and default_of(big.with_(H=56, W=56, **nhwc)) == "plane"
 
 
 def supports(case, config=None):
@@ -460,8 +504,12 @@ def supports(case, config=None):
     (SHAPES["dw_3x5_dil2_same"], "lk_q8", ["no dilation", "2x2"]),
     (SHAPES["resnext_g8_cg4"], "plane", ["depthwise layers", "groups=8"]),
     (SHAPES["dw_3x5_dil2_same"], "plane", ["no dilation", "2x2"]),
-    (LK_SHAPES["31x31_tall_plane_c2"], "plane", ["whole planes", "1*12300 + 961", "KH*31"]),
-    (LK_SHAPES["27x27_wider_than_plane"].with_(B=4, H=40, W=60), "plane", ["4 images", "4*2400 + 891", "KH*33"]),
+    (LK_SHAPES["31x31_tall_plane_c2"].with_(W=100), "plane", ["whole planes", "1*30300 + 961", "KH*31"]),
+    (LK_SHAPES["27x27_wider_than_plane"].with_(B=4, H=80, W=90), "plane", ["4 images", "4*H*91", "KH*33"]),
+    (LK_SHAPES["27x27_wider_than_plane"].with_(B=4, H=75, W=90, x_dtype="f16"), "plane_r8",
+     ["4 images", "4*6825 + 1107", "KH*41"]),
+    (LK_SHAPES["31x31_c6"].with_(x_dtype="bf16"), "plane_r8", ["batches of 4 or more", "B=2"]),
+    (LK_SHAPES["31x31_c6"].with_(B=4), "plane_r8", ["f16 / bf16 x only", "f32"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
     pr.skip_unless_available(NAME)

@@ -116,6 +116,9 @@ GROUPED_SHAPES = [
     ((5, 40, 7, 7), (40, 1, 13, 13), 1, 6, 40, np.float32, True),    # small planes (plane): runs of 4 outputs x
     ((2, 24, 7, 7), (24, 1, 13, 13), 2, 6, 24, np.float16, False),   # 4 images, the last block 1 image; 1 image at
     ((1, 20, 14, 13), (20, 1, 27, 27), 1, 13, 20, np.float16, True), # stride 2 (each output alone), and stride 1
+    ((5, 2, 57, 53), (2, 1, 31, 31), 1, 15, 2, np.float32, False),   # planes of 4 images past 48 KB (opted in),
+    ((5, 8, 57, 53), (8, 1, 31, 31), 1, 15, 8, np.float16, True),    # runs down the columns; plane_r8 (16-bit x,
+    ((5, 16, 7, 9), (16, 1, 13, 13), 1, 6, 16, np.float16, True),    # batch 4 or more) on both
     ((2, 16, 13, 15), (96, 16, 1, 1), 1, 0, 1, np.float16, True),    # ungrouped pointwise (implicit_gemm_f16's
     ((3, 24, 21, 22), (40, 24, 1, 1), 1, 0, 1, np.float16, True),    # pw tile): a part tile, padded k16 steps
     ((2, 3, 19, 17), (32, 3, 3, 3), 2, 1, 1, np.float16, True),      # stems (implicit_gemm_f16's stem tile): 3x3

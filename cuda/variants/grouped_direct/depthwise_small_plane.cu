@@ -29,8 +29,12 @@
 namespace {
 
 constexpr int DWP_THREADS = 256;
-// A block's planes of x and filters: under the 48 KB a launch gets without opting in.
+// A block's planes of x and filters where it takes several channels: under the 48 KB a launch gets without
+// opting in, so that small planes keep several blocks an SM.
 constexpr int DWP_SMEM_BUDGET = 40 * 1024;
+// One channel's planes and filter may take more (opted in): RepLKNet's 31x31 and SLaK's 51x5 on 56x56 planes
+// take 55 KB for 4 images in fp32, four blocks an SM (as DWL_SMEM_BUDGET, depthwise_large.cu).
+constexpr int DWP_SMEM_MAX = 110 * 1024;
 // Channels a block takes in NHWC (x and y rows of 32 consecutive channels: whole sectors), where the grid
 // keeps two blocks an SM.
 constexpr int DWP_NHWC_PLANES = 32;
@@ -41,12 +45,14 @@ constexpr int DWP_IMAGES = 4;
 // 28.2 us one at a time, 20.7 four, 20.3 eight).
 constexpr int DWP_STAGE_LOADS = 8;
 
-// Outputs of a row a thread sums: 4 for 4 images (16 sums); 1 for one image, since batches of 1-3 have few
-// outputs and a thread's serial work is their time (H200, batch 1, 13x13 on 7x7: fp32 5.5 us at 1, 7.0 at
-// 2; fp16 NHWC 6.6 at 1, 8.4 at 2).
-template <int NI>
-constexpr int dwp_run_of() { return NI == 1 ? 1 : 4; }
-int dwp_run_for(int images) { return images == 1 ? dwp_run_of<1>() : dwp_run_of<DWP_IMAGES>(); }
+// Outputs of a row a thread sums (R, the kernel's run): the configuration's 4 ("plane") or 8 ("plane_r8")
+// for 4 images (16 or 32 sums; 8 reads less shared memory an FMA, for R-1 more columns a row of zero-weight
+// FMAs); 1 for one image, since batches of 1-3 have few outputs and a thread's serial work is their time
+// (H200, batch 1, 13x13 on 7x7: fp32 5.5 us at 1, 7.0 at 2; fp16 NHWC 6.6 at 1, 8.4 at 2).
+int dwp_run_for(int images, int run) { return images == 1 ? 1 : run; }
+// Runs built for fp32 x: 8 won on no layer of the large_kernel suite in fp32 NCHW, some in fp16 / bf16 NHWC
+// (H200, batch 32: 31x31 on 56x56 745 against 793 us, 5x51 325 against 375).
+constexpr int DWP_FP32_RUN = 4;
 
 // Every count < 2^31 (the dispatcher's batch chunks).
 struct DwpShape {
@@ -54,30 +60,37 @@ struct DwpShape {
     int PC;       // channels a block (its images: the kernel's NI)
     int cgroups;  // blocks along C
     int runs;     // runs of R outputs in an output row
-    // shared memory, in floats: a channel's planes (H*W positions of NI images; odd in NI-float units, so
-    // that a warp's threads on 32 channels at one position read distinct banks), a filter row (R-1 zeros,
-    // KW taps, R-1 zeros) and a channel's filter (KH rows; odd)
-    int cstride, wrow, wstride;
+    // shared memory, in floats: a staged row (Wp positions, W | 1, of NI images: a warp's threads on
+    // consecutive rows read distinct banks), a channel's planes (H rows; odd in NI-float units, so that a
+    // warp's threads on 32 channels at one position read distinct banks), a filter row (R-1 zeros, KW taps,
+    // R-1 zeros) and a channel's filter (KH rows; odd)
+    int Wp, cstride, wrow, wstride;
+    int rows_fastest;  // a channel's runs of outputs numbered down the columns, else along the rows
     int x_nhwc, y_nhwc, y_dtype, relu;
-    ConvDivider by_hw, by_pc, by_wrow, by_wstride;  // the staging loops' flat indices split
+    ConvDivider by_hw, by_w, by_pc, by_oh, by_runs, by_wrow, by_wstride;  // flat indices split
 };
 
-// Stages n values: a thread loads DWP_STAGE_LOADS of them (load(i)) before it stores them (store(i, v)).
-// (Rows of contiguous values a warp each, with no index to split a value, were slower: NHWC rows are a
-// block's few channels, most lanes idle; H200, 27x27 on 14x14 fp16 NHWC 80 -> 125 us.)
-template <class Load, class Store>
-__device__ __forceinline__ void dwp_stage(int n, Load load, Store store) {
+// Stages n values into dst: a thread loads DWP_STAGE_LOADS of them (load(i, at): the value, and where it
+// goes in dst, or at < 0 for nowhere) before it stores them, so that the loads' latencies overlap and each
+// value's index is split once. `bad`: a staged value is not finite. (Rows of contiguous values a warp each,
+// with no index to split a value, were slower: NHWC rows are a block's few channels, most lanes idle; H200,
+// 27x27 on 14x14 fp16 NHWC 80 -> 125 us.)
+template <class Load>
+__device__ __forceinline__ void dwp_stage(int n, float* dst, bool& bad, Load load) {
     for (int i0 = threadIdx.x; i0 < n; i0 += DWP_STAGE_LOADS * blockDim.x) {
         float v[DWP_STAGE_LOADS];
+        int at[DWP_STAGE_LOADS];
 #pragma unroll
         for (int u = 0; u < DWP_STAGE_LOADS; ++u) {
             const int i = i0 + u * (int)blockDim.x;
-            v[u] = i < n ? load(i) : 0.0f;
+            at[u] = -1;
+            v[u] = i < n ? load(i, at[u]) : 0.0f;
         }
 #pragma unroll
         for (int u = 0; u < DWP_STAGE_LOADS; ++u) {
-            const int i = i0 + u * (int)blockDim.x;
-            if (i < n) store(i, v[u]);
+            if (at[u] < 0) continue;
+            bad |= !isfinite(v[u]);
+            dst[at[u]] = v[u];
         }
     }
 }
@@ -149,68 +162,52 @@ __device__ void dwp_one_output(float (&acc)[NI], const DwpShape& s, const float*
             const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
             const float wv = wp[kh * s.wrow + kw];
 #pragma unroll
-            for (int i = 0; i < NI; ++i) acc[i] = fmaf(in ? xp[(ih * s.W + iw) * NI + i] : 0.0f, wv, acc[i]);
+            for (int i = 0; i < NI; ++i) acc[i] = fmaf(in ? xp[(ih * s.Wp + iw) * NI + i] : 0.0f, wv, acc[i]);
         }
     }
 }
 
 // A block takes PC channels of NI images: their filters are staged once for the NI images, and a thread
 // sums a run of R outputs of one channel for all NI at once. Flat indices run channel fastest where the
-// layout is NHWC (whole sectors of x and y), position fastest in NCHW.
-template <class TX, int NI>
+// layout is NHWC (whole sectors of x and y), position fastest in NCHW; a channel's runs of outputs along
+// the rows, or down the columns where s.rows_fastest (dwp_rows_fastest).
+template <class TX, int NI, int R>
 __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* __restrict__ x,
                                                           const TX* __restrict__ w, const void* __restrict__ bias,
                                                           void* __restrict__ y) {
-    constexpr int R = dwp_run_of<NI>();
     extern __shared__ float4 dwp_smem[];
     const int hw = s.H * s.W, taps = s.KH * s.KW, ohw = s.OH * s.OW, items = s.OH * s.runs;
     const int c0 = (int)(blockIdx.x % (unsigned)s.cgroups) * s.PC, b0 = (int)(blockIdx.x / (unsigned)s.cgroups) * NI;
     const int nc = min(s.PC, s.C - c0), nb = min(NI, s.B - b0);
-    float* xs = reinterpret_cast<float*>(dwp_smem);  // PC channels of H x W positions x NI images
+    float* xs = reinterpret_cast<float*>(dwp_smem);  // PC channels of H rows of Wp positions x NI images
     float* ws = xs + s.PC * s.cstride;               // PC filters of KH rows of wrow
     // The filters, rows of R-1 zeros, KW taps, R-1 zeros (depthwise (C, 1, KH, KW): MCKK and MKKC alike).
     bool w_bad = false, x_bad = false;
-    auto tap_of = [&](int i, int& cl, int& kh, int& kw) {
+    dwp_stage(nc * s.wstride, ws, w_bad, [&](int i, int& at) {
         uint32_t j, col;
-        cl = (int)s.by_wstride.divmod(i, &j);
-        kh = (int)s.by_wrow.divmod(j, &col);
-        kw = (int)col - (R - 1);
-        return kh < s.KH && kw >= 0 && kw < s.KW;
-    };
-    dwp_stage(nc * s.wstride, [&](int i) {
-        int cl, kh, kw;
-        return tap_of(i, cl, kh, kw) ? conv_load(w, (long long)(c0 + cl) * taps + kh * s.KW + kw) : 0.0f;
-    }, [&](int i, float v) {
-        w_bad |= !isfinite(v);
-        ws[i] = v;
+        const int cl = (int)s.by_wstride.divmod(i, &j);
+        const int kh = (int)s.by_wrow.divmod(j, &col), kw = (int)col - (R - 1);
+        at = i;
+        return kh < s.KH && kw >= 0 && kw < s.KW ? conv_load(w, (long long)(c0 + cl) * taps + kh * s.KW + kw) : 0.0f;
     });
     // x: PC channels x NI images x H*W positions, channel fastest in NHWC, position fastest in NCHW; channels
-    // past C and images past B are not loaded (images: zeros, never stored)
-    auto position_of = [&](int i, int& cl, int& bi, int& q) {
-        uint32_t a, r;
+    // past C are neither loaded nor stored, images past B are zeros (never stored to y)
+    dwp_stage(s.PC * NI * hw, xs, x_bad, [&](int i, int& at) {
+        uint32_t a, q;
+        int bi;
         if (s.x_nhwc) {
-            const uint32_t rest = s.by_pc.divmod(i, &a);
-            bi = (int)s.by_hw.divmod(rest, &r);
-            cl = (int)a;
-            q = (int)r;
+            bi = (int)s.by_hw.divmod(s.by_pc.divmod(i, &a), &q);
         } else {
-            const uint32_t rest = s.by_hw.divmod(i, &r);
-            bi = (int)s.by_pc.divmod(rest, &a);
-            cl = (int)a;
-            q = (int)r;
+            bi = (int)s.by_pc.divmod(s.by_hw.divmod(i, &q), &a);
         }
-        return cl < nc;
-    };
-    dwp_stage(s.PC * NI * hw, [&](int i) {
-        int cl, bi, q;
-        if (!position_of(i, cl, bi, q) || bi >= nb) return 0.0f;
+        const int cl = (int)a;
+        if (cl >= nc) return 0.0f;
+        uint32_t iw;
+        const int ih = (int)s.by_w.divmod(q, &iw);
+        at = cl * s.cstride + (ih * s.Wp + (int)iw) * NI + bi;
+        if (bi >= nb) return 0.0f;
         const int b = b0 + bi, c = c0 + cl;
         return conv_load(x, s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q);
-    }, [&](int i, float v) {
-        int cl, bi, q;
-        if (!position_of(i, cl, bi, q)) return;
-        x_bad |= !isfinite(v);
-        xs[cl * s.cstride + q * NI + bi] = v;
     });
     // finite: every tap may run against zero weights (the runs); else each output alone, on the taps that
     // meet x where the weights are finite, all of them where one is not
@@ -225,7 +222,15 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
             cl = i / items;
             it = i - cl * items;
         }
-        const int oh = it / s.runs, ow0 = (it - oh * s.runs) * R;
+        uint32_t r;
+        int oh, ow0;
+        if (s.rows_fastest) {
+            ow0 = (int)s.by_oh.divmod(it, &r) * R;
+            oh = (int)r;
+        } else {
+            oh = (int)s.by_runs.divmod(it, &r);
+            ow0 = (int)r * R;
+        }
         const float* xp = xs + cl * s.cstride;
         const float* wp = ws + cl * s.wstride + (R - 1);  // tap (0, 0)
         float acc[R][NI];
@@ -240,7 +245,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
             const int iw0 = max(0, ow0 - s.PW), iw1 = min(s.W, ow0 + R - 1 - s.PW + s.KW);
             if (iw1 > iw0)
                 for (int kh = kh0; kh < kh1; ++kh)
-                    dwp_row<NI, R>(acc, xp + ((ih0 + kh) * s.W + iw0) * NI, wp + kh * s.wrow + iw0 - ow0 + s.PW,
+                    dwp_row<NI, R>(acc, xp + ((ih0 + kh) * s.Wp + iw0) * NI, wp + kh * s.wrow + iw0 - ow0 + s.PW,
                                    iw1 - iw0);
         } else {
 #pragma unroll
@@ -267,24 +272,47 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
 // Images a block takes: four where the batch has them (the filters staged once for four), else one.
 int dwp_images(const conv_problem* p) { return p->B >= DWP_IMAGES ? DWP_IMAGES : 1; }
 
-// Shared memory, in floats (DwpShape): a channel's planes of `images` images, a filter row with its
-// zeros, a channel's filter.
-int64_t dwp_cstride(const conv_problem* p, int images) { return images * (p->H * p->W | 1); }
-int64_t dwp_wrow(const conv_problem* p, int images) { return p->KW + 2 * (dwp_run_for(images) - 1); }
-int64_t dwp_wstride(const conv_problem* p, int images) { return p->KH * dwp_wrow(p, images) | 1; }
+// Shared memory, in floats (DwpShape), for `images` images and runs of `run` outputs: a staged row, a
+// channel's planes, a filter row with its zeros, a channel's filter.
+int64_t dwp_row_positions(const conv_problem* p) { return p->W | 1; }
+int64_t dwp_cstride(const conv_problem* p, int images) { return images * (p->H * dwp_row_positions(p) | 1); }
+int64_t dwp_wrow(const conv_problem* p, int run) { return p->KW + 2 * (run - 1); }
+int64_t dwp_wstride(const conv_problem* p, int run) { return p->KH * dwp_wrow(p, run) | 1; }
 
-// Shared memory of PC channels' filters and their planes of NI images.
-size_t dwp_bytes(const conv_problem* p, int64_t channels, int images) {
-    return (size_t)channels * (size_t)(dwp_cstride(p, images) + dwp_wstride(p, images)) * sizeof(float);
+// Shared memory of PC channels' filters and their planes of NI images, runs of R.
+size_t dwp_bytes(const conv_problem* p, int64_t channels, int images, int run) {
+    return (size_t)channels * (size_t)(dwp_cstride(p, images) + dwp_wstride(p, run)) * sizeof(float);
 }
 
-template <class TX, int NI>
-void dwp_launch(const conv_tensors* t, DwpShape s, unsigned blocks, int threads, size_t smem, cudaStream_t stream) {
-    dwp_kernel<TX, NI><<<blocks, threads, smem, stream>>>(s, static_cast<const TX*>(t->x),
-                                                          static_cast<const TX*>(t->w), t->bias, t->y);
+// Shared memory a launch gets without opting in.
+constexpr size_t DWP_SMEM_DEFAULT = 48 * 1024;
+
+// Whether a channel's runs of R outputs are numbered down the columns. Along a row, a warp's threads read x
+// R*NI floats apart (4-way conflicts of the 16-byte reads at R = 4: 31x31 on 56x56 spent 1108 us with shared
+// memory 95% busy and FMA 38%), unless every run walks the same columns (a filter as wide as the plane: the
+// reads are broadcasts); down the columns they read rows Wp*NI floats apart, distinct banks, but their
+// filter rows start apart near the top and bottom edges and their y stores are a row apart. Down the columns
+// where a row has 24 outputs or more, filters of 64 taps or more and the runs' columns differ (H200, fp32
+// batch 32: 31x31 on 56x56 1108 -> 694 us, 51x5 606 -> 388, 29x29 on 28x28 329 -> 300, 13x13 on 28x28
+// 93 -> 82; along the rows: 13x13 on 14x14 39 against 43, 5x49 on 28x28 86 against 98, 1x11 on 56x56 23
+// against 35).
+bool dwp_rows_fastest(const DwpShape& s, int R) {
+    const bool same_columns = (s.runs - 1) * R <= s.PW && R - 1 - s.PW + s.KW >= s.W;
+    return R > 1 && s.SW == 1 && s.OW >= 24 && s.KH * s.KW >= 64 && !same_columns;
 }
 
-template <int NI>
+template <class TX, int NI, int R>
+int dwp_launch(const conv_tensors* t, DwpShape s, unsigned blocks, int threads, size_t smem, cudaStream_t stream) {
+    const auto kernel = dwp_kernel<TX, NI, R>;
+    if (smem > DWP_SMEM_DEFAULT)  // per device: set on every such launch (a host call of microseconds)
+        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<blocks, threads, smem, stream>>>(s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), t->bias,
+                                              t->y);
+    CONV_LAUNCH_CHECK(dwp_kernel);
+    return CONV_OK;
+}
+
+template <int NI, int R>
 int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
     int sms = 0;
     const int status = conv_sm_count(&sms);
@@ -299,53 +327,85 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
     s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
     // Channels a block: enough runs of outputs for its threads (NHWC: at least a sector's channels), fewer
     // while they would not fit shared memory or the grid would have fewer than two blocks an SM.
-    s.runs = (s.OW + dwp_run_of<NI>() - 1) / dwp_run_of<NI>();
+    s.runs = (s.OW + R - 1) / R;
     const int64_t items = (int64_t)s.OH * s.runs, image_blocks = (s.B + NI - 1) / NI;
     int64_t pc = std::max<int64_t>(s.x_nhwc || s.y_nhwc ? DWP_NHWC_PLANES : 1, DWP_THREADS / items);
     pc = std::min<int64_t>(pc, s.C);
-    while (pc > 1 && (dwp_bytes(p, pc, NI) > DWP_SMEM_BUDGET || (s.C + pc - 1) / pc * image_blocks < 2 * (int64_t)sms))
+    while (pc > 1 &&
+           (dwp_bytes(p, pc, NI, R) > DWP_SMEM_BUDGET || (s.C + pc - 1) / pc * image_blocks < 2 * (int64_t)sms))
         pc = (pc + 1) / 2;
     s.PC = (int)pc;
     s.cgroups = (int)((s.C + pc - 1) / pc);
+    s.Wp = (int)dwp_row_positions(p);
     s.cstride = (int)dwp_cstride(p, NI);
-    s.wrow = (int)dwp_wrow(p, NI);
-    s.wstride = (int)dwp_wstride(p, NI);
+    s.wrow = (int)dwp_wrow(p, R);
+    s.wstride = (int)dwp_wstride(p, R);
     s.by_hw = ConvDivider::of((uint32_t)(s.H * s.W));
+    s.by_w = ConvDivider::of((uint32_t)s.W);
     s.by_pc = ConvDivider::of((uint32_t)s.PC);
+    s.by_oh = ConvDivider::of((uint32_t)s.OH);
+    s.by_runs = ConvDivider::of((uint32_t)s.runs);
+    s.rows_fastest = dwp_rows_fastest(s, R);
     s.by_wrow = ConvDivider::of((uint32_t)s.wrow);
     s.by_wstride = ConvDivider::of((uint32_t)s.wstride);
     const int64_t blocks = s.cgroups * image_blocks;
     if (blocks >= (1ll << 31))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: plane's blocks of this batch pass int range");
     const int threads = (int)std::min<int64_t>(DWP_THREADS, (pc * items + 31) / 32 * 32);
-    const size_t smem = dwp_bytes(p, pc, NI);
-    switch (p->x_dtype) {
-    case CONV_F16: dwp_launch<__half, NI>(t, s, (unsigned)blocks, threads, smem, stream); break;
-    case CONV_BF16: dwp_launch<__nv_bfloat16, NI>(t, s, (unsigned)blocks, threads, smem, stream); break;
-    default: dwp_launch<float, NI>(t, s, (unsigned)blocks, threads, smem, stream); break;
+    const size_t smem = dwp_bytes(p, pc, NI, R);
+    if (smem > DWP_SMEM_DEFAULT) {  // one channel of a large plane (dwp_fits: <= DWP_SMEM_MAX)
+        int most = 0;
+        const int optin = conv_smem_per_block_optin(&most);
+        if (optin != CONV_OK) return optin;
+        if (smem > (size_t)most)
+            return conv_set_error(CONV_ERR_UNSUPPORTED,
+                                  "grouped_direct: the plane configuration needs %zu bytes of shared memory a block "
+                                  "(one channel's planes of %d images and its filter); this GPU gives %d", smem, NI, most);
     }
-    CONV_LAUNCH_CHECK(dwp_kernel);
-    return CONV_OK;
+    switch (p->x_dtype) {
+    case CONV_F16: return dwp_launch<__half, NI, R>(t, s, (unsigned)blocks, threads, smem, stream);
+    case CONV_BF16: return dwp_launch<__nv_bfloat16, NI, R>(t, s, (unsigned)blocks, threads, smem, stream);
+    default:
+        if constexpr (R > DWP_FP32_RUN)  // dwp_fits refused it
+            return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: plane_r%d takes f16 / bf16 x only", R);
+        else
+            return dwp_launch<float, NI, R>(t, s, (unsigned)blocks, threads, smem, stream);
+    }
 }
 
 }  // namespace
 
-int dwp_fits(const conv_problem* p, int report) {
-    const int status = dw_undilated_fits(p, "the plane configuration", report);
+int dwp_fits(const conv_problem* p, int run, int report) {
+    const int status = dw_undilated_fits(p, "the plane configurations", report);
     if (status != CONV_OK) return status;
     const int images = dwp_images(p);
-    if (dwp_bytes(p, 1, images) > DWP_SMEM_BUDGET) {
+    if (run > DWP_FP32_RUN && p->x_dtype == CONV_F32) {
         if (!report) return CONV_ERR_UNSUPPORTED;
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "grouped_direct: the plane configuration stages whole planes (%d images) and their filter "
-                              "(rows of %lld: taps and zeros) in %d KB of shared memory: %d*H*W + KH*%lld = %d*%lld + "
-                              "%lld values are too many", images, (long long)dwp_wrow(p, images), DWP_SMEM_BUDGET / 1024,
-                              images, (long long)dwp_wrow(p, images), images, (long long)(p->H * p->W),
-                              (long long)(p->KH * dwp_wrow(p, images)));
+                              "grouped_direct: plane_r%d takes f16 / bf16 x only (built where its runs won), got x "
+                              "%s; plane takes every dtype", run, conv_dtype_name(p->x_dtype));
+    }
+    if (run > 4 && images == 1) {
+        if (!report) return CONV_ERR_UNSUPPORTED;
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "grouped_direct: plane_r%d sums runs of %d outputs for 4 images: batches of 4 or more "
+                              "(B=%lld; plane takes any)", run, run, (long long)p->B);
+    }
+    const int r = dwp_run_for(images, run);
+    if (dwp_bytes(p, 1, images, r) > DWP_SMEM_MAX) {
+        if (!report) return CONV_ERR_UNSUPPORTED;
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "grouped_direct: the plane configuration stages whole planes (%d images, rows of %lld "
+                              "positions) and their filter (rows of %lld: taps and zeros) in %d KB of shared memory: "
+                              "%d*H*%lld + KH*%lld = %d*%lld + %lld values are too many", images,
+                              (long long)dwp_row_positions(p), (long long)dwp_wrow(p, r), DWP_SMEM_MAX / 1024, images,
+                              (long long)dwp_row_positions(p), (long long)dwp_wrow(p, r), images,
+                              (long long)(p->H * dwp_row_positions(p)), (long long)(p->KH * dwp_wrow(p, r)));
     }
     return CONV_OK;
 }
 
-int dwp_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
-    return dwp_images(p) > 1 ? dwp_run_images<DWP_IMAGES>(p, t, stream) : dwp_run_images<1>(p, t, stream);
+int dwp_run(const conv_problem* p, const conv_tensors* t, int run, cudaStream_t stream) {
+    if (dwp_images(p) == 1) return dwp_run_images<1, 1>(p, t, stream);
+    return run > 4 ? dwp_run_images<DWP_IMAGES, 8>(p, t, stream) : dwp_run_images<DWP_IMAGES, 4>(p, t, stream);
 }

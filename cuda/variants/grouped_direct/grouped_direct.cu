@@ -53,9 +53,11 @@ constexpr int GD_MAX_TILE = 32;
 // channels, ran 2-4x faster on the tiles: H200, batch 1 and 32).
 constexpr int64_t DWL_MIN_FILTER = 9, DWL_MIN_TAPS = 64;
 // Of those, planes of at most DWP_SMALL_PLANE values (7x7, 8x8), DWP_SMALL_PLANE_BATCHED (14x14, 16x16)
-// from batch 4 or in NHWC, or DWP_MID_PLANE (28x28, 32x32) from batch 4 where filter rows are DWP_MID_ROW
-// taps or longer go to the small-plane kernel, which sums only the taps that meet x, in runs of outputs
-// along rows. H200, batch 32, fp32 / fp16 NHWC (lk_* in brackets, us): RepLKNet-31B's 13x13 on 7x7 26 / 28
+// from batch 4 or in NHWC, and from batch 4 DWP_MID_PLANE (28x28, 32x32) or any that fits where filter rows
+// are DWP_MID_ROW taps or longer go to the small-plane kernel, which sums only the taps that meet x, in runs
+// of outputs along rows (on large planes, numbered down the columns: 31x31 on 56x56 694 / 793 us against
+// lk_q16's 841 / 1021, SLaK's 5x51 265 / 375 against 332 / 577, 49x5 on 28x28 143 against 185; its 51x5 on
+// 56x56 388 against 325 stays on lk_q16). H200, batch 32, fp32 / fp16 NHWC (lk_* in brackets, us): RepLKNet-31B's 13x13 on 7x7 26 / 28
 // (125 / 104; cuDNN 62 / 395), 27x27 on 14x14 69 / 81 (296 / 267), 29x29 on 28x28 329 / 296 (590 / 587);
 // UniRepLKNet-S's 13x13 on 14x14 47 / 50 (86 / 100), on 28x28 114 / 118 (121 / 150); SLaK's 5x49 on 28x28 86
 // (190) but 49x5 189 (185: rows of 5 taps, 3 zeros each side). Batch 1 (one output a thread), fp32: 13x13
@@ -491,12 +493,14 @@ int gd_large_run(const conv_problem* p, const conv_tensors* t, void*, size_t, vo
 
 int gd_large_supports(const conv_problem* p) { return dwl_fits(p, 1); }
 
-// The small-plane depthwise configuration (depthwise_small_plane.cu).
+// The small-plane depthwise configurations (depthwise_small_plane.cu), runs of RUN outputs a thread.
+template <int RUN>
 int gd_plane_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return dwp_run(p, t, conv_stream(stream));
+    return dwp_run(p, t, RUN, conv_stream(stream));
 }
 
-int gd_plane_supports(const conv_problem* p) { return dwp_fits(p, 1); }
+template <int RUN>
+int gd_plane_supports(const conv_problem* p) { return dwp_fits(p, RUN, 1); }
 
 // Names: maps per thread (m1: depthwise, one map per group; m4, m8: grouped, LDS.128 of 4 maps) and map
 // slices per block where more than one (m8x4: 4 slices of 8 maps share a window), the output tile
@@ -540,7 +544,8 @@ const conv_config GD_CONFIGS[] = {
     {"nchw_t32x32", gd_nchw_tiled_run<32, 32>, gd_nchw_supports},
     {"lk_q16", gd_large_run<16>, gd_large_supports},
     {"lk_q8", gd_large_run<8>, gd_large_supports},
-    {"plane", gd_plane_run, gd_plane_supports},
+    {"plane", gd_plane_run<4>, gd_plane_supports<4>},
+    {"plane_r8", gd_plane_run<8>, gd_plane_supports<8>},
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
@@ -571,8 +576,8 @@ const char* gd_default_config(const conv_problem* p) {
         const int64_t plane = p->H * p->W;
         const bool small = plane <= DWP_SMALL_PLANE ||
                            (plane <= DWP_SMALL_PLANE_BATCHED && (p->B >= 4 || p->x_layout == CONV_NHWC)) ||
-                           (p->B >= 4 && plane <= DWP_MID_PLANE && p->KW >= DWP_MID_ROW);
-        if (small && dwp_fits(p, 0) == CONV_OK) return "plane";
+                           (p->B >= 4 && (plane <= DWP_MID_PLANE || p->KW >= DWP_MID_ROW));
+        if (small && dwp_fits(p, 4, 0) == CONV_OK) return "plane";
     }
     if (large_filter && dwl_fits(p, 0) == CONV_OK) {
         const bool tall = p->KH > p->KW;  // the longer side slides

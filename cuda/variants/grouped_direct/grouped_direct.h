@@ -86,15 +86,16 @@ int dwl_fits(const conv_problem* p, int report);
 template <int Q>
 int dwl_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
-// CONV_OK if the small-plane depthwise kernel (depthwise_small_plane.cu) takes the problem: depthwise
+// CONV_OK if the small-plane depthwise kernel (depthwise_small_plane.cu) takes the problem with runs of
+// `run` outputs a thread (4: "plane", 8: "plane_r8", which needs batch 4 or more): depthwise
 // (groups == C == M), no dilation, one channel's planes (of 4 images from batch 4, else 1) and its filter
-// within a block's shared memory (40 KB of fp32); any stride, padding, layouts and dtypes. Else
+// within a block's shared memory (110 KB of fp32); any stride, padding, layouts and dtypes. Else
 // CONV_ERR_UNSUPPORTED, naming the reason where `report`.
-int dwp_fits(const conv_problem* p, int report);
+int dwp_fits(const conv_problem* p, int run, int report);
 
-// Runs it: a block stages whole planes and their filters, a thread sums a run of outputs of one row over the
-// columns that meet x (the "plane" configuration).
-int dwp_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+// Runs it: a block stages whole planes and their filters, a thread sums a run of `run` outputs of one row
+// for 4 images (one output, one image below batch 4) over the columns that meet x.
+int dwp_run(const conv_problem* p, const conv_tensors* t, int run, cudaStream_t stream);
 
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
