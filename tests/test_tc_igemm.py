@@ -203,7 +203,8 @@ def test_wgmma_config_matches_oracle(config, case_id, rng):
 
 
 # The TMA configurations run every ungrouped case above, and layers that reach the corners of their two
-# x maps: 1x1 at stride 1 without padding (the pixels x channels matrix) with pixels and maps cut at every
+# x maps and of the y map their epilogue writes (y NHWC in whole 16-byte rows: 40 maps of bf16 a part box
+# with bias and ReLU, 136 and 264 maps part tiles, fp32 y; 33 maps and NCHW y take the register store): 1x1 at stride 1 without padding (the pixels x channels matrix) with pixels and maps cut at every
 # tile's edge, channels 8, 24 and 40 (one k-tile, mostly zero fill), 200 (a partial last k-tile per tap)
 # and 1024 (16 k-tiles: each stage reused 2-4 times); every other window through the im2col map: padding,
 # stride and dilation different along H and W, rectangular and even windows, 1x1 at stride 2, a 7x7
@@ -215,6 +216,8 @@ TMA_CASES = dict({k: c for k, c in WGMMA_CASES.items() if c.groups == 1}, **{
     "c8_nchw_register_store": ConvCase(2, 8, 15, 17, 40, 1, 1, x_dtype="f16", y_dtype="f16", x_layout="NHWC",
                                        w_layout="MKKC", y_layout="NCHW"),
     "c24_odd_maps_bf16": ConvCase(2, 24, 11, 13, 33, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True, **NHWC),
+    "c24_part_box_bf16_relu": ConvCase(3, 24, 9, 13, 40, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True,
+                                       epilogue="relu", **NHWC),
     "c40_wide_maps_f16": ConvCase(4, 40, 16, 16, 264, 1, 1, x_dtype="f16", y_dtype="f32", epilogue="relu", **NHWC),
     "c3_staged_nchw_f32": ConvCase(2, 3, 12, 11, 20, 1, 1, bias=True),
     "im2col_3x3_c200_f16": ConvCase(3, 200, 9, 9, 136, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",

@@ -195,6 +195,11 @@ static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k,
                             : tma_map_rows(&x_map, variant, k.x, dtype, k.P, k.Cx, Tile::BM);
     if (status == CONV_OK) status = tma_map_filters(&w_map, variant, k.w, dtype, k.M, p->KH * p->KW, k.Cp, Tile::BN);
     if (status != CONV_OK) return status;
+    // y by TMA stores where the staged epilogue would run (y NHWC in whole 16-byte rows) and no split reduces.
+    CUtensorMap y_map = {};
+    const int y_tma = SPLIT == TC_WHOLE_K && k.staged_store && !k.partial;
+    if (y_tma) status = tma_map_y(&y_map, variant, k.y, p->y_dtype, k.P, k.M, Tile::BM);
+    if (status != CONV_OK) return status;
     const auto kernel = tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
     config.blockDim = dim3(Tile::THREADS + 32);  // the math warpgroups, then the producer warp
     if constexpr (SPLIT == TC_SPLIT_CLUSTER) tc_cluster_splits(config, g);
@@ -204,7 +209,7 @@ static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k,
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)config.dynamicSmemBytes));
     conv_note_launch("tc_wgmma_tma_kernel");
-    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map));
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map, y_map, y_tma));
     return CONV_OK;
 }
 

@@ -98,15 +98,54 @@ __device__ __forceinline__ void tc_tma_consume(unsigned char* smem, TcTmaBarrier
     wgmma_pin(d);
 }
 
+// The epilogue as TMA stores (y NHWC in rows of whole 16-byte chunks, one GEMM, no split): the math warps write
+// their accumulators, with bias and ReLU, into the stages (free by now) as boxes of BM rows x 128 bytes in the
+// 128-byte swizzle, the layout of y_map's boxes (a fragment's pair of outputs lands in chunk (j ^ row) % 8 of its
+// row, so that a warp's 32 lanes write distinct banks); then one thread copies each box to y and waits for the
+// copies. Rows past P and maps past M are clipped by the copy engine. Against tc_store_staged: no second barrier
+// and no loop of 16-byte loads and stores by every thread.
+template <class TY, class Tile>
+__device__ void tc_store_tma(const TcParams& p, const void* y_map, const float (&acc)[1][Tile::NJ][4],
+                             unsigned char* smem, int m0, int nb, int warp, int lane) {
+    constexpr int E = 128 / (int)sizeof(TY), BOX_BYTES = Tile::BM * 128;  // a box row's elements; a box's bytes
+    static_assert(Tile::BN % E == 0, "the tile's maps are whole boxes");
+    static_assert(Tile::BM * Tile::BN * (int)sizeof(TY) <=
+                      TcStagedTile<TY, Tile>::ROWS * TcStagedTile<TY, Tile>::ROW_BYTES,
+                  "the boxes fit the shared memory the host gives the staged epilogue");
+    const int g = lane >> 2, t = lane & 3;
+    float bv[Tile::NJ][2];
+    tc_thread_bias<TY, Tile>(static_cast<const TY*>(p.bias), nb, p.M, t, bv);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = warp * 16 + g + 8 * h;  // the block's row: pixel m0 + r
+#pragma unroll
+        for (int j = 0; j < Tile::NJ; ++j) {
+            const int c = j * 8 + 2 * t, byte = c % E * (int)sizeof(TY);  // column in the tile; byte in its box row
+            unsigned char* at = smem + c / E * BOX_BYTES + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+            mma16_store_pair<TY>(reinterpret_cast<TY*>(at), conv_epilogue_value(acc[0][j][2 * h], bv[j][0], p.relu),
+                                 conv_epilogue_value(acc[0][j][2 * h + 1], bv[j][1], p.relu));
+        }
+    }
+    fence_proxy_async_shared();  // the writes, visible to the copy engine
+    tc_math_sync<Tile>();
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int b = 0; b < Tile::BN / E; ++b) tma_store_2d(y_map, smem + b * BOX_BYTES, nb + b * E, m0);
+        tma_store_wait();  // the copies have read shared memory and written y before the block ends
+    }
+}
+
 // Block (x, y, z) of a grid (pixel tiles, map tiles, splits): the GEMM of x_map and w_map over the block's
 // k-range (p.tiles_per_split k-tiles from z's), then the epilogue; CLUSTER: each (x, y) tile's splits are
 // one thread-block cluster that reduces them (tc_cluster_store), as in tc_igemm_kernel. Launched as a
 // programmatic dependent (grid_dependency.cuh): only the producer's copies touch global memory before the
 // epilogue, which follows them, so only the producer waits, after the block's set-up.
+// y_tma: the epilogue as TMA stores through y_map (tc_store_tma), else tc_epilogue's.
 // Empty where the build lacks sm_90a code (the host checks before it launches).
 template <class Tile, bool CLUSTER>
 __global__ void __launch_bounds__(Tile::THREADS + 32)
-    tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map) {
+    tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+                        const __grid_constant__ CUtensorMap y_map, int y_tma) {
 #ifdef CONV_WGMMA
     static_assert(Tile::WGMMA && Tile::TMA && Tile::MI == 1 && Tile::BM % 64 == 0 && Tile::ROW_CHUNKS == 8,
                   "warpgroups of 64 rows, warp tiles of 16 x BN, 128-byte rows (the swizzle's span)");
@@ -139,10 +178,12 @@ __global__ void __launch_bounds__(Tile::THREADS + 32)
     tc_with_y_type(p.y_dtype, [&](auto ty) {
         if constexpr (CLUSTER)
             tc_cluster_store<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, warp * 16, 0, lane);
+        else if (y_tma)
+            tc_store_tma<decltype(ty), Tile>(p, &y_map, acc, smem, blk.m0, blk.nb, warp, lane);
         else
             tc_epilogue<decltype(ty), Tile>(p, acc, smem, blk.m0, blk.nb, blk.n_end, warp * 16, 0, lane);
     });
 #else
-    (void)p; (void)x_map; (void)w_map;
+    (void)p; (void)x_map; (void)w_map; (void)y_map; (void)y_tma;
 #endif
 }
