@@ -94,7 +94,7 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, uint64_t
 
 // Shared memory at src (the box's layout in the map's swizzle, 1024-byte aligned) into a 2-D tensor map's box at
 // element coordinates (innermost first), clipped to the tensor; the copy joins the thread's open bulk group
-// (tma_store_wait). Writes of src by other threads are made visible to the copy engine first
+// (tma_store_commit). Writes of src by other threads are made visible to the copy engine first
 // (fence_proxy_async_shared by each writer, then a barrier).
 __device__ __forceinline__ void tma_store_2d(const void* map, const void* src, int c0, int c1) {
 #ifdef CONV_WGMMA
@@ -106,11 +106,23 @@ __device__ __forceinline__ void tma_store_2d(const void* map, const void* src, i
 #endif
 }
 
-// Closes the thread's bulk group and waits until its stores are done (their writes performed, their shared
-// memory free).
-__device__ __forceinline__ void tma_store_wait() {
+// The thread's bulk groups of stores: close the open one; wait until every closed one has read its shared
+// memory (the buffer may be written again); wait until every closed one is done (its writes performed).
+__device__ __forceinline__ void tma_store_commit() {
 #ifdef CONV_WGMMA
-    asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n" ::: "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_store_wait_read() {
+#ifdef CONV_WGMMA
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_store_wait_all() {
+#ifdef CONV_WGMMA
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #endif
 }
 
