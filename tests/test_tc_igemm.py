@@ -69,7 +69,9 @@ WGMMA = ["wgmma128x128_s3", "wgmma128x64_s4", "wgmma128x64_s6", "wgmma64x128_s4"
          "wgmma64x64_s6"]  # implicit_gemm_f16 only (sm_90a)
 WGMMA_CLUSTER = ["wgmma64x64_s4_cluster"]
 # implicit_gemm_f16 only (sm_90a), 1x1 convolutions with stride 1, no padding and one group
-TMA = ["tma128x256_s4", "tma128x128_s4", "tma128x64_s4", "tma64x128_s4", "tma64x64_s4", "tma64x64_s6"]
+TMA = ["tma128x256_s4", "tma128x128_s4", "tma128x64_s4", "tma64x128_s4", "tma64x64_s4", "tma64x64_s6",
+       "tma128x128_s4_persistent", "tma128x64_s4_persistent"]
+TMA_PERSISTENT = [c for c in TMA if c.endswith("_persistent")]  # a wave of blocks looping over the tiles
 TMA_CLUSTER = ["tma64x64_s4_cluster"]  # the TMA GEMM with cluster split-K: small grids only
 # implicit_gemm_f16 only (sm_90a), x fp32 NCHW read in place and converted in registers, one group
 NCHW_CONFIGS = ["nchw128x128_s3", "nchw128x64_s4", "nchw64x64_s4"]
@@ -203,7 +205,8 @@ def test_wgmma_config_matches_oracle(config, case_id, rng):
 
 
 # The TMA configurations run every ungrouped case above, and layers that reach the corners of their two
-# x maps: 1x1 at stride 1 without padding (the pixels x channels matrix) with pixels and maps cut at every
+# x maps and of the y map their epilogue writes (y NHWC in whole 16-byte rows: 40 maps of bf16 a part box
+# with bias and ReLU, 136 and 264 maps part tiles, fp32 y; 33 maps and NCHW y take the register store): 1x1 at stride 1 without padding (the pixels x channels matrix) with pixels and maps cut at every
 # tile's edge, channels 8, 24 and 40 (one k-tile, mostly zero fill), 200 (a partial last k-tile per tap)
 # and 1024 (16 k-tiles: each stage reused 2-4 times); every other window through the im2col map: padding,
 # stride and dilation different along H and W, rectangular and even windows, 1x1 at stride 2, a 7x7
@@ -215,6 +218,8 @@ TMA_CASES = dict({k: c for k, c in WGMMA_CASES.items() if c.groups == 1}, **{
     "c8_nchw_register_store": ConvCase(2, 8, 15, 17, 40, 1, 1, x_dtype="f16", y_dtype="f16", x_layout="NHWC",
                                        w_layout="MKKC", y_layout="NCHW"),
     "c24_odd_maps_bf16": ConvCase(2, 24, 11, 13, 33, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True, **NHWC),
+    "c24_part_box_bf16_relu": ConvCase(3, 24, 9, 13, 40, 1, 1, x_dtype="bf16", y_dtype="bf16", bias=True,
+                                       epilogue="relu", **NHWC),
     "c40_wide_maps_f16": ConvCase(4, 40, 16, 16, 264, 1, 1, x_dtype="f16", y_dtype="f32", epilogue="relu", **NHWC),
     "c3_staged_nchw_f32": ConvCase(2, 3, 12, 11, 20, 1, 1, bias=True),
     "im2col_3x3_c200_f16": ConvCase(3, 200, 9, 9, 136, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
@@ -237,6 +242,30 @@ def test_tma_config_matches_oracle(config, case_id, rng):
     """The TMA-fed GEMM. Skips only where wgmma cannot run (as above)."""
     pr.skip_unless_available("implicit_gemm_f16")
     check_where_it_runs("implicit_gemm_f16", config, TMA_CASES[case_id], rng)
+
+
+# The persistent TMA configurations on more tiles than a wave of their blocks takes (two 128 x 64 blocks or
+# one 128 x 128 an SM: 264 / 132 on the H100 and H200; these have 400-900 and 200-600), so that blocks loop
+# and the pipeline's stages and phases run on from one tile into the next while the last one's TMA stores
+# run: one k-tile a tile (40 channels, every position a new tile), three (136 channels: tiles end mid-way
+# through the 4 stages), nine through the im2col map; y 16-bit and fp32 (two and four boxes a tile) by TMA
+# stores from the block's buffer, NCHW y from registers.
+TMA_PERSISTENT_CASES = {
+    "loop_c40_one_k_tile_f16_relu": ConvCase(16, 40, 48, 50, 136, 1, 1, x_dtype="f16", y_dtype="f16", bias=True,
+                                             epilogue="relu", **NHWC),
+    "loop_c136_three_k_tiles_bf16_to_f32": ConvCase(16, 136, 40, 40, 72, 1, 1, x_dtype="bf16", y_dtype="f32",
+                                                    bias=True, **NHWC),
+    "loop_im2col_3x3_nchw_y": ConvCase(16, 24, 40, 40, 72, 3, 3, padding=(1, 1), x_dtype="f16", y_dtype="f16",
+                                       x_layout="NHWC", w_layout="MKKC", y_layout="NCHW"),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case_id", list(TMA_PERSISTENT_CASES))
+@pytest.mark.parametrize("config", TMA_PERSISTENT)
+def test_tma_persistent_config_loops_over_tiles(config, case_id, rng):
+    pr.skip_unless_available("implicit_gemm_f16")
+    check_where_it_runs("implicit_gemm_f16", config, TMA_PERSISTENT_CASES[case_id], rng)
 
 
 # Grids small enough for the TMA cluster configuration to split (it refuses others, so each case runs

@@ -131,8 +131,10 @@ GROUPED_SHAPES = [
 # implicit_gemm_f16's warp-tile configurations (pw*, stem*) on more tiles than a wave of warps takes (4 warps a
 # block, 32 pixels a tile, at most 4 blocks an SM for pw and 5 for the stem: over 81,920 and 102,400 pixels on a
 # GPU of up to 160 SMs; the 7x7 stem's shared memory allows 3 blocks an SM), so that warps loop over several: pw's
-# next-tile copies in flight, the stem's rows reused. Only those configurations run them (every configuration
-# would, under racecheck, for minutes).
+# next-tile copies in flight, the stem's rows reused. The persistent TMA configurations (*_persistent: at most 2
+# blocks of 128 pixels an SM) loop over their 512-1,024 tiles likewise, copies for the next tile beside this
+# one's TMA stores. Only those configurations run them (every configuration would, under racecheck, for
+# minutes).
 WARP_TILE_LOOP_SHAPES = [
     ((6, 16, 128, 128), (24, 16, 1, 1), 1, 0, 1, np.float16, True),
     ((8, 3, 128, 128), (40, 3, 3, 3), 1, 1, 1, np.float16, True),
@@ -142,7 +144,8 @@ WARP_TILE_LOOP_SHAPES = [
 
 def run_grouped(rng, name: str, config=None) -> None:
     label = f"{name}[{config}]" if config else name
-    loops = WARP_TILE_LOOP_SHAPES if config and config.startswith(("pw", "stem")) else []
+    loops = WARP_TILE_LOOP_SHAPES if config and (config.startswith(("pw", "stem")) or config.endswith("_persistent")) \
+        else []
     for x_shape, w_shape, stride, padding, groups, dtype, nhwc in GROUPED_SHAPES + loops:
         x = rng.uniform(-1, 1, x_shape).astype(dtype)
         w = rng.uniform(-1, 1, w_shape).astype(dtype)

@@ -92,6 +92,40 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, uint64_t
 #endif
 }
 
+// Shared memory at src (the box's layout in the map's swizzle, 1024-byte aligned) into a 2-D tensor map's box at
+// element coordinates (innermost first), clipped to the tensor; the copy joins the thread's open bulk group
+// (tma_store_commit). Writes of src by other threads are made visible to the copy engine first
+// (fence_proxy_async_shared by each writer, then a barrier).
+__device__ __forceinline__ void tma_store_2d(const void* map, const void* src, int c0, int c1) {
+#ifdef CONV_WGMMA
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map),
+                 "r"(smem_address(src)), "r"(c0), "r"(c1)
+                 : "memory");
+#else
+    (void)map; (void)src; (void)c0; (void)c1;
+#endif
+}
+
+// The thread's bulk groups of stores: close the open one; wait until every closed one has read its shared
+// memory (the buffer may be written again); wait until every closed one is done (its writes performed).
+__device__ __forceinline__ void tma_store_commit() {
+#ifdef CONV_WGMMA
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_store_wait_read() {
+#ifdef CONV_WGMMA
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_store_wait_all() {
+#ifdef CONV_WGMMA
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
+
 // An im2col column of a 4-D (N, H, W, C) tensor map: channels c.. of the map's pixels-per-column pixels,
 // the first at (n, h + off_h, w + off_w), the next ones stepping through the map's bounding box (shifted by
 // the offsets) at its traversal strides, W fastest, then H, then N; zeros outside the tensor.

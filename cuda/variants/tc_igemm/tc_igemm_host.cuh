@@ -36,6 +36,7 @@
 #include "tma_map.cuh"
 #include "conv_kernel_util.cuh"
 #include "grid_dependency.cuh"
+#include "launch_util.cuh"
 #include "tensor_core_check.cuh"
 
 constexpr int TC_SPLIT_TARGET_BLOCKS = 264;  // two blocks per SM of a 132-SM H100
@@ -45,8 +46,9 @@ constexpr int TC_CLUSTER_MAX = 8;  // the portable cluster size
 constexpr int TC_CLUSTER_MIN_TILES = 2;
 
 // How a configuration covers K: in one pass per block, split with partial sums in the workspace and a
-// reduction launch, or split within thread-block clusters.
-enum TcSplit { TC_WHOLE_K, TC_SPLIT_WORKSPACE, TC_SPLIT_CLUSTER };
+// reduction launch, or split within thread-block clusters; TC_PERSISTENT (TMA tiles only): in one pass
+// per tile, by a wave of blocks that loop over the tiles (tc_wgmma_tma.cuh).
+enum TcSplit { TC_WHOLE_K, TC_SPLIT_WORKSPACE, TC_SPLIT_CLUSTER, TC_PERSISTENT };
 constexpr size_t TC_ALIGN = 256;
 
 static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) / TC_ALIGN * TC_ALIGN; }
@@ -111,7 +113,7 @@ static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, TcSplit split)
     g.group_tiles = (o.Mg + Shape::BN - 1) / Shape::BN;
     g.n_tiles = o.gemms * g.group_tiles;
     int splits = 1;
-    if (split != TC_WHOLE_K) {
+    if (split == TC_SPLIT_WORKSPACE || split == TC_SPLIT_CLUSTER) {
         const bool cluster = split == TC_SPLIT_CLUSTER;
         const int64_t tiles = g.m_tiles * g.n_tiles;
         const int64_t want = (TC_SPLIT_TARGET_BLOCKS + tiles - 1) / tiles;
@@ -185,24 +187,42 @@ static inline void tc_cluster_splits(cudaLaunchConfig_t& config, const TcGrid& g
 
 // Launches the TMA GEMM (tc_wgmma_tma.cuh) of tile Tile on x (B, H, W, Cx) and w (M, KH, KW, Cp), as k
 // says (config: grid, stream and attributes; under cluster split-K its splits a cluster, config having
-// room for one more attribute).
+// room for one more attribute; persistent: a wave of blocks, at most one a tile).
 template <class Tile, TcSplit SPLIT>
 static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k, const TcGrid& g,
                          cudaLaunchConfig_t config, int dtype) {
+    constexpr bool PERSISTENT = SPLIT == TC_PERSISTENT;
     CUtensorMap x_map, w_map;
     k.x_im2col = tc_tma_im2col(p);
     int status = k.x_im2col ? tma_map_im2col(&x_map, variant, k.x, dtype, p, k.Cx, Tile::BM)
                             : tma_map_rows(&x_map, variant, k.x, dtype, k.P, k.Cx, Tile::BM);
     if (status == CONV_OK) status = tma_map_filters(&w_map, variant, k.w, dtype, k.M, p->KH * p->KW, k.Cp, Tile::BN);
     if (status != CONV_OK) return status;
-    const auto kernel = tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>;
+    // y by TMA stores where the staged epilogue would run (y NHWC in whole 16-byte rows) and no split reduces.
+    CUtensorMap y_map = {};
+    const int y_tma = (SPLIT == TC_WHOLE_K || PERSISTENT) && k.staged_store && !k.partial;
+    if (y_tma) status = tma_map_y(&y_map, variant, k.y, p->y_dtype, k.P, k.M, Tile::BM);
+    if (status != CONV_OK) return status;
+    const auto kernel = tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER, PERSISTENT>;
     config.blockDim = dim3(Tile::THREADS + 32);  // the math warpgroups, then the producer warp
     if constexpr (SPLIT == TC_SPLIT_CLUSTER) tc_cluster_splits(config, g);
-    config.dynamicSmemBytes = tc_wgmma_launch_smem_bytes<Tile, SPLIT == TC_WHOLE_K>(k);
+    // Persistent: every stage (a block's tiles follow each other through them) and, for TMA stores, a tile of y
+    // past them; else what the configuration's k-tiles fill (tc_wgmma_launch_smem_bytes).
+    if constexpr (PERSISTENT)
+        config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>() +
+                                  (y_tma ? (size_t)Tile::BM * Tile::BN * conv_dtype_size(p->y_dtype) : 0);
+    else
+        config.dynamicSmemBytes = tc_wgmma_launch_smem_bytes<Tile, SPLIT == TC_WHOLE_K>(k);
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)config.dynamicSmemBytes));
+    if constexpr (PERSISTENT) {
+        int64_t wave;
+        status = conv_wave_blocks(kernel, (int)config.blockDim.x, config.dynamicSmemBytes, &wave);
+        if (status != CONV_OK) return status;
+        config.gridDim = dim3(conv_wave_grid(g.m_tiles * g.n_tiles, wave, true), 1, 1);
+    }
     conv_note_launch("tc_wgmma_tma_kernel");
-    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map));
+    CONV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, k, x_map, w_map, y_map, y_tma));
     return CONV_OK;
 }
 
@@ -323,7 +343,8 @@ static const void* tc_kernel_of(const conv_problem* p) {
     Family::with_op(p, [&](auto op) -> int {
         using Tile = TcTile<decltype(op), Shape>;
         if constexpr (Shape::TMA)
-            kernel = reinterpret_cast<const void*>(&tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>);
+            kernel = reinterpret_cast<const void*>(
+                &tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER, SPLIT == TC_PERSISTENT>);
         else
             kernel = reinterpret_cast<const void*>(&tc_igemm_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER>);
         return CONV_OK;
@@ -356,10 +377,18 @@ int tc_config_supports(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: M=%lld maps in %lld GEMMs make %lld tiles of %d, more than gridDim.y allows",
                               Family::NAME, (long long)p->M, (long long)o.gemms, (long long)g.n_tiles, Shape::BN);
-    if (SPLIT != TC_WHOLE_K && g.splits < 2)
+    if ((SPLIT == TC_SPLIT_WORKSPACE || SPLIT == TC_SPLIT_CLUSTER) && g.splits < 2)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
                               (long long)(g.m_tiles * g.n_tiles), g.k_tiles);
+    static_assert(SPLIT != TC_PERSISTENT || Shape::TMA, "only the TMA kernel loops over tiles");
+    if constexpr (SPLIT == TC_PERSISTENT) {
+        // A block's tiles and pipeline positions count in 32 bits (tc_wgmma_tma_kernel).
+        if (g.m_tiles * g.n_tiles * g.k_tiles >= ((int64_t)1 << 31))
+            return conv_set_error(CONV_ERR_UNSUPPORTED, "%s: %lld output tiles of %d x %d by %d k-tiles each pass "
+                                  "the persistent configurations' 2^31", Family::NAME,
+                                  (long long)(g.m_tiles * g.n_tiles), Shape::BM, Shape::BN, g.k_tiles);
+    }
     if constexpr (Shape::TMA) {
         if (p->groups != 1)
             return conv_set_error(CONV_ERR_UNSUPPORTED,
@@ -408,7 +437,9 @@ using TcWgmma64x128 = TcWgmmaShape<64, 128, 4>;
 using TcWgmma64x64 = TcWgmmaShape<64, 64, 4>;
 using TcWgmma64x64s6 = TcWgmmaShape<64, 64, 6>;
 // TMA-fed wgmma (ungrouped layers, tc_wgmma_tma.cuh): the same tiles plus a producer warp, every stage
-// filling ahead of the math.
+// filling ahead of the math. The 128 x 64 and 128 x 128 ones also persistent (a wave of blocks looping
+// over the tiles, the next tile's copies under this one's stores): for the 1x1 layers of a few k-tiles at
+// production batch, where a block per tile waits on its first copies and its stores in turn.
 using TcTma128x256 = TcTmaShape<128, 256, 4>;
 using TcTma128x128 = TcTmaShape<128, 128, 4>;
 using TcTma128x64 = TcTmaShape<128, 64, 4>;
@@ -447,7 +478,7 @@ constexpr conv_config tc_config(const char* name) {
 #define TC_TMA_CONFIGS(X)                                                                                       \
     X(TcTma128x256, TC_WHOLE_K) X(TcTma128x128, TC_WHOLE_K) X(TcTma128x64, TC_WHOLE_K)                         \
     X(TcTma64x128, TC_WHOLE_K) X(TcTma64x64, TC_WHOLE_K) X(TcTma64x64s6, TC_WHOLE_K)                           \
-    X(TcTma64x64, TC_SPLIT_CLUSTER)
+    X(TcTma64x64, TC_SPLIT_CLUSTER) X(TcTma128x128, TC_PERSISTENT) X(TcTma128x64, TC_PERSISTENT)
 #define TC_HALF_CONFIG(EXTERN, SHAPE, SPLIT)                                                                     \
     EXTERN template int tc_run<TcFamilyHalf, SHAPE, SPLIT>(const conv_problem*, const conv_tensors*, void*,     \
                                                            size_t, void*);                                     \
@@ -481,6 +512,8 @@ struct TcVariant {
     static constexpr const char* TMA_64x64 = "tma64x64_s4";
     static constexpr const char* TMA_64x64s6 = "tma64x64_s6";
     static constexpr const char* TMA_CLUSTER_64x64 = "tma64x64_s4_cluster";
+    static constexpr const char* TMA_PERSISTENT_128x128 = "tma128x128_s4_persistent";
+    static constexpr const char* TMA_PERSISTENT_128x64 = "tma128x64_s4_persistent";
     static constexpr const char* NCHW_128x128 = "nchw128x128_s3";
     static constexpr const char* NCHW_128x64 = "nchw128x64_s4";
     static constexpr const char* NCHW_64x64 = "nchw64x64_s4";
@@ -509,7 +542,7 @@ struct TcVariant {
     };
     // An explicit bound: sizeof(WGMMA) would instantiate the initializer (the wgmma kernels) for the tf32
     // family too.
-    static constexpr int NUM_WGMMA = 17;
+    static constexpr int NUM_WGMMA = 19;
     static constexpr conv_config WGMMA[NUM_WGMMA] = {
         tc_config<Family, TcWgmma128x128, TC_WHOLE_K>(WGMMA_128x128),
         tc_config<Family, TcWgmma128x64, TC_WHOLE_K>(WGMMA_128x64),
@@ -525,6 +558,8 @@ struct TcVariant {
         tc_config<Family, TcTma64x64, TC_WHOLE_K>(TMA_64x64),
         tc_config<Family, TcTma64x64s6, TC_WHOLE_K>(TMA_64x64s6),
         tc_config<Family, TcTma64x64, TC_SPLIT_CLUSTER>(TMA_CLUSTER_64x64),
+        tc_config<Family, TcTma128x128, TC_PERSISTENT>(TMA_PERSISTENT_128x128),
+        tc_config<Family, TcTma128x64, TC_PERSISTENT>(TMA_PERSISTENT_128x64),
         tc_config<Family, TcNchw128x128, TC_WHOLE_K>(NCHW_128x128),
         tc_config<Family, TcNchw128x64, TC_WHOLE_K>(NCHW_128x64),
         tc_config<Family, TcNchw64x64, TC_WHOLE_K>(NCHW_64x64),

@@ -1,11 +1,12 @@
 // tma_map.cuh — host side of the tensor memory accelerator: encoding the tensor maps that
 // tc_wgmma_tma.cuh's copies read (fp16 / bf16 operands, boxes of 128-byte rows in the 128-byte swizzle,
-// zeros outside the tensor):
+// zeros outside the tensor) and its epilogue writes:
 //   - x of a 1x1 convolution with stride 1 and no padding: a (pixels x channels) matrix, tiled;
 //   - x of any other window: an im2col map of the NHWC tensor, whose bounding box is the window's
 //     top-left positions over the output, so that one copy gathers a column of output pixels for one tap;
 //   - w (M, KH, KW, C'): a 3-D (maps, taps, channels) tensor, so that a channel range past C' reads zeros
-//     rather than the next tap's filters.
+//     rather than the next tap's filters;
+//   - y (pixels x maps, NHWC, any y dtype): boxes of a tile's pixels x 128 bytes of maps, clipped at the edges.
 //   The encoders are driver functions; they are looked up through the runtime
 //   (cudaGetDriverEntryPointByVersion), so libconv does not link libcuda itself and loads where the
 //   driver is older (the TMA configurations then refuse, with the reason).
@@ -49,7 +50,9 @@ static inline int tma_check_driver(const char* variant) {
 }
 
 static inline CUtensorMapDataType tma_dtype(int dtype) {
-    return dtype == CONV_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    return dtype == CONV_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+           : dtype == CONV_F32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 }
 
 static inline int tma_result(CUresult r, const char* variant, const char* what) {
@@ -73,6 +76,20 @@ static inline int tma_map_rows(CUtensorMap* map, const char* variant, const void
                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                       variant, "x");
+}
+
+// map = y (P pixels, M maps) NHWC at base (16-byte aligned, M * element a multiple of 16 bytes), written in
+// boxes of box_rows pixels x 128 bytes of maps, in the 128-byte swizzle (tc_store_tma).
+static inline int tma_map_y(CUtensorMap* map, const char* variant, void* base, int dtype, int64_t P, int64_t M,
+                            int box_rows) {
+    const cuuint64_t dims[2] = {(cuuint64_t)M, (cuuint64_t)P};
+    const cuuint64_t strides[1] = {(cuuint64_t)M * conv_dtype_size(dtype)};
+    const cuuint32_t box[2] = {(cuuint32_t)(128 / conv_dtype_size(dtype)), (cuuint32_t)box_rows};
+    const cuuint32_t steps[2] = {1, 1};
+    return tma_result(tma_encode_tiled()(map, tma_dtype(dtype), 2, base, dims, strides, box, steps,
+                                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                         CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                      variant, "y");
 }
 
 // map = w (M, taps, C') at base, copied in boxes of box_maps maps x one tap x 128 bytes.
