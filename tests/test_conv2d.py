@@ -170,9 +170,9 @@ def test_every_config_runs_a_network_layer(name, config):
                 ran.append((shape_name, dtype))
             except pyconv.ConvUnsupportedError:
                 pass
-    for dtype in ("float32", "float16") if not ran else ():  # the narrow NHWC tiles: 16-bit only
-        try:
-            pyconv.Conv2dPlan((2, 32, 14, 14), (32, 1, 3, 3), padding=1, groups=32, variant=name, config=config,
+    for dtype in ("float32", "float16") if not ran else ():  # the narrow NHWC tiles, plane_r8: 16-bit only
+        try:  # (plane_r8: 4 images or more)
+            pyconv.Conv2dPlan((4, 32, 14, 14), (32, 1, 3, 3), padding=1, groups=32, variant=name, config=config,
                               precision=precision_of(info), layout="NHWC", w_layout="MKKC", dtype=dtype)
             ran.append(("depthwise_nhwc", dtype))
         except pyconv.ConvUnsupportedError:

@@ -60,6 +60,9 @@ CHAIN_CASES = {
                  **NHWC),
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=8, bias=True),
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=2, bias=True),  # 32 maps a group: m8x4
+        # plane_r8: 16-bit x, batches of 4 or more
+        ConvCase(5, 16, 20, 20, 16, 3, 3, padding=(1, 1), groups=16, x_dtype="bf16", y_dtype="bf16", bias=True,
+                 **NHWC),
     ],
 }
 CONFIGS = [(v, c) for v in CHAIN_CASES for c in (variant_configs(v) or [""])]
