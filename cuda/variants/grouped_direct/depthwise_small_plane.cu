@@ -1,7 +1,8 @@
-// depthwise_small_plane.cu — grouped_direct's kernel for depthwise layers whose planes are small beside
-// their filters (UniRepLKNet's and RepLKNet's 13x13 filters on 7x7 planes, 27x27 on 14x14): the "plane"
-// configuration. Exact fp32 FFMA on f32, f16 or bf16 x and w; y and bias in any dtype; NCHW or NHWC;
-// bias + ReLU; any stride and padding; no dilation.
+// depthwise_small_plane.cu — grouped_direct's kernel for depthwise layers whose planes fit shared memory
+// beside their filters (UniRepLKNet's and RepLKNet's 13x13 filters on 7x7 planes, 27x27 on 14x14, up to
+// RepLKNet's 31x31 and SLaK's bands on 56x56): the "plane" and "plane_r8" configurations (runs of 4 and 8
+// outputs a thread). Exact fp32 FFMA on f32, f16 or bf16 x and w (plane_r8: f16 / bf16); y and bias in any
+// dtype; NCHW or NHWC; bias + ReLU; any stride and padding; no dilation.
 //
 // With padding (K-1)/2, a 13x13 filter meets a 7x7 plane with 49 of its 169 taps at every output; the
 // window-staging kernel (depthwise_large.cu) walks a strip's taps against staged zeros, 3.4x the
@@ -50,8 +51,8 @@ constexpr int DWP_STAGE_LOADS = 8;
 // FMAs); 1 for one image, since batches of 1-3 have few outputs and a thread's serial work is their time
 // (H200, batch 1, 13x13 on 7x7: fp32 5.5 us at 1, 7.0 at 2; fp16 NHWC 6.6 at 1, 8.4 at 2).
 int dwp_run_for(int images, int run) { return images == 1 ? 1 : run; }
-// Runs built for fp32 x: 8 won on no layer of the large_kernel suite in fp32 NCHW, some in fp16 / bf16 NHWC
-// (H200, batch 32: 31x31 on 56x56 745 against 793 us, 5x51 325 against 375).
+// The longest run built for fp32 x: 8 won on no layer of the large_kernel suite in fp32 NCHW, some in fp16 /
+// bf16 NHWC (H200, batch 32: 31x31 on 56x56 750 against 797 us, 5x51 329 against 378).
 constexpr int DWP_FP32_RUN = 4;
 
 // Every count < 2^31 (the dispatcher's batch chunks).

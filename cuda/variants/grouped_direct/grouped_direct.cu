@@ -510,8 +510,8 @@ int gd_plane_supports(const conv_problem* p) { return dwp_fits(p, RUN, 1); }
 // 16-byte vectors, or with "narrow" the 1- and 2-channel vectors for small grids, and with b4 registers
 // capped so that 4 blocks fit an SM. The nchw_r* ones:
 // output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
-// depthwise_nchw_tiled.cu; the lk_q* ones: outputs a thread of depthwise_large.cu; plane: whole planes a
-// block of depthwise_small_plane.cu.
+// depthwise_nchw_tiled.cu; the lk_q* ones: outputs a thread of depthwise_large.cu; plane, plane_r8: whole
+// planes a block of depthwise_small_plane.cu, runs of 4 or 8 outputs a thread.
 const conv_config GD_CONFIGS[] = {
     {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
     {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
