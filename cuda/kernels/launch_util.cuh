@@ -19,6 +19,9 @@ static inline int conv_sm_count(int* sms) {
     return CONV_OK;
 }
 
+// Shared memory a launch gets without opting in (cudaFuncAttributeMaxDynamicSharedMemorySize).
+constexpr int CONV_SMEM_NO_OPT_IN = 48 * 1024;
+
 // Shared memory a block of the current device may take (its opt-in maximum, beyond the default 48 KB).
 static inline int conv_smem_per_block_optin(int* bytes) {
     int device;

@@ -285,9 +285,6 @@ size_t dwp_bytes(const conv_problem* p, int64_t channels, int images, int run) {
     return (size_t)channels * (size_t)(dwp_cstride(p, images) + dwp_wstride(p, run)) * sizeof(float);
 }
 
-// Shared memory a launch gets without opting in.
-constexpr size_t DWP_SMEM_DEFAULT = 48 * 1024;
-
 // Whether a channel's runs of R outputs are numbered down the columns. Along a row, a warp's threads read x
 // R*NI floats apart (4-way conflicts of the 16-byte reads at R = 4: 31x31 on 56x56 spent 1108 us with shared
 // memory 95% busy and FMA 38%), unless every run walks the same columns (a filter as wide as the plane: the
@@ -305,7 +302,7 @@ bool dwp_rows_fastest(const DwpShape& s, int R) {
 template <class TX, int NI, int R>
 int dwp_launch(const conv_tensors* t, DwpShape s, unsigned blocks, int threads, size_t smem, cudaStream_t stream) {
     const auto kernel = dwp_kernel<TX, NI, R>;
-    if (smem > DWP_SMEM_DEFAULT)  // per device: set on every such launch (a host call of microseconds)
+    if (smem > CONV_SMEM_NO_OPT_IN)  // per device: set on every such launch (a host call of microseconds)
         CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kernel<<<blocks, threads, smem, stream>>>(s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), t->bias,
                                               t->y);
@@ -354,7 +351,7 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
         return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: plane's blocks of this batch pass int range");
     const int threads = (int)std::min<int64_t>(DWP_THREADS, (pc * items + 31) / 32 * 32);
     const size_t smem = dwp_bytes(p, pc, NI, R);
-    if (smem > DWP_SMEM_DEFAULT) {  // one channel of a large plane (dwp_fits: <= DWP_SMEM_MAX)
+    if (smem > CONV_SMEM_NO_OPT_IN) {  // one channel of a large plane (dwp_fits: <= DWP_SMEM_MAX)
         int most = 0;
         const int optin = conv_smem_per_block_optin(&most);
         if (optin != CONV_OK) return optin;

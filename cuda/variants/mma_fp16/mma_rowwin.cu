@@ -53,7 +53,7 @@ constexpr int ROWWIN_MIN_BLOCKS = 3;
 __host__ __device__ constexpr int rowwin_max_warps(int R, int MT) { return R * MT >= 16 ? 4 : 5; }
 // Shared memory of a block: the A fragments (one 512-byte tile per channel, kernel row pair and
 // m16 tile) and the output tile of one strip (maps x R x OW floats).
-constexpr int ROWWIN_SMEM_LIMIT = 48 * 1024;
+constexpr int ROWWIN_SMEM_LIMIT = CONV_SMEM_NO_OPT_IN;
 constexpr int ROWWIN_MAX_MAPS = 32;
 
 // x is (B, C, H, W), w is (M, C, KH, KW), y is (B, M, OH, OW), each in its layout (st: x's and w's

@@ -49,6 +49,8 @@ constexpr int TC_CLUSTER_MIN_TILES = 2;
 // reduction launch, or split within thread-block clusters; TC_PERSISTENT (TMA tiles only): in one pass
 // per tile, by a wave of blocks that loop over the tiles (tc_wgmma_tma.cuh).
 enum TcSplit { TC_WHOLE_K, TC_SPLIT_WORKSPACE, TC_SPLIT_CLUSTER, TC_PERSISTENT };
+// Whether a configuration splits K between blocks (and so needs a grid that gives it two splits or more).
+constexpr bool tc_splits_k(TcSplit split) { return split == TC_SPLIT_WORKSPACE || split == TC_SPLIT_CLUSTER; }
 constexpr size_t TC_ALIGN = 256;
 
 static inline size_t tc_align_up(size_t bytes) { return (bytes + TC_ALIGN - 1) / TC_ALIGN * TC_ALIGN; }
@@ -113,7 +115,7 @@ static TcGrid tc_grid(const conv_problem* p, const TcOperands& o, TcSplit split)
     g.group_tiles = (o.Mg + Shape::BN - 1) / Shape::BN;
     g.n_tiles = o.gemms * g.group_tiles;
     int splits = 1;
-    if (split == TC_SPLIT_WORKSPACE || split == TC_SPLIT_CLUSTER) {
+    if (tc_splits_k(split)) {
         const bool cluster = split == TC_SPLIT_CLUSTER;
         const int64_t tiles = g.m_tiles * g.n_tiles;
         const int64_t want = (TC_SPLIT_TARGET_BLOCKS + tiles - 1) / tiles;
@@ -206,13 +208,8 @@ static int tc_launch_tma(const char* variant, const conv_problem* p, TcParams k,
     const auto kernel = tc_wgmma_tma_kernel<Tile, SPLIT == TC_SPLIT_CLUSTER, PERSISTENT>;
     config.blockDim = dim3(Tile::THREADS + 32);  // the math warpgroups, then the producer warp
     if constexpr (SPLIT == TC_SPLIT_CLUSTER) tc_cluster_splits(config, g);
-    // Persistent: every stage (a block's tiles follow each other through them) and, for TMA stores, a tile of y
-    // past them; else what the configuration's k-tiles fill (tc_wgmma_launch_smem_bytes).
-    if constexpr (PERSISTENT)
-        config.dynamicSmemBytes = tc_wgmma_smem_bytes<Tile>() +
-                                  (y_tma ? (size_t)Tile::BM * Tile::BN * conv_dtype_size(p->y_dtype) : 0);
-    else
-        config.dynamicSmemBytes = tc_wgmma_launch_smem_bytes<Tile, SPLIT == TC_WHOLE_K>(k);
+    config.dynamicSmemBytes = PERSISTENT ? tc_tma_persistent_smem_bytes<Tile>(p->y_dtype, y_tma)
+                                         : tc_wgmma_launch_smem_bytes<Tile, SPLIT == TC_WHOLE_K>(k);
     CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)config.dynamicSmemBytes));
     if constexpr (PERSISTENT) {
@@ -377,7 +374,7 @@ int tc_config_supports(const conv_problem* p) {
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: M=%lld maps in %lld GEMMs make %lld tiles of %d, more than gridDim.y allows",
                               Family::NAME, (long long)p->M, (long long)o.gemms, (long long)g.n_tiles, Shape::BN);
-    if ((SPLIT == TC_SPLIT_WORKSPACE || SPLIT == TC_SPLIT_CLUSTER) && g.splits < 2)
+    if (tc_splits_k(SPLIT) && g.splits < 2)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "%s: split-K not used here: %lld block tiles and %d k-tiles need no split", Family::NAME,
                               (long long)(g.m_tiles * g.n_tiles), g.k_tiles);

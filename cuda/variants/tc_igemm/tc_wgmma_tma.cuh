@@ -43,6 +43,14 @@ struct TcTmaBarriers {
     uint64_t full[Tile::STAGES], empty[Tile::STAGES];
 };
 
+// The shared memory a persistent block asks for: every stage (a block's tiles follow each other through them)
+// and, where its epilogue is TMA stores, a buffer of one tile of y past them (at smem + Tile::SMEM_BYTES in
+// tc_wgmma_tma_kernel).
+template <class Tile>
+inline int tc_tma_persistent_smem_bytes(int y_dtype, bool y_tma) {
+    return tc_wgmma_smem_bytes<Tile>() + (y_tma ? Tile::BM * Tile::BN * (int)conv_dtype_size(y_dtype) : 0);
+}
+
 // Blocks an SM the registers must allow (__launch_bounds__' second argument; 0: no bound, as the
 // non-persistent kernels have always been built): one for the persistent kernels, whose shared memory allows
 // no more where y is 16-bit (128 x 64: 96 KB of stages and a 16 KB buffer of y).
