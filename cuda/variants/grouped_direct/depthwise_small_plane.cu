@@ -41,6 +41,9 @@ constexpr int DWP_SMEM_MAX = 110 * 1024;
 constexpr int DWP_NHWC_PLANES = 32;
 // Images a block (and a thread) takes where the batch has them.
 constexpr int DWP_IMAGES = 4;
+// Output rows a band of a plane has at least, where a plane is split over blocks (a band stages its rows and
+// the filter's KH-1 more).
+constexpr int DWP_MIN_BAND_ROWS = 8;
 // Values a thread loads at once when it stages x and w, so that their latencies overlap: on 7x7 planes,
 // staging one value at a time took longer than the sums (H200, fp32 batch 32, UniRepLKNet-S's 13x13 on 7x7:
 // 28.2 us one at a time, 20.7 four, 20.3 eight).
@@ -48,9 +51,11 @@ constexpr int DWP_STAGE_LOADS = 8;
 
 // Outputs of a row a thread sums (R, the kernel's run): the configuration's 4 ("plane") or 8 ("plane_r8")
 // for 4 images (16 or 32 sums; 8 reads less shared memory an FMA, for R-1 more columns a row of zero-weight
-// FMAs); 1 for one image, since batches of 1-3 have few outputs and a thread's serial work is their time
-// (H200, batch 1, 13x13 on 7x7: fp32 5.5 us at 1, 7.0 at 2; fp16 NHWC 6.6 at 1, 8.4 at 2).
-int dwp_run_for(int images, int run) { return images == 1 ? 1 : run; }
+// FMAs). For one image (batches of 1-3) plane sums one output a thread, since small planes have few outputs
+// and a thread's serial work is their time (H200, batch 1, 13x13 on 7x7: fp32 5.5 us at 1, 7.0 at 2; fp16
+// NHWC 6.6 at 1, 8.4 at 2), and plane_r8 runs of 8 (large planes: a weight and an x value read for 8 FMAs,
+// where one output a thread reads both for each).
+int dwp_run_for(int images, int run) { return images == 1 && run <= 4 ? 1 : run; }
 // The longest run built for fp32 x: 8 won on no layer of the large_kernel suite in fp32 NCHW, some in fp16 /
 // bf16 NHWC (H200, batch 32: 31x31 on 56x56 750 against 797 us, 5x51 329 against 378).
 constexpr int DWP_FP32_RUN = 4;
@@ -60,7 +65,11 @@ struct DwpShape {
     int B, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
     int PC;       // channels a block (its images: the kernel's NI)
     int cgroups;  // blocks along C
+    int iblocks;  // blocks along B (groups of NI images)
     int runs;     // runs of R outputs in an output row
+    // a block's band of output rows: BR rows (bands of them a plane: blocks along the rows, where channels
+    // and images alone would leave SMs idle), from at most SR staged rows of x
+    int BR, bands, SR;
     // shared memory, in floats: a staged row (Wp positions, W | 1, of NI images: a warp's threads on
     // consecutive rows read distinct banks), a channel's planes (H rows; odd in NI-float units, so that a
     // warp's threads on 32 channels at one position read distinct banks), a filter row (R-1 zeros, KW taps,
@@ -68,7 +77,7 @@ struct DwpShape {
     int Wp, cstride, wrow, wstride;
     int rows_fastest;  // a channel's runs of outputs numbered down the columns, else along the rows
     int x_nhwc, y_nhwc, y_dtype, relu;
-    ConvDivider by_hw, by_w, by_pc, by_oh, by_runs, by_wrow, by_wstride;  // flat indices split
+    ConvDivider by_srw, by_w, by_pc, by_br, by_runs, by_wrow, by_wstride;  // flat indices split
 };
 
 // Stages n values into dst: a thread loads DWP_STAGE_LOADS of them (load(i, at): the value, and where it
@@ -149,10 +158,10 @@ __device__ __forceinline__ void dwp_row(float (&acc)[R][NI], const float* xr, co
 }
 
 // One output's sum over the taps that meet x (all taps: every one, x = 0 outside the plane): the path for
-// non-finite values and column strides of 2 or more.
+// non-finite values and column strides of 2 or more. xp: the staged rows from x's row r0.
 template <int NI>
-__device__ void dwp_one_output(float (&acc)[NI], const DwpShape& s, const float* xp, const float* wp, int oh, int ow,
-                               bool all_taps) {
+__device__ void dwp_one_output(float (&acc)[NI], const DwpShape& s, const float* xp, const float* wp, int r0, int oh,
+                               int ow, bool all_taps) {
     const int ih0 = oh * s.SH - s.PH, iw0 = ow * s.SW - s.PW;  // x under tap (0, 0)
     const int kh0 = all_taps ? 0 : max(0, -ih0), kh1 = all_taps ? s.KH : min(s.KH, s.H - ih0);
     const int kw0 = all_taps ? 0 : max(0, -iw0), kw1 = all_taps ? s.KW : min(s.KW, s.W - iw0);
@@ -163,7 +172,7 @@ __device__ void dwp_one_output(float (&acc)[NI], const DwpShape& s, const float*
             const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
             const float wv = wp[kh * s.wrow + kw];
 #pragma unroll
-            for (int i = 0; i < NI; ++i) acc[i] = fmaf(in ? xp[(ih * s.Wp + iw) * NI + i] : 0.0f, wv, acc[i]);
+            for (int i = 0; i < NI; ++i) acc[i] = fmaf(in ? xp[((ih - r0) * s.Wp + iw) * NI + i] : 0.0f, wv, acc[i]);
         }
     }
 }
@@ -177,10 +186,14 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
                                                           const TX* __restrict__ w, const void* __restrict__ bias,
                                                           void* __restrict__ y) {
     extern __shared__ float4 dwp_smem[];
-    const int hw = s.H * s.W, taps = s.KH * s.KW, ohw = s.OH * s.OW, items = s.OH * s.runs;
-    const int c0 = (int)(blockIdx.x % (unsigned)s.cgroups) * s.PC, b0 = (int)(blockIdx.x / (unsigned)s.cgroups) * NI;
+    const int hw = s.H * s.W, taps = s.KH * s.KW, ohw = s.OH * s.OW, items = s.BR * s.runs;
+    const unsigned rest = blockIdx.x / (unsigned)s.cgroups;
+    const int c0 = (int)(blockIdx.x % (unsigned)s.cgroups) * s.PC, b0 = (int)(rest % (unsigned)s.iblocks) * NI;
     const int nc = min(s.PC, s.C - c0), nb = min(NI, s.B - b0);
-    float* xs = reinterpret_cast<float*>(dwp_smem);  // PC channels of H rows of Wp positions x NI images
+    // the band's output rows [oh0, oh1) and the rows of x they meet, [r0, r1): at most SR
+    const int oh0 = (int)(rest / (unsigned)s.iblocks) * s.BR, oh1 = min(s.OH, oh0 + s.BR);
+    const int r0 = max(0, oh0 * s.SH - s.PH), r1 = min(s.H, (oh1 - 1) * s.SH - s.PH + s.KH);
+    float* xs = reinterpret_cast<float*>(dwp_smem);  // PC channels of SR rows of Wp positions x NI images
     float* ws = xs + s.PC * s.cstride;               // PC filters of KH rows of wrow
     // The filters, rows of R-1 zeros, KW taps, R-1 zeros (depthwise (C, 1, KH, KW): MCKK and MKKC alike).
     bool w_bad = false, x_bad = false;
@@ -191,23 +204,24 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
         at = i;
         return kh < s.KH && kw >= 0 && kw < s.KW ? conv_load(w, (long long)(c0 + cl) * taps + kh * s.KW + kw) : 0.0f;
     });
-    // x: PC channels x NI images x H*W positions, channel fastest in NHWC, position fastest in NCHW; channels
-    // past C are neither loaded nor stored, images past B are zeros (never stored to y)
-    dwp_stage(s.PC * NI * hw, xs, x_bad, [&](int i, int& at) {
-        uint32_t a, q;
+    // x: PC channels x NI images x SR*W positions from row r0, channel fastest in NHWC, position fastest in
+    // NCHW; channels past C and rows past r1 are neither loaded nor stored, images past B are zeros (never
+    // stored to y)
+    dwp_stage(s.PC * NI * s.SR * s.W, xs, x_bad, [&](int i, int& at) {
+        uint32_t a, ql;
         int bi;
         if (s.x_nhwc) {
-            bi = (int)s.by_hw.divmod(s.by_pc.divmod(i, &a), &q);
+            bi = (int)s.by_srw.divmod(s.by_pc.divmod(i, &a), &ql);
         } else {
-            bi = (int)s.by_pc.divmod(s.by_hw.divmod(i, &q), &a);
+            bi = (int)s.by_pc.divmod(s.by_srw.divmod(i, &ql), &a);
         }
         const int cl = (int)a;
-        if (cl >= nc) return 0.0f;
         uint32_t iw;
-        const int ih = (int)s.by_w.divmod(q, &iw);
-        at = cl * s.cstride + (ih * s.Wp + (int)iw) * NI + bi;
+        const int rl = (int)s.by_w.divmod(ql, &iw);  // the staged row, x's row r0 + rl
+        if (cl >= nc || r0 + rl >= r1) return 0.0f;
+        at = cl * s.cstride + (rl * s.Wp + (int)iw) * NI + bi;
         if (bi >= nb) return 0.0f;
-        const int b = b0 + bi, c = c0 + cl;
+        const int b = b0 + bi, c = c0 + cl, q = (r0 + rl) * s.W + (int)iw;
         return conv_load(x, s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q);
     });
     // finite: every tap may run against zero weights (the runs); else each output alone, on the taps that
@@ -226,12 +240,13 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
         uint32_t r;
         int oh, ow0;
         if (s.rows_fastest) {
-            ow0 = (int)s.by_oh.divmod(it, &r) * R;
-            oh = (int)r;
+            ow0 = (int)s.by_br.divmod(it, &r) * R;
+            oh = oh0 + (int)r;
         } else {
-            oh = (int)s.by_runs.divmod(it, &r);
+            oh = oh0 + (int)s.by_runs.divmod(it, &r);
             ow0 = (int)r * R;
         }
+        if (oh >= oh1) continue;  // the last band's rows past OH
         const float* xp = xs + cl * s.cstride;
         const float* wp = ws + cl * s.wstride + (R - 1);  // tap (0, 0)
         float acc[R][NI];
@@ -246,12 +261,12 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
             const int iw0 = max(0, ow0 - s.PW), iw1 = min(s.W, ow0 + R - 1 - s.PW + s.KW);
             if (iw1 > iw0)
                 for (int kh = kh0; kh < kh1; ++kh)
-                    dwp_row<NI, R>(acc, xp + ((ih0 + kh) * s.Wp + iw0) * NI, wp + kh * s.wrow + iw0 - ow0 + s.PW,
+                    dwp_row<NI, R>(acc, xp + ((ih0 + kh - r0) * s.Wp + iw0) * NI, wp + kh * s.wrow + iw0 - ow0 + s.PW,
                                    iw1 - iw0);
         } else {
 #pragma unroll
             for (int r = 0; r < R; ++r)
-                if (ow0 + r < s.OW) dwp_one_output<NI>(acc[r], s, xp, wp, oh, ow0 + r, !w_finite);
+                if (ow0 + r < s.OW) dwp_one_output<NI>(acc[r], s, xp, wp, r0, oh, ow0 + r, !w_finite);
         }
         const int c = c0 + cl;
         const float bv = gd_bias_as_float(bias, s.y_dtype, c);
@@ -276,13 +291,15 @@ int dwp_images(const conv_problem* p) { return p->B >= DWP_IMAGES ? DWP_IMAGES :
 // Shared memory, in floats (DwpShape), for `images` images and runs of `run` outputs: a staged row, a
 // channel's planes, a filter row with its zeros, a channel's filter.
 int64_t dwp_row_positions(const conv_problem* p) { return p->W | 1; }
-int64_t dwp_cstride(const conv_problem* p, int images) { return images * (p->H * dwp_row_positions(p) | 1); }
+int64_t dwp_cstride(const conv_problem* p, int images, int64_t rows) {
+    return images * (rows * dwp_row_positions(p) | 1);
+}
 int64_t dwp_wrow(const conv_problem* p, int run) { return p->KW + 2 * (run - 1); }
 int64_t dwp_wstride(const conv_problem* p, int run) { return p->KH * dwp_wrow(p, run) | 1; }
 
 // Shared memory of PC channels' filters and their planes of NI images, runs of R.
-size_t dwp_bytes(const conv_problem* p, int64_t channels, int images, int run) {
-    return (size_t)channels * (size_t)(dwp_cstride(p, images) + dwp_wstride(p, run)) * sizeof(float);
+size_t dwp_bytes(const conv_problem* p, int64_t channels, int images, int run, int64_t rows) {
+    return (size_t)channels * (size_t)(dwp_cstride(p, images, rows) + dwp_wstride(p, run)) * sizeof(float);
 }
 
 // Whether a channel's runs of R outputs are numbered down the columns. Along a row, a warp's threads read x
@@ -330,27 +347,36 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
     int64_t pc = std::max<int64_t>(s.x_nhwc || s.y_nhwc ? DWP_NHWC_PLANES : 1, DWP_THREADS / items);
     pc = std::min<int64_t>(pc, s.C);
     while (pc > 1 &&
-           (dwp_bytes(p, pc, NI, R) > DWP_SMEM_BUDGET || (s.C + pc - 1) / pc * image_blocks < 2 * (int64_t)sms))
+           (dwp_bytes(p, pc, NI, R, s.H) > DWP_SMEM_BUDGET || (s.C + pc - 1) / pc * image_blocks < 2 * (int64_t)sms))
         pc = (pc + 1) / 2;
     s.PC = (int)pc;
     s.cgroups = (int)((s.C + pc - 1) / pc);
+    s.iblocks = (int)image_blocks;
+    // Bands of output rows where channels and images give fewer than two blocks an SM (one channel of one
+    // image a block, RepLKNet's 128 planes at batch 1), of at least DWP_MIN_BAND_ROWS rows.
+    int bands = 1;
+    while (s.cgroups * image_blocks * bands < 2 * (int64_t)sms && (s.OH + bands) / (bands + 1) >= DWP_MIN_BAND_ROWS)
+        ++bands;
+    s.BR = (s.OH + bands - 1) / bands;
+    s.bands = (s.OH + s.BR - 1) / s.BR;
+    s.SR = std::min(s.H, (s.BR - 1) * s.SH + s.KH);
     s.Wp = (int)dwp_row_positions(p);
-    s.cstride = (int)dwp_cstride(p, NI);
+    s.cstride = (int)dwp_cstride(p, NI, s.SR);
     s.wrow = (int)dwp_wrow(p, R);
     s.wstride = (int)dwp_wstride(p, R);
-    s.by_hw = ConvDivider::of((uint32_t)(s.H * s.W));
+    s.by_srw = ConvDivider::of((uint32_t)(s.SR * s.W));
     s.by_w = ConvDivider::of((uint32_t)s.W);
     s.by_pc = ConvDivider::of((uint32_t)s.PC);
-    s.by_oh = ConvDivider::of((uint32_t)s.OH);
+    s.by_br = ConvDivider::of((uint32_t)s.BR);
     s.by_runs = ConvDivider::of((uint32_t)s.runs);
     s.rows_fastest = dwp_rows_fastest(s, R);
     s.by_wrow = ConvDivider::of((uint32_t)s.wrow);
     s.by_wstride = ConvDivider::of((uint32_t)s.wstride);
-    const int64_t blocks = s.cgroups * image_blocks;
+    const int64_t blocks = s.cgroups * image_blocks * s.bands;
     if (blocks >= (1ll << 31))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: plane's blocks of this batch pass int range");
-    const int threads = (int)std::min<int64_t>(DWP_THREADS, (pc * items + 31) / 32 * 32);
-    const size_t smem = dwp_bytes(p, pc, NI, R);
+    const int threads = (int)std::min<int64_t>(DWP_THREADS, (pc * s.BR * s.runs + 31) / 32 * 32);
+    const size_t smem = dwp_bytes(p, pc, NI, R, s.SR);
     if (smem > CONV_SMEM_NO_OPT_IN) {  // one channel of a large plane (dwp_fits: <= DWP_SMEM_MAX)
         int most = 0;
         const int optin = conv_smem_per_block_optin(&most);
@@ -364,7 +390,7 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
     case CONV_F16: return dwp_launch<__half, NI, R>(t, s, (unsigned)blocks, threads, smem, stream);
     case CONV_BF16: return dwp_launch<__nv_bfloat16, NI, R>(t, s, (unsigned)blocks, threads, smem, stream);
     default:
-        if constexpr (R > DWP_FP32_RUN)  // dwp_fits refused it
+        if constexpr (NI > 1 && R > DWP_FP32_RUN)  // dwp_fits refused it
             return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: plane_r%d takes f16 / bf16 x only", R);
         else
             return dwp_launch<float, NI, R>(t, s, (unsigned)blocks, threads, smem, stream);
@@ -377,20 +403,14 @@ int dwp_fits(const conv_problem* p, int run, int report) {
     const int status = dw_undilated_fits(p, "the plane configurations", report);
     if (status != CONV_OK) return status;
     const int images = dwp_images(p);
-    if (run > DWP_FP32_RUN && p->x_dtype == CONV_F32) {
+    if (run > DWP_FP32_RUN && images > 1 && p->x_dtype == CONV_F32) {
         if (!report) return CONV_ERR_UNSUPPORTED;
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "grouped_direct: plane_r%d takes f16 / bf16 x only (built where its runs won), got x "
-                              "%s; plane takes every dtype", run, conv_dtype_name(p->x_dtype));
-    }
-    if (run > 4 && images == 1) {
-        if (!report) return CONV_ERR_UNSUPPORTED;
-        return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "grouped_direct: plane_r%d sums runs of %d outputs for 4 images: batches of 4 or more "
-                              "(B=%lld; plane takes any)", run, run, (long long)p->B);
+                              "grouped_direct: plane_r%d takes f16 / bf16 x only from batch 4 (built where its runs "
+                              "won), got x %s; plane takes every dtype", run, conv_dtype_name(p->x_dtype));
     }
     const int r = dwp_run_for(images, run);
-    if (dwp_bytes(p, 1, images, r) > DWP_SMEM_MAX) {
+    if (dwp_bytes(p, 1, images, r, p->H) > DWP_SMEM_MAX) {
         if (!report) return CONV_ERR_UNSUPPORTED;
         return conv_set_error(CONV_ERR_UNSUPPORTED,
                               "grouped_direct: the plane configuration stages whole planes (%d images, rows of %lld "
@@ -404,6 +424,6 @@ int dwp_fits(const conv_problem* p, int run, int report) {
 }
 
 int dwp_run(const conv_problem* p, const conv_tensors* t, int run, cudaStream_t stream) {
-    if (dwp_images(p) == 1) return dwp_run_images<1, 1>(p, t, stream);
+    if (dwp_images(p) == 1) return run > 4 ? dwp_run_images<1, 8>(p, t, stream) : dwp_run_images<1, 1>(p, t, stream);
     return run > 4 ? dwp_run_images<DWP_IMAGES, 8>(p, t, stream) : dwp_run_images<DWP_IMAGES, 4>(p, t, stream);
 }
