@@ -77,7 +77,7 @@ struct DwpShape {
     int Wp, cstride, wrow, wstride;
     int rows_fastest;  // a channel's runs of outputs numbered down the columns, else along the rows
     int x_nhwc, y_nhwc, y_dtype, relu;
-    ConvDivider by_srw, by_w, by_pc, by_br, by_runs, by_wrow, by_wstride;  // flat indices split
+    ConvDivider by_cgroups, by_iblocks, by_srw, by_w, by_pc, by_br, by_runs, by_wrow, by_wstride;  // indices split
 };
 
 // Stages n values into dst: a thread loads DWP_STAGE_LOADS of them (load(i, at): the value, and where it
@@ -187,11 +187,14 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
                                                           void* __restrict__ y) {
     extern __shared__ float4 dwp_smem[];
     const int hw = s.H * s.W, taps = s.KH * s.KW, ohw = s.OH * s.OW, items = s.BR * s.runs;
-    const unsigned rest = blockIdx.x / (unsigned)s.cgroups;
-    const int c0 = (int)(blockIdx.x % (unsigned)s.cgroups) * s.PC, b0 = (int)(rest % (unsigned)s.iblocks) * NI;
+    // blockIdx.x: channel group fastest, then group of images, then band (split by multiplication: a
+    // division's ~20 instructions showed on 7x7 planes at batch 1, where a thread sums one output)
+    uint32_t cg, ib;
+    const int band = (int)s.by_iblocks.divmod(s.by_cgroups.divmod(blockIdx.x, &cg), &ib);
+    const int c0 = (int)cg * s.PC, b0 = (int)ib * NI;
     const int nc = min(s.PC, s.C - c0), nb = min(NI, s.B - b0);
     // the band's output rows [oh0, oh1) and the rows of x they meet, [r0, r1): at most SR
-    const int oh0 = (int)(rest / (unsigned)s.iblocks) * s.BR, oh1 = min(s.OH, oh0 + s.BR);
+    const int oh0 = band * s.BR, oh1 = min(s.OH, oh0 + s.BR);
     const int r0 = max(0, oh0 * s.SH - s.PH), r1 = min(s.H, (oh1 - 1) * s.SH - s.PH + s.KH);
     float* xs = reinterpret_cast<float*>(dwp_smem);  // PC channels of SR rows of Wp positions x NI images
     float* ws = xs + s.PC * s.cstride;               // PC filters of KH rows of wrow
@@ -207,6 +210,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
     // x: PC channels x NI images x SR*W positions from row r0, channel fastest in NHWC, position fastest in
     // NCHW; channels past C and rows past r1 are neither loaded nor stored, images past B are zeros (never
     // stored to y)
+    const int q0 = r0 * s.W;  // x's position at the staged rows' start
     dwp_stage(s.PC * NI * s.SR * s.W, xs, x_bad, [&](int i, int& at) {
         uint32_t a, ql;
         int bi;
@@ -221,7 +225,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
         if (cl >= nc || r0 + rl >= r1) return 0.0f;
         at = cl * s.cstride + (rl * s.Wp + (int)iw) * NI + bi;
         if (bi >= nb) return 0.0f;
-        const int b = b0 + bi, c = c0 + cl, q = (r0 + rl) * s.W + (int)iw;
+        const int b = b0 + bi, c = c0 + cl, q = q0 + (int)ql;
         return conv_load(x, s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q);
     });
     // finite: every tap may run against zero weights (the runs); else each output alone, on the taps that
@@ -364,6 +368,8 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
     s.cstride = (int)dwp_cstride(p, NI, s.SR);
     s.wrow = (int)dwp_wrow(p, R);
     s.wstride = (int)dwp_wstride(p, R);
+    s.by_cgroups = ConvDivider::of((uint32_t)s.cgroups);
+    s.by_iblocks = ConvDivider::of((uint32_t)s.iblocks);
     s.by_srw = ConvDivider::of((uint32_t)(s.SR * s.W));
     s.by_w = ConvDivider::of((uint32_t)s.W);
     s.by_pc = ConvDivider::of((uint32_t)s.PC);
