@@ -22,7 +22,7 @@ import problem_runner as pr
 from problem_runner import ConvCase
 from pyconv._lib import ConvUnsupportedError, check, ffi, lib
 from pyconv.api import variant_configs
-from pyconv.device import DeviceArray, Stream, stream_handle
+from pyconv.device import DeviceArray, Stream, stream_handle, synchronize, use_device
 
 NHWC = dict(x_layout="NHWC", w_layout="MKKC", y_layout="NHWC")
 # Chains need C == M and y in x's dtype, layout and size (3x3 with padding 1, or 1x1). A configuration
@@ -63,6 +63,8 @@ CHAIN_CASES = {
         # plane_r8: 16-bit x, batches of 4 or more
         ConvCase(5, 16, 20, 20, 16, 3, 3, padding=(1, 1), groups=16, x_dtype="bf16", y_dtype="bf16", bias=True,
                  **NHWC),
+        # a channel's planes of 4 images past the 48 KB a block gets without opting in (plane: 51 KB)
+        ConvCase(4, 4, 56, 56, 4, 9, 9, padding=(4, 4), groups=4, bias=True),
     ],
 }
 CONFIGS = [(v, c) for v in CHAIN_CASES for c in (variant_configs(v) or [""])]
@@ -89,28 +91,35 @@ def loaded(array, case):
     return np.ascontiguousarray(values.transpose(0, 3, 1, 2)) if case.x_layout == "NHWC" else values
 
 
-def make_plan(variant, config, case):
+def make_plan(variant, config, case, device=None):
     out = ffi().new("conv_plan**")
     check(lib().conv2d_plan_create(pr.variant_id(variant), pr.make_problem(case),
-                                   config.encode() if config else ffi().NULL, -1, out))
+                                   config.encode() if config else ffi().NULL, -1 if device is None else device, out))
     return ffi().gc(out[0], lib().conv2d_plan_destroy)
 
 
-def run_chain(variant, config, case, rng):
-    """The four calls on one stream; the three buffers against the float64 chain."""
-    plan = make_plan(variant, config, case)
+def run_chain(variant, config, case, rng, device=None):
+    """The four calls on one stream; the three buffers against the float64 chain. `device`: the GPU that
+    holds the plan, operands and stream (default: the current one); the calls are made from whichever
+    device is current (test_multi_gpu: another)."""
+    plan = make_plan(variant, config, case, device)
     info = ffi().new("conv_plan_info*")
     check(lib().conv2d_plan_get_info(plan, info))
     x, w, bias = scaled_operands(case, rng)
     _, w_host = pr._in_layout(x, w, case)
-    stream = Stream()
-    d_w = DeviceArray.from_host(pr.to_storage(w_host, case.x_dtype))
-    d_b = None if bias is None else DeviceArray.from_host(pr.to_storage(bias, case.y_dtype))
-    bufs = {name: DeviceArray.from_host(stored(x, case)) for name in "ABC"}
+    with use_device(device):
+        stream = Stream()
+
+    def on_device(values):
+        return DeviceArray.from_host(values, device=device)
+
+    d_w = on_device(pr.to_storage(w_host, case.x_dtype))
+    d_b = None if bias is None else on_device(pr.to_storage(bias, case.y_dtype))
+    bufs = {name: on_device(stored(x, case)) for name in "ABC"}
     bufs["B"].fill_bytes(0xFF)
     bufs["C"].fill_bytes(0xFF)
-    check(lib().conv_device_synchronize())
-    ws = DeviceArray((info.workspace_bytes,), np.uint8) if info.workspace_bytes else None
+    synchronize(device)
+    ws = DeviceArray((info.workspace_bytes,), np.uint8, device=device) if info.workspace_bytes else None
     for src, dst in [("A", "B"), ("B", "C"), ("C", "A"), ("A", "B")]:
         check(lib().conv2d_plan_run(plan, bufs[src].handle, d_w.handle, ffi().NULL if d_b is None else d_b.handle,
                                     bufs[dst].handle, ffi().NULL if ws is None else ws.handle,
@@ -132,15 +141,14 @@ def run_chain(variant, config, case, rng):
         assert err <= bound, f"{variant}[{config}] on {case}: buffer {name} off by {err:.2e} (bound {bound:.2e})"
 
 
-@requires_gpu
-@pytest.mark.parametrize("variant,config", CONFIGS, ids=[f"{v}[{c}]" for v, c in CONFIGS])
-def test_back_to_back_calls_keep_stream_order(variant, config, rng):
+def run_chains(variant, config, rng, device=None):
+    """run_chain on every case of the variant's list that the configuration takes (at least one)."""
     pr.skip_unless_available(variant)
     ran, refusals = 0, []
     for case in CHAIN_CASES[variant]:
         case = case.with_(compute=pr.variant_caps(variant)["compute"])
         try:
-            run_chain(variant, config, case, rng)
+            run_chain(variant, config, case, rng, device)
             ran += 1
         except ConvUnsupportedError as e:
             refusals.append(str(e))
@@ -148,3 +156,9 @@ def test_back_to_back_calls_keep_stream_order(variant, config, rng):
         if refusals and all("compute capability 9.0" in r or "no sm_90a code" in r for r in refusals):
             pytest.skip(f"{variant}[{config}]: {refusals[0]}")
         pytest.fail(f"{variant}[{config}] took none of its chain cases: {refusals}")
+
+
+@requires_gpu
+@pytest.mark.parametrize("variant,config", CONFIGS, ids=[f"{v}[{c}]" for v, c in CONFIGS])
+def test_back_to_back_calls_keep_stream_order(variant, config, rng):
+    run_chains(variant, config, rng)

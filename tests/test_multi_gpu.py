@@ -9,6 +9,8 @@ from oracle import conv2d_reference, rel_l2
 from test_devices_streams import (_sleep_cycles_per_second, assert_device_still_works, current_device, optional_torch,
                                   precision_of,
                                   requires_cupy, requires_torch_cuda)
+from test_launch_order import CONFIGS as CHAIN_CONFIGS
+from test_launch_order import run_chains
 from test_threads import run_threads
 
 import pyconv
@@ -68,6 +70,16 @@ def test_operands_on_device_1_with_device_0_current(name, rng):
     pyconv.synchronize(OTHER)
     assert current_device() == 0
     assert rel_l2(out.get(), conv2d_reference(x, w)) <= bound
+
+
+@pytest.mark.parametrize("variant,config", CHAIN_CONFIGS, ids=[f"{v}[{c}]" for v, c in CHAIN_CONFIGS])
+def test_every_configuration_on_device_1_in_stream_order(variant, config, rng):
+    """Each launch configuration of the performance families with its plan, operands and stream on device 1
+    and device 0 current: what a launch reads of its device (shared memory past the default 48 KB, a
+    persistent grid's wave, TMA maps, dependent launch) is device 1's, and test_launch_order's chain of
+    four calls holds there."""
+    run_chains(variant, config, rng, device=OTHER)
+    assert current_device() == 0
 
 
 def test_numpy_on_a_named_device(rng):
