@@ -206,7 +206,8 @@ def test_wgmma_config_matches_oracle(config, case_id, rng):
 
 # The TMA configurations run every ungrouped case above, and layers that reach the corners of their two
 # x maps and of the y map their epilogue writes (y NHWC in whole 16-byte rows: 40 maps of bf16 a part box
-# with bias and ReLU, 136 and 264 maps part tiles, fp32 y; 33 maps and NCHW y take the register store): 1x1 at stride 1 without padding (the pixels x channels matrix) with pixels and maps cut at every
+# with bias and ReLU, 136 and 264 maps part tiles, fp32 y; 33 maps and NCHW y take the register store):
+# 1x1 at stride 1 without padding (the pixels x channels matrix) with pixels and maps cut at every
 # tile's edge, channels 8, 24 and 40 (one k-tile, mostly zero fill), 200 (a partial last k-tile per tap)
 # and 1024 (16 k-tiles: each stage reused 2-4 times); every other window through the im2col map: padding,
 # stride and dilation different along H and W, rectangular and even windows, 1x1 at stride 2, a 7x7

@@ -67,13 +67,11 @@ constexpr int DWP_FP32_RUN = 4;
 // Every count < 2^31 (the dispatcher's batch chunks).
 struct DwpShape {
     int B, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
-    int PC;       // channels a block (its images: the kernel's NI)
-    int cgroups;  // blocks along C
-    int iblocks;  // blocks along B (groups of NI images)
-    int runs;     // runs of R outputs in an output row
+    int PC;    // channels a block (its images: the kernel's NI)
+    int runs;  // runs of R outputs in an output row
     // a block's band of output rows: BR rows (bands of them a plane: blocks along the rows, where channels
     // and images alone would leave SMs idle), from at most SR staged rows of x
-    int BR, bands, SR;
+    int BR, SR;
     // shared memory, in floats: a staged row (Wp positions, W | 1, of NI images: a warp's threads on
     // consecutive rows read distinct banks), a channel's planes (H rows; odd in NI-float units, so that a
     // warp's threads on 32 channels at one position read distinct banks), a filter row (R-1 zeros, KW taps,
@@ -81,7 +79,8 @@ struct DwpShape {
     int Wp, cstride, wrow, wstride;
     int rows_fastest;  // a channel's runs of outputs numbered down the columns, else along the rows
     int x_nhwc, y_nhwc, y_dtype, relu;
-    ConvDivider by_cgroups, by_iblocks, by_srw, by_w, by_pc, by_br, by_runs, by_wrow, by_wstride;  // indices split
+    // blockIdx.x split into channel group, group of images and band; flat indices split
+    ConvDivider by_cgroups, by_iblocks, by_srw, by_w, by_pc, by_br, by_runs, by_wrow, by_wstride;
 };
 
 // Stages n values into dst: a thread loads DWP_STAGE_LOADS of them (load(i, at): the value, and where it
@@ -360,22 +359,21 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
            (dwp_bytes(p, pc, NI, R, s.H) > DWP_SMEM_BUDGET || (s.C + pc - 1) / pc * image_blocks < 2 * (int64_t)sms))
         pc = (pc + 1) / 2;
     s.PC = (int)pc;
-    s.cgroups = (int)((s.C + pc - 1) / pc);
-    s.iblocks = (int)image_blocks;
+    const int64_t cgroups = (s.C + pc - 1) / pc;
     // Bands of output rows where channels and images give fewer than two blocks an SM (one channel of one
     // image a block, RepLKNet's 128 planes at batch 1), of at least DWP_MIN_BAND_ROWS rows.
-    int bands = 1;
-    while (s.cgroups * image_blocks * bands < 2 * (int64_t)sms && (s.OH + bands) / (bands + 1) >= DWP_MIN_BAND_ROWS)
+    int64_t bands = 1;
+    while (cgroups * image_blocks * bands < 2 * (int64_t)sms && (s.OH + bands) / (bands + 1) >= DWP_MIN_BAND_ROWS)
         ++bands;
-    s.BR = (s.OH + bands - 1) / bands;
-    s.bands = (s.OH + s.BR - 1) / s.BR;
+    s.BR = (int)((s.OH + bands - 1) / bands);
+    bands = (s.OH + s.BR - 1) / s.BR;  // the last band may have fewer rows; none is empty
     s.SR = std::min(s.H, (s.BR - 1) * s.SH + s.KH);
     s.Wp = (int)dwp_row_positions(p);
     s.cstride = (int)dwp_cstride(p, NI, s.SR);
     s.wrow = (int)dwp_wrow(p, R);
     s.wstride = (int)dwp_wstride(p, R);
-    s.by_cgroups = ConvDivider::of((uint32_t)s.cgroups);
-    s.by_iblocks = ConvDivider::of((uint32_t)s.iblocks);
+    s.by_cgroups = ConvDivider::of((uint32_t)cgroups);
+    s.by_iblocks = ConvDivider::of((uint32_t)image_blocks);
     s.by_srw = ConvDivider::of((uint32_t)(s.SR * s.W));
     s.by_w = ConvDivider::of((uint32_t)s.W);
     s.by_pc = ConvDivider::of((uint32_t)s.PC);
@@ -384,7 +382,7 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
     s.rows_fastest = dwp_rows_fastest(s, R);
     s.by_wrow = ConvDivider::of((uint32_t)s.wrow);
     s.by_wstride = ConvDivider::of((uint32_t)s.wstride);
-    const int64_t blocks = s.cgroups * image_blocks * s.bands;
+    const int64_t blocks = cgroups * image_blocks * bands;
     if (blocks >= (1ll << 31))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: plane's blocks of this batch pass int range");
     const int threads = (int)std::min<int64_t>(DWP_THREADS, (pc * s.BR * s.runs + 31) / 32 * 32);
