@@ -133,10 +133,11 @@ def test_torch_tensors_on_cuda_1(rng):
     assert torch.cuda.current_device() == 0
     y = pyconv.conv2d(xt, wt, epilogue="relu")
     assert isinstance(y, torch.Tensor) and y.device == torch.device("cuda", 1) and y.dtype == torch.float16
+    assert y.requires_grad  # the Parameter's graph is recorded on device 1 too
     assert torch.cuda.current_device() == 0
     torch.cuda.synchronize(1)
     ref = conv2d_reference(xt.double().cpu().numpy(), wt.detach().double().cpu().numpy(), epilogue="relu")
-    assert rel_l2(y.double().cpu().numpy(), ref) <= 1e-3
+    assert rel_l2(y.detach().double().cpu().numpy(), ref) <= 1e-3
     with pytest.raises(pyconv.ConvError, match=r"x on device 1.*w on device 0"):
         pyconv.conv2d(xt, wt.detach().to("cuda:0"))
 

@@ -25,6 +25,11 @@ __device__ __forceinline__ float conv_load<__nv_bfloat16>(const __nv_bfloat16* p
     return __bfloat162float(p[i]);
 }
 
+// A loaded element widened to float (conv_load without the load: for loads issued ahead of their use).
+__device__ __forceinline__ float conv_to_float(float v) { return v; }
+__device__ __forceinline__ float conv_to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float conv_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
 template <class T>
 __device__ __forceinline__ T conv_store_as(float v);
 template <>

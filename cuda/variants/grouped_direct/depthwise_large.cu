@@ -6,7 +6,7 @@
 // The work is arithmetic (KH*KW multiply-adds an output against one read of x), so the kernel is about
 // feeding the FMA units from shared memory with as few loads as possible:
 //   - A block stages an input window for CB channels of one image in shared memory as fp32 planes
-//     (zeros on padding), and the CB channels' filters.
+//     (zeros on padding), and the CB channels' filters, a thread's loads issued GD_STAGE_LOADS at a time.
 //   - A thread computes Q consecutive outputs along one direction of the plane (the "slide" direction:
 //     along rows, or along columns where the filter is taller than wide, so that the long side of a band
 //     slides). For one filter row it keeps Q input values in registers and walks the row's taps: each tap
@@ -26,9 +26,9 @@
 // H200 figures and the steps that led here: bench/PERF_NOTES.md, "Large depthwise filters".
 
 #include <algorithm>
-#include <cfloat>
 
 #include "conv_shape.cuh"
+#include "depthwise_stage.cuh"
 #include "depthwise_store.cuh"
 #include "grid_dependency.cuh"
 #include "grouped_direct.h"
@@ -141,28 +141,24 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
     grid_wait_prior();
     // The filters: phase p's taps a are filter columns kv = p + SV * a (rows where vertical), zeros after.
     // w is (C, KH, KW): MCKK and MKKC coincide at one channel a map.
-    bool finite = true;  // every weight of the block's channels
-    for (int i = threadIdx.x; i < s.CB * s.wplane; i += blockDim.x) {
+    bool w_bad = false, x_bad = false;  // a weight of the block's channels is not finite; x's is unused
+    gd_stage<TX>(s.CB * s.wplane, ws, w_bad, [&](int i, int& at) {
         uint32_t a, p = 0, ku;
         uint32_t line = s.by_apad.divmod(i, &a);  // (c, ku, p)
         if (s.SV > 1) line = s.by_sv.divmod(line, &p);
         const int c = (int)s.by_ku.divmod(line, &ku);
         const int kv = (int)(p + s.SV * a);
-        float v = 0.0f;
-        if (kv < s.KV && c0 + c < s.C) {
-            const int kh = s.vertical ? kv : (int)ku, kw = s.vertical ? (int)ku : kv;
-            v = conv_load(w, ((c0 + c) * s.KH + kh) * s.KW + kw);
-            finite = finite && fabsf(v) <= FLT_MAX;
-        }
-        ws[i] = v;
-    }
+        const int kh = s.vertical ? kv : (int)ku, kw = s.vertical ? (int)ku : kv;
+        at = i;
+        return kv < s.KV && c0 + c < s.C ? w[((c0 + c) * s.KH + kh) * s.KW + kw] : TX{};
+    });
     // With finite weights, taps that meet x's zero padding add nothing (0 * w = 0) and are skipped: filter
     // rows outside x for an output row, and columns outside x for a whole strip (from a multiple of four,
     // for the aligned weight loads). Half the taps of RepLKNet's 27x27 filters on 14x14 planes. An Inf or
     // NaN weight on padding gives NaN, as in PyTorch, so then every tap runs. Skipping,
     // the window's rows outside x are never read, and are not staged (most of a 7x7 plane's 19-row window
     // at 13x13).
-    const bool skip = __syncthreads_and(finite);
+    const bool skip = !__syncthreads_or(w_bad);
     // The input window, zeros outside x, consecutive threads along x's contiguous dimension: a plane's
     // columns (NCHW: lines of (channel, row)), or a row's pixels with their CB channels (NHWC: lines of rows).
     // Where the slide runs down columns (vertical), x's rows are u lines and its columns v positions. The
@@ -171,7 +167,7 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
     const int rows = s.vertical ? per_row : s.IU;  // of x's window
     const int run = s.x_nhwc ? (s.vertical ? s.IU : per_row) << s.cb_log : (s.vertical ? s.IU : per_row);
     const int total = (s.x_nhwc ? rows : s.CB * rows) * run;
-    for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    gd_stage<TX>(total, xs, x_bad, [&](int i, int& at) {
         uint32_t j, r = 0;
         const uint32_t line = s.by_run.divmod(i, &j);
         int c, col;
@@ -185,15 +181,15 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
         }
         const int iu = s.vertical ? col : (int)r, iv = s.vertical ? (int)r : col;
         const int gu = in_u0 + iu, gv = in_v0 + iv;
-        if (skip && (gu < 0 || gu >= s.IUn)) continue;
+        if (skip && (gu < 0 || gu >= s.IUn)) return TX{};  // at < 0: not staged
+        uint32_t pos = (uint32_t)iv, phase = 0;
+        if (s.SV > 1) pos = s.by_sv.divmod((uint32_t)iv, &phase);
+        at = c * s.plane + iu * s.IVrow + (int)(phase * s.IVlen + pos);
         const int gh = s.vertical ? gv : gu, gw = s.vertical ? gu : gv;
-        float v = 0.0f;
-        if (c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W)
-            v = conv_load(x, s.x_nhwc ? ((b * s.H + gh) * s.W + gw) * s.C + c0 + c
-                                      : ((b * s.C + c0 + c) * s.H + gh) * s.W + gw);
-        const int at = s.SV == 1 ? iv : iv % s.SV * s.IVlen + iv / s.SV;
-        xs[c * s.plane + iu * s.IVrow + at] = v;
-    }
+        return c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W
+                   ? x[s.x_nhwc ? ((b * s.H + gh) * s.W + gw) * s.C + c0 + c : ((b * s.C + c0 + c) * s.H + gh) * s.W + gw]
+                   : TX{};
+    });
     __syncthreads();
     grid_launch_dependents();
 

@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "conv_shape.cuh"
+#include "depthwise_stage.cuh"
 #include "depthwise_store.cuh"
 #include "grouped_direct.h"
 #include "int_divider.cuh"
@@ -48,10 +49,6 @@ constexpr int DWP_IMAGES = 4;
 // Output rows a band of a plane has at least, where a plane is split over blocks (a band stages its rows and
 // the filter's KH-1 more).
 constexpr int DWP_MIN_BAND_ROWS = 8;
-// Values a thread loads at once when it stages x and w, so that their latencies overlap: on 7x7 planes,
-// staging one value at a time took longer than the sums (H200, fp32 batch 32, UniRepLKNet-S's 13x13 on 7x7:
-// 28.2 us one at a time, 20.7 four, 20.3 eight).
-constexpr int DWP_STAGE_LOADS = 8;
 
 // Outputs of a row a thread sums (R, the kernel's run): the configuration's 4 ("plane") or 8 ("plane_r8")
 // for 4 images (16 or 32 sums; 8 reads less shared memory an FMA, for R-1 more columns a row of zero-weight
@@ -82,31 +79,6 @@ struct DwpShape {
     // blockIdx.x split into channel group, group of images and band; flat indices split
     ConvDivider by_cgroups, by_iblocks, by_srw, by_w, by_pc, by_br, by_runs, by_wrow, by_wstride;
 };
-
-// Stages n values into dst: a thread loads DWP_STAGE_LOADS of them (load(i, at): the value, and where it
-// goes in dst, or at < 0 for nowhere) before it stores them, so that the loads' latencies overlap and each
-// value's index is split once. `bad`: a staged value is not finite. (Rows of contiguous values a warp each,
-// with no index to split a value, were slower: NHWC rows are a block's few channels, most lanes idle; H200,
-// 27x27 on 14x14 fp16 NHWC 80 -> 125 us.)
-template <class Load>
-__device__ __forceinline__ void dwp_stage(int n, float* dst, bool& bad, Load load) {
-    for (int i0 = threadIdx.x; i0 < n; i0 += DWP_STAGE_LOADS * blockDim.x) {
-        float v[DWP_STAGE_LOADS];
-        int at[DWP_STAGE_LOADS];
-#pragma unroll
-        for (int u = 0; u < DWP_STAGE_LOADS; ++u) {
-            const int i = i0 + u * (int)blockDim.x;
-            at[u] = -1;
-            v[u] = i < n ? load(i, at[u]) : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < DWP_STAGE_LOADS; ++u) {
-            if (at[u] < 0) continue;
-            bad |= !isfinite(v[u]);
-            dst[at[u]] = v[u];
-        }
-    }
-}
 
 // x's NI images at one staged position.
 template <int NI>
@@ -203,18 +175,18 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
     float* ws = xs + s.PC * s.cstride;               // PC filters of KH rows of wrow
     // The filters, rows of R-1 zeros, KW taps, R-1 zeros (depthwise (C, 1, KH, KW): MCKK and MKKC alike).
     bool w_bad = false, x_bad = false;
-    dwp_stage(nc * s.wstride, ws, w_bad, [&](int i, int& at) {
+    gd_stage<TX>(nc * s.wstride, ws, w_bad, [&](int i, int& at) {
         uint32_t j, col;
         const int cl = (int)s.by_wstride.divmod(i, &j);
         const int kh = (int)s.by_wrow.divmod(j, &col), kw = (int)col - (R - 1);
         at = i;
-        return kh < s.KH && kw >= 0 && kw < s.KW ? conv_load(w, (long long)(c0 + cl) * taps + kh * s.KW + kw) : 0.0f;
+        return kh < s.KH && kw >= 0 && kw < s.KW ? w[(long long)(c0 + cl) * taps + kh * s.KW + kw] : TX{};
     });
     // x: PC channels x NI images x SR*W positions from row r0, channel fastest in NHWC, position fastest in
     // NCHW; channels past C and rows past r1 are neither loaded nor stored, images past B are zeros (never
     // stored to y)
     const int q0 = r0 * s.W;  // x's position at the staged rows' start
-    dwp_stage(s.PC * NI * s.SR * s.W, xs, x_bad, [&](int i, int& at) {
+    gd_stage<TX>(s.PC * NI * s.SR * s.W, xs, x_bad, [&](int i, int& at) {
         uint32_t a, ql;
         int bi;
         if (s.x_nhwc) {
@@ -225,11 +197,11 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
         const int cl = (int)a;
         uint32_t iw;
         const int rl = (int)s.by_w.divmod(ql, &iw);  // the staged row, x's row r0 + rl
-        if (cl >= nc || r0 + rl >= r1) return 0.0f;
+        if (cl >= nc || r0 + rl >= r1) return TX{};
         at = cl * s.cstride + (rl * s.Wp + (int)iw) * NI + bi;
-        if (bi >= nb) return 0.0f;
+        if (bi >= nb) return TX{};
         const int b = b0 + bi, c = c0 + cl, q = q0 + (int)ql;
-        return conv_load(x, s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q);
+        return x[s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q];
     });
     // finite: every tap may run against zero weights (the runs); else each output alone, on the taps that
     // meet x where the weights are finite, all of them where one is not

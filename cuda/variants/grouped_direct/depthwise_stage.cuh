@@ -1,0 +1,38 @@
+// depthwise_stage.cuh — how grouped_direct's large-filter depthwise kernels (depthwise_large.cu,
+// depthwise_small_plane.cu) copy x's window and the filters into shared memory.
+#pragma once
+
+#include "tensor_io.cuh"
+
+// Values a thread loads at once, so that their latencies overlap: a block that stages one value at a time waits
+// out the memory's latency on every one, and where every block of the grid stages at once (batch 1, one wave),
+// none computes meanwhile. H200: UniRepLKNet-S's 13x13 on 7x7, fp32 batch 32, 28.2 us one at a time, 20.7 four,
+// 20.3 eight.
+constexpr int GD_STAGE_LOADS = 8;
+
+// Stages n values of type T (x's and w's dtype) into dst as floats: a thread loads GD_STAGE_LOADS of them
+// (load(i, at): the element, and where it goes in dst, or at < 0 for nowhere) before it stores any, so that
+// each value's index is split once and the loads' latencies overlap. They are widened at the store: a
+// conversion beside its load waits for it (f16 / bf16: 3-12% slower than one load at a time, H200). `bad`: a
+// staged value is not finite. (Rows of contiguous values a warp each, with no index to split a value, were
+// slower: NHWC rows are a block's few channels, most lanes idle; H200, 27x27 on 14x14 fp16 NHWC 80 -> 125 us.)
+template <class T, class Load>
+__device__ __forceinline__ void gd_stage(int n, float* dst, bool& bad, Load load) {
+    for (int i0 = threadIdx.x; i0 < n; i0 += GD_STAGE_LOADS * blockDim.x) {
+        T v[GD_STAGE_LOADS];
+        int at[GD_STAGE_LOADS];
+#pragma unroll
+        for (int u = 0; u < GD_STAGE_LOADS; ++u) {
+            const int i = i0 + u * (int)blockDim.x;
+            at[u] = -1;
+            v[u] = i < n ? load(i, at[u]) : T{};
+        }
+#pragma unroll
+        for (int u = 0; u < GD_STAGE_LOADS; ++u) {
+            if (at[u] < 0) continue;
+            const float f = conv_to_float(v[u]);
+            bad |= !isfinite(f);
+            dst[at[u]] = f;
+        }
+    }
+}
