@@ -9,9 +9,10 @@
 # BATCHES (default "32 128"), COMPARE (space-separated, default fp16), ROUNDS (default 2), TESTS (pytest's
 # arguments, read as a shell reads them: TESTS="tests/test_x.py -k 'stem or pw'"; default "tests/test_tc_igemm.py
 # -k 'A or B'" for configurations A, B; "" for none), SANITIZE (1, default: memcheck and racecheck of
-# tests/sanitize/run_variants.py VARIANT:CONFIG for each configuration; 0: none).
+# tests/sanitize/run_variants.py VARIANT:CONFIG for each configuration; 0: none), PACK_RESULTS (1: the logs and
+# tables in one OUT_DIR/details.tgz beside summary.md, for transports that return only a few files).
 #   OUT_DIR/tests.log, OUT_DIR/sweep-<build>-<compare>-b<B>.md, OUT_DIR/sanitize-<tool>-<config>.log,
-#   OUT_DIR/summary.md (printed last)
+#   OUT_DIR/summary.md (printed last). The unpacked libraries are removed at the end.
 # Run it from the checkout: the checkout's pyconv/ drives both libraries (their C ABI is the same).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -72,6 +73,11 @@ if [ "${SANITIZE:-1}" = 1 ]; then
             echo "$tool $config (candidate): $(tail -n 1 "$log")" >> "$summary"
         done
     done
+fi
+rm -f "$out/base.so" "$out/candidate.so"
+if [ "${PACK_RESULTS:-0}" = 1 ]; then
+    details() { find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.md' \) ! -name summary.md "$@"; }
+    (cd "$out" && details -print0 | tar czf details.tgz --null -T - && details -delete)
 fi
 cat "$summary"
 exit "$status"
