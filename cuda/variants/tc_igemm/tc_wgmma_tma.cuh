@@ -54,10 +54,7 @@ inline int tc_tma_persistent_smem_bytes(int y_dtype, bool y_tma) {
 // Blocks an SM the registers must allow (__launch_bounds__' second argument; 0: no bound, as the
 // non-persistent kernels have always been built): one for the persistent kernels, whose shared memory allows
 // no more where y is 16-bit (128 x 64: 96 KB of stages and a 16 KB buffer of y).
-template <class Tile, bool PERSISTENT>
-constexpr int tc_tma_min_blocks() {
-    return PERSISTENT ? 1 : 0;
-}
+constexpr int tc_tma_min_blocks(bool persistent) { return persistent ? 1 : 0; }
 
 // The producer (one thread): k-tile kt0 + t into the stage of pipeline position it0 + t for t < nk, once
 // the math warps have released that stage's previous tile (position it0 + t - STAGES). Positions count on
@@ -183,7 +180,7 @@ __device__ void tc_store_tma(const TcParams& p, const void* y_map, const float (
 // registers, tc_store: the stages are the next tile's).
 // Empty where the build lacks sm_90a code (the host checks before it launches).
 template <class Tile, bool CLUSTER, bool PERSISTENT>
-__global__ void __launch_bounds__(Tile::THREADS + 32, tc_tma_min_blocks<Tile, PERSISTENT>())
+__global__ void __launch_bounds__(Tile::THREADS + 32, tc_tma_min_blocks(PERSISTENT))
     tc_wgmma_tma_kernel(TcParams p, const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                         const __grid_constant__ CUtensorMap y_map, int y_tma) {
 #ifdef CONV_WGMMA
