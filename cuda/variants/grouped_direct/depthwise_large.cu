@@ -19,8 +19,10 @@
 //   - Taps that meet x's zero padding are skipped (whole filter rows, and a strip's columns) where the
 //     block's weights are all finite; with an Inf or NaN weight every tap runs, so that one on padding
 //     gives NaN (0 * Inf), as in PyTorch.
-//   - Small grids: several threads share an output strip, each with every KS-th filter row; the partial
-//     sums are added in a fixed order in the store (the same result on every run).
+//   - Small grids: KS adjacent lanes share an output strip, each with every KS-th filter row, and add
+//     their sums by a butterfly of shuffles (every lane gets the bitwise-same total: the same result on
+//     every run). A warp's lanes are KS filter-row threads of 32 / KS consecutive output rows of one strip,
+//     so that the rows and columns skipped on padding are skipped by most of a warp, not run for its union.
 // One kernel per (x dtype, Q): the layouts, stride, filter size and y dtype are run-time values that only
 // the staging and the store read. Blocks, tiles and channels a block are chosen per problem (dwl_plan).
 // H200 figures and the steps that led here: bench/PERF_NOTES.md, "Large depthwise filters".
@@ -54,13 +56,15 @@ struct DwlShape {
     int IUn, IVn;                 // x's extent across and along the slide
     int x_nhwc, y_nhwc, y_dtype, relu;
     // the block's tile: OUt x (NS strips of Q) outputs for CB channels (a power of two, 2^cb_log) of one
-    // image; KS threads share an output strip, each taking every KS-th filter row (small grids)
-    int OUt, NS, CB, cb_log, KS, tiles_u, tiles_v, cgroups;
-    // staged: IU rows of SV phases of IVlen values (row stride IVrow, odd); weights KU x SV phases of Apad,
-    // phase p's A0 + (p < Ar) taps; partial sums [KS][CB][OUt][NS * Q] in rows of OVst (odd)
-    int IU, IVlen, IVrow, plane, A0, Ar, Apad, wplane, OVst, outs;
+    // image; KS adjacent lanes (a power of two up to 32, 2^ks_log) share an output strip, each taking every
+    // KS-th filter row (small grids)
+    int OUt, NS, CB, cb_log, KS, ks_log, tiles_u, tiles_v, cgroups;
+    // staged: IU rows of SV phases of IVlen values (row stride IVrow, odd); weights KU x SV phases of Apad
+    // taps in rows of WS (WS / 4 odd: the 8 lanes of a quarter-warp's LDS.128 on 8 consecutive rows hit
+    // distinct banks), phase p's A0 + (p < Ar) taps; sums [CB][OUt][NS * Q] in rows of OVst (odd)
+    int IU, IVlen, IVrow, plane, A0, Ar, Apad, WS, wplane, OVst, outs;
     // the staging and store loops' flat indices split by these (ConvDivider: no division instructions)
-    ConvDivider by_apad, by_sv, by_ku, by_run, by_rows, by_tile, by_ovt, by_ou;
+    ConvDivider by_ws, by_sv, by_ku, by_run, by_rows, by_tile, by_ovt, by_ou;
 };
 
 // Four taps a0 + j .. a0 + j + 3 of the walk (j a multiple of 4 below Q): one LDS.128 of weights, 4 x Q FMAs,
@@ -126,9 +130,9 @@ template <class TX, int Q>
 __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x, const TX* __restrict__ w,
                                            const void* __restrict__ bias, void* __restrict__ y) {
     extern __shared__ float4 dwl_smem[];
-    float* ws = reinterpret_cast<float*>(dwl_smem);  // [CB][KU][SV][Apad]
+    float* ws = reinterpret_cast<float*>(dwl_smem);  // [CB][KU][SV][WS]
     float* xs = ws + s.CB * s.wplane;                // [CB][IU][IVrow]: [phase][IVlen] in a row
-    float* part = xs + s.CB * s.plane;               // [KS][CB][OUt][NS * Q]
+    float* part = xs + s.CB * s.plane;               // [CB][OUt][OVst]
     int blk = (int)blockIdx.x;
     const int tv = blk % s.tiles_v;
     blk /= s.tiles_v;
@@ -144,7 +148,7 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
     bool w_bad = false, x_bad = false;  // a weight of the block's channels is not finite; x's is unused
     gd_stage<TX>(s.CB * s.wplane, ws, w_bad, [&](int i, int& at) {
         uint32_t a, p = 0, ku;
-        uint32_t line = s.by_apad.divmod(i, &a);  // (c, ku, p)
+        uint32_t line = s.by_ws.divmod(i, &a);  // (c, ku, p)
         if (s.SV > 1) line = s.by_sv.divmod(line, &p);
         const int c = (int)s.by_ku.divmod(line, &ku);
         const int kv = (int)(p + s.SV * a);
@@ -193,11 +197,15 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
     __syncthreads();
     grid_launch_dependents();
 
-    // The walks: thread (k, c, strip, ou), u fastest across a warp (rows an odd stride apart fall in
-    // different banks), filter rows k, k + KS, ...; partial sums to shared memory.
+    // The walks: thread (c, strip, ou, k), k fastest, then u (rows an odd stride apart fall in different
+    // banks); filter rows k, k + KS, ...; the KS sums of a strip added by shuffles, to shared memory.
+    // Every lane of a KS group runs the same trips of this loop (KS divides 32 and blockDim.x).
     const int per_c = s.OUt * s.NS, items = s.CB * per_c;
+    const unsigned lane = threadIdx.x & 31;
+    const unsigned group = s.KS == 32 ? 0xffffffffu : ((1u << s.KS) - 1) << (lane & ~(unsigned)(s.KS - 1));
     for (int it = threadIdx.x; it < items * s.KS; it += blockDim.x) {
-        const int k = it / items, ci = it % items, c = ci / per_c, r = ci % per_c, ou = r % s.OUt, strip = r / s.OUt;
+        const int k = it & (s.KS - 1), ci = it >> s.ks_log, c = ci / per_c, r = ci % per_c, ou = r % s.OUt,
+                  strip = r / s.OUt;
         float acc[Q];
 #pragma unroll
         for (int q = 0; q < Q; ++q) acc[q] = 0.0f;
@@ -220,24 +228,28 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
         for (int ku = ku_lo + ((k - ku_lo) & (s.KS - 1)); ku < ku_hi; ku += s.KS) {
             if (s.SV == 1) {
                 if (a_lo1 < a_hi1)
-                    dwl_walk<Q>(acc, xc + ku * s.IVrow + a_lo1, wc + ku * s.Apad + a_lo1, a_hi1 - a_lo1);
+                    dwl_walk<Q>(acc, xc + ku * s.IVrow + a_lo1, wc + ku * s.WS + a_lo1, a_hi1 - a_lo1);
                 continue;
             }
             for (int p = 0; p < s.SV; ++p) {
                 int a_lo, a_hi;
                 taps_of(p, &a_lo, &a_hi);
                 if (a_lo < a_hi)
-                    dwl_walk<Q>(acc, xc + ku * s.IVrow + p * s.IVlen + a_lo, wc + (ku * s.SV + p) * s.Apad + a_lo,
+                    dwl_walk<Q>(acc, xc + ku * s.IVrow + p * s.IVlen + a_lo, wc + (ku * s.SV + p) * s.WS + a_lo,
                                 a_hi - a_lo);
             }
         }
-        float* out = part + ((k * s.CB + c) * s.OUt + ou) * s.OVst + strip * Q;
+        for (int m = 1; m < s.KS; m <<= 1) {
 #pragma unroll
-        for (int q = 0; q < Q; ++q) out[q] = acc[q];
+            for (int q = 0; q < Q; ++q) acc[q] += __shfl_xor_sync(group, acc[q], m);
+        }
+        float* out = part + (c * s.OUt + ou) * s.OVst + strip * Q;
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+            if ((q & (s.KS - 1)) == k) out[q] = acc[q];  // the group's lanes share the stores
     }
     __syncthreads();
-    // The store: the KS partial sums added in order (the same result on every run), bias and ReLU, y's dtype;
-    // consecutive threads on y's contiguous dimension (channels in NHWC).
+    // The store: bias and ReLU, y's dtype; consecutive threads on y's contiguous dimension (channels in NHWC).
     for (int i = threadIdx.x; i < s.outs; i += blockDim.x) {
         uint32_t c, pix, ou, ov;
         if (s.y_nhwc) {  // channels, then w, then h
@@ -250,8 +262,7 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
         else ou = s.by_ovt.divmod(pix, &ov);
         const int ou_g = u0 + (int)ou, ov_g = v0 + (int)ov;
         if (c0 + (int)c >= s.C || ou_g >= s.OUn || ov_g >= s.OVn) continue;
-        float acc = 0.0f;
-        for (int k = 0; k < s.KS; ++k) acc += part[((k * s.CB + c) * s.OUt + ou) * s.OVst + ov];
+        const float acc = part[(c * s.OUt + ou) * s.OVst + ov];
         const int oh = s.vertical ? ov_g : ou_g, ow = s.vertical ? ou_g : ov_g;
         const int yi = s.y_nhwc ? ((b * s.OH + oh) * s.OW + ow) * s.C + c0 + c : ((b * s.C + c0 + c) * s.OH + oh) * s.OW + ow;
         gd_store_in_dtype(y, s.y_dtype, yi, conv_epilogue_value(acc, gd_bias_as_float(bias, s.y_dtype, c0 + c), s.relu));
@@ -280,7 +291,8 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.A0 = s.KV / s.SV;  // taps of phase p: A0 + (p < Ar)
     s.Ar = s.KV % s.SV;
     s.Apad = (s.A0 + (s.Ar > 0) + 3) / 4 * 4;
-    s.wplane = s.KU * s.SV * s.Apad;
+    s.WS = s.Apad / 4 % 2 ? s.Apad : s.Apad + 4;
+    s.wplane = s.KU * s.SV * s.WS;
     // Along the slide: up to 4 strips a tile (64 outputs at Q = 16), tiles of equal length.
     const int strips = conv_ceil_div(s.OVn, Q);
     s.tiles_v = conv_ceil_div(strips, 4);
@@ -288,32 +300,32 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     // A phase holds the tile's outputs, the walk's taps and the one value it reads past its last tap.
     s.IVlen = s.NS * Q + s.Apad;
     s.IVrow = s.SV * s.IVlen | 1;  // odd: the rows of a warp's threads fall in different banks
-    auto bytes = [&](int cb, int out_rows, int ks) {
+    auto bytes = [&](int cb, int out_rows) {
         const size_t iu = (size_t)(out_rows - 1) * s.SU + s.KU;
-        return (size_t)cb * (s.wplane + iu * s.IVrow + (size_t)ks * out_rows * (s.NS * Q + 1)) * sizeof(float);
+        return (size_t)cb * (s.wplane + iu * s.IVrow + (size_t)out_rows * (s.NS * Q + 1)) * sizeof(float);
     };
     // Channels a block: NHWC, up to 32 bytes of them (staging reads whole sectors of x), fewer where a window
     // of the filter's height would not fit; NCHW, planes, one to start.
     int cb = 1;
     if (s.x_nhwc)
-        while (cb * 2 <= s.C && cb * 2 * (int)conv_dtype_size(p->x_dtype) <= 32 && bytes(cb * 2, s.KU, 1) <= budget)
+        while (cb * 2 <= s.C && cb * 2 * (int)conv_dtype_size(p->x_dtype) <= 32 && bytes(cb * 2, s.KU) <= budget)
             cb *= 2;
     // Rows a tile: the whole plane where a block's threads cover it in one pass, else equal parts; fewer
     // where the window would not fit.
     const int tiles_u = conv_ceil_div(s.OUn * s.NS * cb, DWL_THREADS);
     s.OUt = conv_ceil_div(s.OUn, tiles_u);
-    while (s.OUt > 1 && bytes(cb, s.OUt, 1) > budget) s.OUt = conv_ceil_div(s.OUt, 2);
-    if (bytes(cb, s.OUt, 1) > budget) return 0;
+    while (s.OUt > 1 && bytes(cb, s.OUt) > budget) s.OUt = conv_ceil_div(s.OUt, 2);
+    if (bytes(cb, s.OUt) > budget) return 0;
     // More channels a block while a block has threads to spare, its window fits, and the grid keeps two
     // blocks an SM.
     const int64_t planes = p->B * (int64_t)s.C;
     s.tiles_u = conv_ceil_div(s.OUn, s.OUt);
     auto blocks = [&](int c) { return (planes + c - 1) / c * s.tiles_u * s.tiles_v; };
-    while (cb * 2 * s.OUt * s.NS <= DWL_THREADS && cb * 2 <= s.C && bytes(cb * 2, s.OUt, 1) <= budget &&
+    while (cb * 2 * s.OUt * s.NS <= DWL_THREADS && cb * 2 <= s.C && bytes(cb * 2, s.OUt) <= budget &&
            blocks(cb * 2) >= 2 * (int64_t)sms)
         cb *= 2;
     // Small grids (batch 1): rows split while blocks are fewer than two an SM, then the filter's rows split
-    // between threads (partial sums added in the store) up to 32 warps an SM or a block of one pass.
+    // between adjacent lanes up to 32 warps an SM or a block of one pass.
     while (s.OUt > 1 && blocks(cb) < 2 * (int64_t)sms && cb * s.OUt * s.NS > 64) {
         s.OUt = conv_ceil_div(s.OUt, 2);
         s.tiles_u = conv_ceil_div(s.OUn, s.OUt);
@@ -321,9 +333,10 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     const int items = cb * s.OUt * s.NS;
     const int64_t threads = blocks(cb) * items, want = (int64_t)sms * 1024;
     s.KS = 1;
-    while (s.KS * 2 <= s.KU && threads * s.KS * 2 <= want && items * s.KS * 2 <= DWL_THREADS &&
-           bytes(cb, s.OUt, s.KS * 2) <= budget)
+    while (s.KS * 2 <= std::min(s.KU, 32) && threads * s.KS * 2 <= want && items * s.KS * 2 <= DWL_THREADS)
         s.KS *= 2;
+    s.ks_log = 0;
+    while ((1 << s.ks_log) < s.KS) ++s.ks_log;
     s.CB = cb;
     s.cb_log = 0;
     while ((1 << s.cb_log) < cb) ++s.cb_log;
@@ -334,7 +347,7 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.outs = s.CB * s.OUt * s.NS * Q;
     const int per_row = s.SV * s.IVlen, rows = s.vertical ? per_row : s.IU;
     const int run = s.vertical ? s.IU : per_row;
-    s.by_apad = ConvDivider::of(s.Apad);
+    s.by_ws = ConvDivider::of(s.WS);
     s.by_sv = ConvDivider::of(s.SV);
     s.by_ku = ConvDivider::of(s.KU);
     s.by_run = ConvDivider::of(s.x_nhwc ? run << s.cb_log : run);
@@ -343,7 +356,7 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.by_ovt = ConvDivider::of(s.NS * Q);
     s.by_ou = ConvDivider::of(s.OUt);
     *out = s;
-    return bytes(s.CB, s.OUt, s.KS);
+    return bytes(s.CB, s.OUt);
 }
 
 template <int Q>
