@@ -2,6 +2,7 @@
 output poisoned (NaN) before the call so that an unwritten element fails the test; then the Python
 API's own semantics (PyTorch's argument order, bias, 'same'/'valid' padding, groups, epilogues, fp16
 and channels-last NumPy arrays, the plan cache) on the variants that take every capability."""
+import itertools
 import numpy as np
 import pytest
 from conftest import GPU_SKIP_REASON, OWN_FAMILY, TILE_TRANSFORMS, family_skip, filter_hw
@@ -146,7 +147,8 @@ def test_config_matches_oracle(name, config, shape_name):
 def test_every_config_runs_a_network_layer(name, config):
     """A configuration unsupported everywhere would pass the matrix above vacuously: each one must run
     C1 or C3 (in fp32 or, for a configuration of one operand type like wmma's bf16 one, in fp16 or bf16),
-    or, for one made for depthwise layers, a channels-last depthwise 3x3 layer (fp32 or fp16), or, for one
+    or, for one made for depthwise layers, a channels-last depthwise 3x3 layer or 13x13 on 7x7 planes (fp32 or
+    fp16), or, for one
     made for 1x1 layers, an fp32 NCHW or an fp16 channels-last 1x1 layer (implicit_gemm_f16's pw tile), or, for
     one made for stems, an fp16 channels-last 3x3 layer of 3 channels (its stem tile)."""
     info = BY_NAME[name]
@@ -170,9 +172,11 @@ def test_every_config_runs_a_network_layer(name, config):
                 ran.append((shape_name, dtype))
             except pyconv.ConvUnsupportedError:
                 pass
-    for dtype in ("float32", "float16") if not ran else ():  # the narrow NHWC tiles, plane_r8: 16-bit only
-        try:  # (plane_r8: 4 images or more)
-            pyconv.Conv2dPlan((4, 32, 14, 14), (32, 1, 3, 3), padding=1, groups=32, variant=name, config=config,
+    # the narrow NHWC tiles, plane_r8: 16-bit only (plane_r8: 4 images or more); plane_mm: planes of at most 64
+    # positions (RepLKNet's 13x13 on 7x7)
+    for (hw, k), dtype in itertools.product(((14, 3), (7, 13)), ("float32", "float16")) if not ran else ():
+        try:
+            pyconv.Conv2dPlan((4, 32, hw, hw), (32, 1, k, k), padding=k // 2, groups=32, variant=name, config=config,
                               precision=precision_of(info), layout="NHWC", w_layout="MKKC", dtype=dtype)
             ran.append(("depthwise_nhwc", dtype))
         except pyconv.ConvUnsupportedError:

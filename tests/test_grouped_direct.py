@@ -69,7 +69,7 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
-         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8"]]
+         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8", "plane_mm"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",
@@ -81,11 +81,11 @@ ALL_DTYPE_TILES = ["m1_t16x16", "m1_t8x8", "m4_t16x16"]
 
 def dtypes_of(config):
     """The x / y dtypes a configuration is built for (grouped_direct.cu, grouped_direct.h): the small
-    one-map tiles, m4_t16x16, the NCHW depthwise kernels, plane and plane_r8 every dtype (plane_r8 from batch 4
+    one-map tiles, m4_t16x16, the NCHW depthwise kernels, plane, plane_r8 and plane_mm every dtype (plane_r8 from batch 4
     f16 / bf16: lk_case), the other tiles and the wide NHWC depthwise ones fp32, the narrow NHWC ones f16 / bf16
     (and fp32 in the one-pixel tile)."""
     if config in ALL_DTYPE_TILES or config.startswith("nchw") or config in ("nhwc_narrow_p1_t128", "plane",
-                                                                              "plane_r8"):
+                                                                              "plane_r8", "plane_mm"):
         return DTYPES
     if config.startswith("nhwc_narrow"):
         return ["f16", "bf16"]
@@ -116,7 +116,8 @@ def suite_case(shape, layout, config):
 def test_suite_shapes_every_config(shape, layout, config, rng):
     """The configuration computes the shape, or refuses it by its own limits: map quads need 2+ maps per
     group, the NHWC kernels depthwise NHWC with C % 4 == 0, the NCHW ones a channel per group in NCHW, the
-    large-filter ones depthwise without dilation, plane a plane that fits. (That each configuration computes
+    large-filter ones depthwise without dilation, plane a plane that fits, plane_mm planes of at most 64
+    positions. (That each configuration computes
     some of the shapes: test_every_config_takes_suite_shapes.)"""
     pr.skip_unless_available(NAME)
     case = suite_case(shape, layout, config)
@@ -125,7 +126,7 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
     except ConvUnsupportedError as exc:
         assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise",
                                                    "depthwise layers (groups = C = M)", "no dilation",
-                                                   "stages whole planes")), str(exc)
+                                                   "stages whole planes", "as a matrix")), str(exc)
 
 
 def test_every_config_takes_suite_shapes():
@@ -410,6 +411,75 @@ def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
 
 
+# plane_mm (depthwise_plane_matrix.cu): planes of at most 64 positions in and out as a matrix product a channel.
+# Filters that cover the plane (every tap of A met) and ones that do not (zeros in A), strides, uneven and no
+# padding, bands, a filter wider than the plane, one position, images past a block's 32 and groups of 4 that
+# the batch leaves part empty, output positions that no group of 4 divides.
+MM_SHAPES = {
+    "13x13_plane7_b5": ConvCase(5, 6, 7, 7, 6, 13, 13, padding=(6, 6), groups=6),
+    "7x7_plane7_b33": ConvCase(33, 3, 7, 7, 3, 7, 7, padding=(3, 3), groups=3),
+    "3x3_s2_plane8": ConvCase(3, 5, 8, 8, 5, 3, 3, stride=(2, 2), padding=(1, 1), groups=5),
+    "5x3_s2x1_uneven": ConvCase(2, 4, 6, 9, 4, 5, 3, stride=(2, 1), padding=(2, 1), extra=(1, 0), groups=4),
+    "1x11_plane4x16": ConvCase(7, 8, 4, 16, 8, 1, 11, padding=(0, 5), groups=8),
+    "31x31_wider_than_plane": ConvCase(2, 3, 5, 7, 3, 31, 31, padding=(15, 15), groups=3),
+    "3x3_valid_plane8": ConvCase(4, 7, 8, 8, 7, 3, 3, groups=7),
+    "13x13_plane1": ConvCase(3, 9, 1, 1, 9, 13, 13, padding=(6, 6), groups=9),
+    "9x9_s3_plane7x9": ConvCase(36, 2, 7, 9, 2, 9, 9, stride=(3, 3), padding=(4, 4), groups=2),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", MM_SHAPES)
+def test_plane_matrix_kernel(shape, dtype, rng):
+    """Every plane_mm shape in every dtype, the layouts cycling (x and y in either), bias + ReLU on every other
+    one, y in another dtype than x on every third."""
+    pr.skip_unless_available(NAME)
+    k = list(MM_SHAPES).index(shape)
+    x_layout, y_layout = LK_LAYOUTS[(k + DTYPES.index(dtype)) % len(LK_LAYOUTS)]
+    y_dtype = DTYPES[(DTYPES.index(dtype) + 1) % len(DTYPES)] if k % 3 == 0 else dtype
+    case = MM_SHAPES[shape].with_(x_layout=x_layout, y_layout=y_layout, w_layout="MKKC" if k % 2 else "MCKK",
+                                  x_dtype=dtype, y_dtype=y_dtype, bias=bool(k % 2), epilogue="relu" if k % 2 else "none")
+    pr.check_config(NAME, "plane_mm", case, rng)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_plane_matrix_places_nan_and_inf_as_the_oracle(layout, rng):
+    """A NaN, a +Inf and a -Inf in x reach exactly the outputs whose windows hold them, as in the float64
+    oracle (a block with one sums over the filter's taps, not through the matrix, where a zero times Inf would
+    be NaN); the other channels' blocks stay finite and exact."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(2, 4, 7, 8, 4, 5, 3, padding=(2, 1), groups=4, x_layout=layout, y_layout=layout, bias=True)
+    x, w, bias = pr.random_operands(case, rng)
+    x[0, 1, 0, 0] = np.nan
+    x[1, 2, 3, 7] = np.inf
+    x[1, 2, 5, 6] = -np.inf
+    y, _ = pr.run_config(NAME, "plane_mm", case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isposinf(y), np.isposinf(ref))
+    assert np.array_equal(np.isneginf(y), np.isneginf(ref))
+    assert np.isnan(ref).sum() >= 6 and np.isinf(ref).sum() >= 4 and np.isfinite(ref[:, 1][1]).all()
+    finite = np.isfinite(ref)
+    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
+
+
+def test_plane_matrix_inf_weight_on_padding(rng):
+    """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in PyTorch:
+    the matrix holds only the taps that meet x, so a block with a non-finite weight sums over every tap."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(2, 6, 7, 7, 6, 13, 13, padding=(6, 6), groups=6, bias=True)
+    x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
+    w[3, 0, 0, 12] = np.inf  # the top-right tap: on padding for every output but (6, 0)
+    y, _ = pr.run_config(NAME, "plane_mm", case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isinf(y), np.isinf(ref))
+    assert np.isnan(ref[:, 3]).sum() == 2 * 48 and np.isinf(ref[:, 3]).sum() == 2
+    assert not np.isnan(np.delete(ref, 3, axis=1)).any()
+    finite = np.isfinite(ref)
+    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
+
+
 def default_of(case):
     """The configuration grouped_direct's plan for the case takes when none is named."""
     return pr.default_config(NAME, case)
@@ -461,7 +531,11 @@ def test_default_config_per_shape():
     # Small planes (49 values or 64; 196 or 256 from batch 4 or in NHWC; from batch 4, 784 or 1024, or any that
     # fits where filter rows have 9 taps or more): the small-plane kernel.
     small = ConvCase(32, 768, 7, 7, 768, 13, 13, padding=(6, 6), groups=768)
-    assert default_of(small) == "plane" and default_of(small.with_(B=1, **nhwc)) == "plane"
+    assert default_of(small.with_(B=31)) == "plane" and default_of(small.with_(B=1, **nhwc)) == "plane"
+    assert default_of(small.with_(**nhwc)) == "plane"
+    # fp32 NCHW from batch 32, planes of at most 64 positions: the plane-matrix kernel
+    assert default_of(small) == "plane_mm" and default_of(small.with_(B=64, H=8, W=8)) == "plane_mm"
+    assert default_of(small.with_(H=9, W=8)) == "plane"
     mid = ConvCase(32, 512, 14, 14, 512, 27, 27, padding=(13, 13), groups=512)
     assert default_of(mid) == "plane" and default_of(mid.with_(B=4, **nhwc)) == "plane"
     assert default_of(mid.with_(B=1)) == "lk_q8" and default_of(mid.with_(B=1, **nhwc)) == "plane"
@@ -505,6 +579,11 @@ def supports(case, config=None):
     (LK_SHAPES["27x27_wider_than_plane"].with_(B=4, H=75, W=90, x_dtype="f16"), "plane_r8",
      ["4 images", "4*6825 + 1107", "KH*41"]),
     (LK_SHAPES["31x31_c6"].with_(B=4), "plane_r8", ["f16 / bf16 x only from batch 4", "f32"]),
+    (MM_SHAPES["13x13_plane7_b5"].with_(H=8, W=9), "plane_mm", ["as a matrix", "64 positions", "8x9 -> 8x9"]),
+    (MM_SHAPES["3x3_valid_plane8"].with_(H=10, W=7), "plane_mm", ["64 positions", "10x7 -> 8x5"]),
+    (MM_SHAPES["13x13_plane7_b5"].with_(KH=64, KW=63, padding=(32, 31)), "plane_mm", ["63x63", "64x63 filter"]),
+    (SHAPES["resnext_g8_cg4"], "plane_mm", ["depthwise layers", "groups=8"]),
+    (SHAPES["dw_3x5_dil2_same"], "plane_mm", ["no dilation", "2x2"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
     pr.skip_unless_available(NAME)

@@ -65,6 +65,8 @@ CHAIN_CASES = {
                  **NHWC),
         # a channel's planes of 4 images past the 48 KB a block gets without opting in (plane: 51 KB)
         ConvCase(4, 4, 56, 56, 4, 9, 9, padding=(4, 4), groups=4, bias=True),
+        # planes of at most 64 positions (plane_mm: a matrix a channel)
+        ConvCase(2, 16, 7, 7, 16, 13, 13, padding=(6, 6), groups=16, bias=True),
     ],
 }
 CONFIGS = [(v, c) for v in CHAIN_CASES for c in (variant_configs(v) or [""])]

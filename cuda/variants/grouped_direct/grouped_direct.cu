@@ -63,6 +63,11 @@ constexpr int64_t DWL_MIN_FILTER = 9, DWL_MIN_TAPS = 64;
 // (190) but 49x5 189 (185: rows of 5 taps, 3 zeros each side). Batch 1 (one output a thread), fp32: 13x13
 // on 7x7 5.5 against 7.2, on 14x14 8.8 against 6.7; fp16 NHWC on 14x14 9.7 against 16.8.
 constexpr int64_t DWP_SMALL_PLANE = 64, DWP_SMALL_PLANE_BATCHED = 256, DWP_MID_PLANE = 1024, DWP_MID_ROW = 9;
+// Of the small planes, those of at most 64 positions in and out with x NCHW from batch DWM_MIN_BATCH go to the
+// plane-matrix kernel instead (a channel's taps as a matrix built once for 32 images). H200, fp32, batch 32:
+// 13x13 on 7x7 12.7-17.4 us against plane's 20.5-25.7 (cuDNN 42-62); at batch 1 8.8-9.0 against 5.1-5.5, and
+// in fp16 NHWC (a block's one channel reads one value a sector) 27-39 against 19-23.
+constexpr int64_t DWM_MIN_BATCH = 32;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
@@ -502,6 +507,13 @@ int gd_plane_run(const conv_problem* p, const conv_tensors* t, void*, size_t, vo
 template <int RUN>
 int gd_plane_supports(const conv_problem* p) { return dwp_fits(p, RUN, 1); }
 
+// The plane-matrix depthwise configuration (depthwise_plane_matrix.cu).
+int gd_plane_mm_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return dwm_run(p, t, conv_stream(stream));
+}
+
+int gd_plane_mm_supports(const conv_problem* p) { return dwm_fits(p, 1); }
+
 // Names: maps per thread (m1: depthwise, one map per group; m4, m8: grouped, LDS.128 of 4 maps) and map
 // slices per block where more than one (m8x4: 4 slices of 8 maps share a window), the output tile
 // (columns x rows), rows per thread where not the tile's default, channel slices where more than one
@@ -511,7 +523,8 @@ int gd_plane_supports(const conv_problem* p) { return dwp_fits(p, RUN, 1); }
 // capped so that 4 blocks fit an SM. The nchw_r* ones:
 // output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
 // depthwise_nchw_tiled.cu; the lk_q* ones: outputs a thread of depthwise_large.cu; plane, plane_r8: whole
-// planes a block of depthwise_small_plane.cu, runs of 4 or 8 outputs a thread.
+// planes a block of depthwise_small_plane.cu, runs of 4 or 8 outputs a thread; plane_mm: a plane of at most 64
+// positions as a matrix product a channel (depthwise_plane_matrix.cu).
 const conv_config GD_CONFIGS[] = {
     {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
     {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
@@ -546,10 +559,12 @@ const conv_config GD_CONFIGS[] = {
     {"lk_q8", gd_large_run<8>, gd_large_supports},
     {"plane", gd_plane_run<4>, gd_plane_supports<4>},
     {"plane_r8", gd_plane_run<8>, gd_plane_supports<8>},
+    {"plane_mm", gd_plane_mm_run, gd_plane_mm_supports},
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
-// (without dilation) on small planes (DWP_*_PLANE) to the small-plane kernel; larger planes to the
+// (without dilation) on planes of at most 64 positions with x NCHW from batch 32 to the plane-matrix kernel;
+// on small planes (DWP_*_PLANE) to the small-plane kernel; larger planes to the
 // large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on
 // both sides, the plane 28 or more along its sliding side and the grid has 64K such threads or more
 // (RepLKNet's 31x31 and 29x29, fp16 UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch
@@ -577,6 +592,7 @@ const char* gd_default_config(const conv_problem* p) {
         const bool small = plane <= DWP_SMALL_PLANE ||
                            (plane <= DWP_SMALL_PLANE_BATCHED && (p->B >= 4 || p->x_layout == CONV_NHWC)) ||
                            (p->B >= 4 && (plane <= DWP_MID_PLANE || p->KW >= DWP_MID_ROW));
+        if (p->B >= DWM_MIN_BATCH && p->x_layout == CONV_NCHW && dwm_fits(p, 0) == CONV_OK) return "plane_mm";
         if (small && dwp_fits(p, 4, 0) == CONV_OK) return "plane";
     }
     if (large_filter && dwl_fits(p, 0) == CONV_OK) {

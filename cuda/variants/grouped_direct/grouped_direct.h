@@ -97,6 +97,15 @@ int dwp_fits(const conv_problem* p, int run, int report);
 // for 4 images (one output, one image below batch 4) over the columns that meet x.
 int dwp_run(const conv_problem* p, const conv_tensors* t, int run, cudaStream_t stream);
 
+// CONV_OK if the plane-matrix depthwise kernel (depthwise_plane_matrix.cu, "plane_mm") takes the problem:
+// depthwise (groups == C == M), no dilation, planes of at most 64 positions in and out, filters of at most
+// 63x63; any stride, padding, layouts and dtypes. Else CONV_ERR_UNSUPPORTED, naming the reason where `report`.
+int dwm_fits(const conv_problem* p, int report);
+
+// Runs it: a block builds a channel's plane-to-plane matrix of filter taps once for up to 32 images, and a
+// thread sums 4 outputs x 4 images as a small matrix product.
+int dwm_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
 // generic kernel, run-time filter loops) for every other shape.
