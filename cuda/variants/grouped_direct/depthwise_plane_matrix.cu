@@ -72,9 +72,10 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
     float* ws = reinterpret_cast<float*>(dwm_smem);
     float* as = ws + (s.KH * s.KW + 3) / 4 * 4;
     float* xs = as + s.P * s.AS;
+    // blockIdx.x: channels fastest (in NHWC, blocks that run together read the same sectors of x)
     uint32_t c_u;
-    const int b0 = (int)s.by_C.divmod(blockIdx.x, &c_u) * s.NB, c = (int)c_u;  // channels fastest: NHWC
-    const int nb = min(s.NB, s.B - b0);                                              // blocks share sectors
+    const int b0 = (int)s.by_C.divmod(blockIdx.x, &c_u) * s.NB, c = (int)c_u;
+    const int nb = min(s.NB, s.B - b0);
     const int taps = s.KH * s.KW;
     bool w_bad = false, x_bad = false;
     gd_stage<TX>(taps, ws, w_bad, [&](int i, int& at) {
