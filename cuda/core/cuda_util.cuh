@@ -27,6 +27,13 @@ static inline cudaStream_t conv_stream(void* stream) { return static_cast<cudaSt
 
 static inline int conv_ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// The largest l with 2^l <= v (v >= 1): log2 of a power of two, for shifts and masks in place of divisions.
+static inline int conv_floor_log2(int v) {
+    int l = 0;
+    while ((1 << (l + 1)) <= v) ++l;
+    return l;
+}
+
 // Blocks for a grid-stride loop over n items: enough to fill the GPU, never more than needed.
 static inline unsigned conv_grid_for(long long n, int threads) {
     long long blocks = (n + threads - 1) / threads;

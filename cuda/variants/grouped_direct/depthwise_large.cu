@@ -335,11 +335,9 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.KS = 1;
     while (s.KS * 2 <= std::min(s.KU, 32) && threads * s.KS * 2 <= want && items * s.KS * 2 <= DWL_THREADS)
         s.KS *= 2;
-    s.ks_log = 0;
-    while ((1 << s.ks_log) < s.KS) ++s.ks_log;
+    s.ks_log = conv_floor_log2(s.KS);
     s.CB = cb;
-    s.cb_log = 0;
-    while ((1 << s.cb_log) < cb) ++s.cb_log;
+    s.cb_log = conv_floor_log2(cb);
     s.cgroups = conv_ceil_div(s.C, s.CB);
     s.IU = (s.OUt - 1) * s.SU + s.KU;
     s.plane = s.IU * s.IVrow;

@@ -594,12 +594,6 @@ static void tgc_pick_tile(int TP, const conv_problem* p, int& th, int& tw) {
     }
 }
 
-static int tgc_log2(int v) {
-    int l = 0;
-    while ((1 << (l + 1)) <= v) ++l;
-    return l;
-}
-
 // Fills s's geometry (no pointers' properties but x_copy, the elements per copy of NCHW f32 x: the launch's,
 // or for sizing before the operands are known the most the layer allows, the most room) and returns the
 // shared memory of a launch (two windows or for f32 x a window and the raw one, the staged filters, their B
@@ -616,8 +610,8 @@ static size_t tgc_layout(const conv_problem* p, size_t y_elem, int x_copy, tgc_s
     s.gpp = pack_c / s.Cg;
     s.pack_m = s.gpp * s.Mg;
     s.cpp = pack_c / TGC_CHUNK;
-    s.lg_cg = tgc_log2(s.Cg);
-    s.lg_cpp = tgc_log2(s.cpp);
+    s.lg_cg = conv_floor_log2(s.Cg);
+    s.lg_cpp = conv_floor_log2(s.cpp);
     s.packs = CS / pack_c;
     s.nt = (s.pack_m + 7) / 8;
     s.slabs = (s.C + CS - 1) / CS;
