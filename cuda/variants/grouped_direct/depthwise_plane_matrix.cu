@@ -34,13 +34,12 @@ constexpr int DWM_MAX_TAPS = 63 * 63;
 constexpr int DWM_IMAGES = 32;
 
 // Every count < 2^31 (the dispatcher's batch chunks).
-struct DwmShape {
-    int B, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
+struct DwmShape : ConvShape32 {
+    int B;
     int P, OP;    // x's and y's positions a plane
-    int AS;       // A's row: y's positions rounded up to 4 (16-byte reads of 4 outputs)
+    int AS;       // A's row: y's positions rounded up to 4 (16-byte reads of 4 outputs: a thread's quad)
     int NB, XS;   // images a block (a multiple of 4) and x's staged row of them (NB + 4: 16-byte aligned)
     int YS;       // y's staged row (an image's outputs; odd)
-    int quads;    // y's groups of 4 positions (AS / 4): a thread's outputs
     int x_nhwc, y_nhwc, y_dtype, relu;
     ConvDivider by_C, by_P, by_OP, by_AS, by_OW;  // blockIdx.x and flat indices split
 };
@@ -54,7 +53,7 @@ __device__ void dwm_every_tap(float (&acc)[4][4], const DwmShape& s, const float
         const int oh = o / s.OW, ow = o - oh * s.OW;
         for (int kh = 0; kh < s.KH; ++kh)
             for (int kw = 0; kw < s.KW; ++kw) {
-                const int ih = oh * s.SH - s.PH + kh, iw = ow * s.SW - s.PW + kw;
+                const int ih = oh * s.stride_h - s.pad_h + kh, iw = ow * s.stride_w - s.pad_w + kw;
                 const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
                 const float wv = ws[kh * s.KW + kw];
 #pragma unroll
@@ -99,7 +98,8 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
             const int ih = (int)s.by_AS.divmod(e, &o);
             uint32_t ow;
             const int oh = (int)s.by_OW.divmod(o, &ow);
-            const int kh = ih - oh * s.SH + s.PH, kw0 = -(int)ow * s.SW + s.PW;  // tap of (ih, iw) is (kh, kw0 + iw)
+            // the tap of (ih, iw) under output (oh, ow) is (kh, kw0 + iw)
+            const int kh = ih - oh * s.stride_h + s.pad_h, kw0 = -(int)ow * s.stride_w + s.pad_w;
             const bool row = (int)o < s.OP && kh >= 0 && kh < s.KH;
             float* a = as + ih * s.W * s.AS + o;
             for (int iw = 0; iw < s.W; ++iw) {
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
     // A thread: outputs 4 * quad .. + 3 for images 4 * ib .. + 3 (images fastest across a warp: one 16-byte
     // read of x per lane, distinct banks; the read of A a broadcast to the lanes of a quad).
     const int groups = s.NB / 4, t = threadIdx.x;
-    const bool active = t < s.quads * groups;
+    const bool active = t < s.AS / 4 * groups;
     const int quad = t / groups, ib = t - quad * groups;
     float acc[4][4];
 #pragma unroll
@@ -157,14 +157,12 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
 }
 
 DwmShape dwm_shape(const conv_problem* p) {
-    const ConvShape32 g = conv_shape32(p);
     DwmShape s;
-    s.B = (int)p->B; s.C = g.C; s.H = g.H; s.W = g.W; s.OH = g.OH; s.OW = g.OW; s.KH = g.KH; s.KW = g.KW;
-    s.SH = g.stride_h; s.SW = g.stride_w; s.PH = g.pad_h; s.PW = g.pad_w;
+    static_cast<ConvShape32&>(s) = conv_shape32(p);
+    s.B = (int)p->B;
     s.P = s.H * s.W;
     s.OP = s.OH * s.OW;
     s.AS = (s.OP + 3) / 4 * 4;
-    s.quads = s.AS / 4;
     s.NB = std::min(DWM_IMAGES, (s.B + 3) / 4 * 4);
     s.XS = s.NB + 4;
     s.YS = s.OP | 1;
@@ -217,7 +215,7 @@ int dwm_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
     s.by_OP = ConvDivider::of((uint32_t)s.OP);
     s.by_AS = ConvDivider::of((uint32_t)s.AS);
     s.by_OW = ConvDivider::of((uint32_t)s.OW);
-    const int threads = (s.quads * (s.NB / 4) + 31) / 32 * 32;  // <= 16 quads x 8 image groups = 128
+    const int threads = (s.AS / 4 * (s.NB / 4) + 31) / 32 * 32;  // <= 16 quads x 8 image groups = 128
     const size_t smem = dwm_bytes(s);                           // <= 41 KB: no opt-in
     switch (p->x_dtype) {
     case CONV_F16: return dwm_launch<__half>(t, s, (unsigned)blocks, threads, smem, stream);
