@@ -373,6 +373,20 @@ def test_large_filter_kernel_many_blocks(rng):
                                               "plane_r8"), rng)
 
 
+def run_against_the_oracle(config, case, x, w, bias):
+    """Runs the configuration on operands that hold a NaN or an Inf and checks it against the float64 oracle:
+    NaN, +Inf and -Inf exactly where the oracle has them, the finite outputs within the variant's bound. Returns
+    the oracle's y, for the test's own checks of where the bad values went."""
+    y, _ = pr.run_config(NAME, config, case, x, w, bias)
+    with np.errstate(invalid="ignore"):
+        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
+    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isposinf(y), np.isposinf(ref))
+    assert np.array_equal(np.isneginf(y), np.isneginf(ref))
+    finite = np.isfinite(ref)
+    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
+    return ref
+
+
 @pytest.mark.parametrize("config", LK_CONFIGS)
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(layout, config, rng):
@@ -385,11 +399,7 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(layout, config, rn
     x[0, 1, 4, 20] = np.nan
     x[1, 2, 17, 3] = np.inf
     x[1, 2, 25, 10] = -np.inf
-    y, _ = pr.run_config(NAME, config, case, x, w, bias)
-    with np.errstate(invalid="ignore"):
-        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isposinf(y), np.isposinf(ref))
-    assert np.array_equal(np.isneginf(y), np.isneginf(ref))
+    ref = run_against_the_oracle(config, case, x, w, bias)
     assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50  # the bad values reach many outputs
 
 
@@ -402,13 +412,8 @@ def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     case = lk_case(ConvCase(2, 20, 14, 15, 20, 27, 27, padding=(13, 13), groups=20, bias=True), config)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
     w[3, 0, 0, 26] = np.inf  # the top-right tap: on padding for every output but (13, 0) and (13, 1)
-    y, _ = pr.run_config(NAME, config, case, x, w, bias)
-    with np.errstate(invalid="ignore"):
-        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isinf(y), np.isinf(ref))
+    ref = run_against_the_oracle(config, case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() > 0 and not np.isnan(np.delete(ref, 3, axis=1)).any()
-    finite = np.isfinite(ref)
-    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
 
 
 # plane_mm (depthwise_plane_matrix.cu): planes of at most 64 positions in and out as a matrix product a channel.
@@ -453,14 +458,8 @@ def test_plane_matrix_places_nan_and_inf_as_the_oracle(layout, rng):
     x[0, 1, 0, 0] = np.nan
     x[1, 2, 3, 7] = np.inf
     x[1, 2, 5, 6] = -np.inf
-    y, _ = pr.run_config(NAME, "plane_mm", case, x, w, bias)
-    with np.errstate(invalid="ignore"):
-        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isposinf(y), np.isposinf(ref))
-    assert np.array_equal(np.isneginf(y), np.isneginf(ref))
+    ref = run_against_the_oracle("plane_mm", case, x, w, bias)
     assert np.isnan(ref).sum() >= 6 and np.isinf(ref).sum() >= 4 and np.isfinite(ref[:, 1][1]).all()
-    finite = np.isfinite(ref)
-    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
 
 
 def test_plane_matrix_inf_weight_on_padding(rng):
@@ -470,14 +469,9 @@ def test_plane_matrix_inf_weight_on_padding(rng):
     case = ConvCase(2, 6, 7, 7, 6, 13, 13, padding=(6, 6), groups=6, bias=True)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
     w[3, 0, 0, 12] = np.inf  # the top-right tap: on padding for every output but (6, 0)
-    y, _ = pr.run_config(NAME, "plane_mm", case, x, w, bias)
-    with np.errstate(invalid="ignore"):
-        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isinf(y), np.isinf(ref))
+    ref = run_against_the_oracle("plane_mm", case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() == 2 * 48 and np.isinf(ref[:, 3]).sum() == 2
     assert not np.isnan(np.delete(ref, 3, axis=1)).any()
-    finite = np.isfinite(ref)
-    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
 
 
 def default_of(case):
