@@ -30,6 +30,23 @@ static inline int conv_smem_per_block_optin(int* bytes) {
     return CONV_OK;
 }
 
+// Lets `kernel` (dynamic shared memory only, as every caller's) take `smem` bytes of shared memory a block on the
+// current device. Up to the 48 KB every launch gets it costs nothing; past it the kernel opts in (an attribute of
+// the kernel on the device: set on every such launch, a host call) where the device allows that much, and
+// refuses in words naming `what` where it does not.
+template <class Kernel>
+static int conv_allow_smem(Kernel kernel, size_t smem, const char* what) {
+    if (smem <= (size_t)CONV_SMEM_NO_OPT_IN) return CONV_OK;
+    int most = 0;
+    const int status = conv_smem_per_block_optin(&most);
+    if (status != CONV_OK) return status;
+    if (smem > (size_t)most)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "%s needs %zu bytes of shared memory a block; this GPU gives %d",
+                              what, smem, most);
+    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    return CONV_OK;
+}
+
 // Blocks of `kernel` (threads per block, dynamic shared memory) resident on the whole current device
 // at once: one wave. At least one per SM, so that a kernel the occupancy query rejects still gets a
 // grid and its launch reports the reason. The occupancy query costs microseconds and persistent

@@ -375,7 +375,8 @@ struct DwlLaunch {
         if (blocks >= (1ll << 31))
             return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: lk_q%d's blocks of this batch pass int range", Q);
         const auto kernel = dwl_kernel<TX, Q>;
-        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        const int opt_in = conv_allow_smem(kernel, smem, "grouped_direct: the lk_* window");
+        if (opt_in != CONV_OK) return opt_in;
         const int threads = (int)std::min<int64_t>(DWL_THREADS, (s.KS * s.CB * s.OUt * s.NS + 31) / 32 * 32);
         CONV_LAUNCH_DEPENDENT("dwl_kernel", kernel, (unsigned)blocks, threads, smem, stream, s,
                               static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),

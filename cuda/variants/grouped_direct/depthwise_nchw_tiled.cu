@@ -225,7 +225,8 @@ struct DwtLaunch {
             int status = conv_smem_per_block_optin(&most);
             if (status != CONV_OK) return status;
             if (smem > (size_t)most) return dw_nchw_run<4>(p, t, stream);  // GPUs with less shared memory
-            CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            status = conv_allow_smem(kernel, smem, "grouped_direct: the nchw_t* tile");
+            if (status != CONV_OK) return status;
             int64_t wave = 0;
             status = conv_wave_blocks(kernel, DWT_THREADS, smem, &wave);
             if (status != CONV_OK) return status;

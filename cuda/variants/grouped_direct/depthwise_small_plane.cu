@@ -300,8 +300,8 @@ bool dwp_rows_fastest(const DwpShape& s, int R) {
 template <class TX, int NI, int R>
 int dwp_launch(const conv_tensors* t, DwpShape s, unsigned blocks, int threads, size_t smem, cudaStream_t stream) {
     const auto kernel = dwp_kernel<TX, NI, R>;
-    if (smem > CONV_SMEM_NO_OPT_IN)  // per device: set on every such launch (a host call of microseconds)
-        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const int opt_in = conv_allow_smem(kernel, smem, "grouped_direct: the plane configurations");
+    if (opt_in != CONV_OK) return opt_in;
     kernel<<<blocks, threads, smem, stream>>>(s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), t->bias,
                                               t->y);
     CONV_LAUNCH_CHECK(dwp_kernel);

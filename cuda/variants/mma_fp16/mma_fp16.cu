@@ -376,7 +376,8 @@ static int mma_run_tiles(const conv_problem* p, const TX* x, const TX* w, const 
     if (status != CONV_OK) return status;
     const mma_shape s = mma_shape_for(p, out.y, sms, target);
     const size_t smem = (size_t)mma_smem_bytes(p, s.tile_rows);
-    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    status = conv_allow_smem(kernel, smem, "mma_fp16: the row-window tile");
+    if (status != CONV_OK) return status;
     int64_t wave = 0;
     status = conv_wave_blocks(kernel, WARPS * 32, smem, &wave);
     if (status != CONV_OK) return status;

@@ -336,7 +336,8 @@ struct TdwLaunch {
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
         const auto kernel = tdw_ksteps(p) == 1 ? tc_dw_kernel<MT, NT, CB, WARPS, 1, TO, TX, TY>
                                                : tc_dw_kernel<MT, NT, CB, WARPS, 2, TO, TX, TY>;
-        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        const int opt_in = conv_allow_smem(kernel, smem, "implicit_gemm_f16: the depthwise tile");
+        if (opt_in != CONV_OK) return opt_in;
         const dim3 grid((unsigned)(p->B * s.tiles_h * s.tiles_w), (unsigned)conv_ceil_div(s.C, CB));
         CONV_LAUNCH_DEPENDENT("tc_dw_kernel", kernel, grid, 32 * WARPS, smem, stream, s,
                               static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),

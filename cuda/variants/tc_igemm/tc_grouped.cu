@@ -699,7 +699,8 @@ struct TgcLaunch {
         s.y_pair = s.y_nhwc && s.Mg % 2 == 0 && (uintptr_t)t->y % (2 * sizeof(TY)) == 0;
         s.relu = p->epilogue >= CONV_EPILOGUE_RELU;
         const auto kernel = tc_grouped_kernel<TP, CS, WARPS, TO, TX, TY>;
-        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        const int opt_in = conv_allow_smem(kernel, smem, "implicit_gemm_f16: the grouped tile");
+        if (opt_in != CONV_OK) return opt_in;
         // A wave of blocks, whole slabs of them, each looping over the tiles (at most all of them).
         int64_t wave = 0;
         const int wave_status = conv_wave_blocks(kernel, 32 * WARPS, smem, &wave);

@@ -71,9 +71,10 @@ __device__ __forceinline__ void twt_store_pass(const float (&acc)[2][NT][4], con
 template <class Kernel, class... Args>
 static int twt_launch(const char* name, Kernel kernel, long long tiles, int warps, size_t smem, cudaStream_t stream,
                       Args... args) {
-    CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int status = conv_allow_smem(kernel, smem, name);
+    if (status != CONV_OK) return status;
     int64_t wave = 0;
-    const int status = conv_wave_blocks(kernel, 32 * warps, smem, &wave);
+    status = conv_wave_blocks(kernel, 32 * warps, smem, &wave);
     if (status != CONV_OK) return status;
     const long long need = (tiles + warps - 1) / warps;
     const dim3 grid((unsigned)(wave < need ? wave : need));

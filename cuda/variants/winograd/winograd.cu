@@ -22,6 +22,7 @@
 #include "conv_kernel_util.cuh"
 #include "cuda_util.cuh"
 #include "grid_dependency.cuh"
+#include "launch_util.cuh"
 #include "mma_sync.cuh"
 #include "tensor_io.cuh"
 #include "winograd_transforms.cuh"
@@ -312,7 +313,8 @@ struct WinogradLaunch {
                               filters);
         const auto kernel = winograd_kernel<BM, BP, TX, TY>;
         const size_t smem = Tile::SMEM_FLOATS * sizeof(float);
-        CONV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        const int opt_in = conv_allow_smem(kernel, smem, "winograd: the GEMM tile");
+        if (opt_in != CONV_OK) return opt_in;
         const dim3 grid((unsigned)((k.P + BP - 1) / BP), (unsigned)(p->groups * k.m_blocks));
         // A plain launch, as implicit_gemm's pipelined SIMT kernel (igemm_pipeline.cuh: launched as a
         // dependent, that kernel ran up to 45% slower on some batch-32 grids): it follows the filter
