@@ -27,6 +27,7 @@
 #include "conv_shape.cuh"
 #include "depthwise_stage.cuh"
 #include "depthwise_store.cuh"
+#include "grid_dependency.cuh"
 #include "grouped_direct.h"
 #include "int_divider.cuh"
 #include "launch_util.cuh"
@@ -175,6 +176,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
     float* ws = xs + s.PC * s.cstride;               // PC filters of KH rows of wrow
     // The filters, rows of R-1 zeros, KW taps, R-1 zeros (depthwise (C, 1, KH, KW): MCKK and MKKC alike).
     bool w_bad = false, x_bad = false;
+    grid_wait_prior();  // launched as a dependent of the stream's previous kernel (grid_dependency.cuh)
     gd_stage<TX>(nc * s.wstride, ws, w_bad, [&](int i, int& at) {
         uint32_t j, col;
         const int cl = (int)s.by_wstride.divmod(i, &j);
@@ -207,6 +209,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
     // meet x where the weights are finite, all of them where one is not
     const bool w_finite = !__syncthreads_or(w_bad);
     const bool all_finite = !__syncthreads_or(x_bad) && w_finite;
+    grid_launch_dependents();  // inputs read: the next kernel may launch while this one sums and stores
     for (int i = threadIdx.x; i < nc * items; i += blockDim.x) {
         int cl, it;
         if (s.y_nhwc) {
@@ -302,9 +305,8 @@ int dwp_launch(const conv_tensors* t, DwpShape s, unsigned blocks, int threads, 
     const auto kernel = dwp_kernel<TX, NI, R>;
     const int opt_in = conv_allow_smem(kernel, smem, "grouped_direct: the plane configurations");
     if (opt_in != CONV_OK) return opt_in;
-    kernel<<<blocks, threads, smem, stream>>>(s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w), t->bias,
-                                              t->y);
-    CONV_LAUNCH_CHECK(dwp_kernel);
+    CONV_LAUNCH_DEPENDENT("dwp_kernel", kernel, blocks, threads, smem, stream, s, static_cast<const TX*>(t->x),
+                          static_cast<const TX*>(t->w), static_cast<const void*>(t->bias), t->y);
     return CONV_OK;
 }
 
