@@ -28,6 +28,7 @@
 // H200 figures and the steps that led here: bench/PERF_NOTES.md, "Large depthwise filters".
 
 #include <algorithm>
+#include <type_traits>
 
 #include "conv_shape.cuh"
 #include "depthwise_stage.cuh"
@@ -166,34 +167,44 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
     // The input window, zeros outside x, consecutive threads along x's contiguous dimension: a plane's
     // columns (NCHW: lines of (channel, row)), or a row's pixels with their CB channels (NHWC: lines of rows).
     // Where the slide runs down columns (vertical), x's rows are u lines and its columns v positions. The
-    // slide position iv is stored split by phase: iv % SV, then iv / SV.
-    const int per_row = s.SV * s.IVlen;
-    const int rows = s.vertical ? per_row : s.IU;  // of x's window
-    const int run = s.x_nhwc ? (s.vertical ? s.IU : per_row) << s.cb_log : (s.vertical ? s.IU : per_row);
-    const int total = (s.x_nhwc ? rows : s.CB * rows) * run;
-    gd_stage<TX>(total, xs, x_bad, [&](int i, int& at) {
-        uint32_t j, r = 0;
-        const uint32_t line = s.by_run.divmod(i, &j);
-        int c, col;
-        if (s.x_nhwc) {
-            r = line;
-            c = (int)(j & (s.CB - 1));
-            col = (int)(j >> s.cb_log);
-        } else {
-            c = (int)s.by_rows.divmod(line, &r);
-            col = (int)j;
-        }
-        const int iu = s.vertical ? col : (int)r, iv = s.vertical ? (int)r : col;
-        const int gu = in_u0 + iu, gv = in_v0 + iv;
-        if (skip && (gu < 0 || gu >= s.IUn)) return TX{};  // at < 0: not staged
-        uint32_t pos = (uint32_t)iv, phase = 0;
-        if (s.SV > 1) pos = s.by_sv.divmod((uint32_t)iv, &phase);
-        at = c * s.plane + iu * s.IVrow + (int)(phase * s.IVlen + pos);
-        const int gh = s.vertical ? gv : gu, gw = s.vertical ? gu : gv;
-        return c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W
-                   ? x[s.x_nhwc ? ((b * s.H + gh) * s.W + gw) * s.C + c0 + c : ((b * s.C + c0 + c) * s.H + gh) * s.W + gw]
-                   : TX{};
-    });
+    // slide position iv is stored split by phase: iv % SV, then iv / SV. PLAIN: x NCHW, sliding along rows
+    // at stride 1 (RepLKNet's and UniRepLKNet's square filters), known at compile time, so that a value's
+    // index is a few instructions, not the general case's ~70 (H200, 31x31 at batch 1: the staging was 28% of
+    // the kernel's stall samples, most of them issuing index arithmetic, every block staging at once).
+    auto stage_x = [&](auto plain) {
+        constexpr bool PLAIN = decltype(plain)::value;
+        const bool nhwc = !PLAIN && s.x_nhwc, vertical = !PLAIN && s.vertical;
+        const int SV = PLAIN ? 1 : s.SV;
+        const int per_row = SV * s.IVlen;
+        const int rows = vertical ? per_row : s.IU;  // of x's window
+        const int run = nhwc ? (vertical ? s.IU : per_row) << s.cb_log : (vertical ? s.IU : per_row);
+        const int total = (nhwc ? rows : s.CB * rows) * run;
+        gd_stage<TX>(total, xs, x_bad, [&](int i, int& at) {
+            uint32_t j, r = 0;
+            const uint32_t line = s.by_run.divmod(i, &j);
+            int c, col;
+            if (nhwc) {
+                r = line;
+                c = (int)(j & (s.CB - 1));
+                col = (int)(j >> s.cb_log);
+            } else {
+                c = (int)s.by_rows.divmod(line, &r);
+                col = (int)j;
+            }
+            const int iu = vertical ? col : (int)r, iv = vertical ? (int)r : col;
+            const int gu = in_u0 + iu, gv = in_v0 + iv;
+            if (skip && (gu < 0 || gu >= s.IUn)) return TX{};  // at < 0: not staged
+            uint32_t pos = (uint32_t)iv, phase = 0;
+            if (SV > 1) pos = s.by_sv.divmod((uint32_t)iv, &phase);
+            at = c * s.plane + iu * s.IVrow + (int)(phase * s.IVlen + pos);
+            const int gh = vertical ? gv : gu, gw = vertical ? gu : gv;
+            return c0 + c < s.C && gh >= 0 && gh < s.H && gw >= 0 && gw < s.W
+                       ? x[nhwc ? ((b * s.H + gh) * s.W + gw) * s.C + c0 + c : ((b * s.C + c0 + c) * s.H + gh) * s.W + gw]
+                       : TX{};
+        });
+    };
+    if (!s.x_nhwc && !s.vertical && s.SV == 1) stage_x(std::true_type{});
+    else stage_x(std::false_type{});
     __syncthreads();
     grid_launch_dependents();
 
