@@ -63,8 +63,8 @@ int dwp_run_for(int images, int run) { return images == 1 && run <= 4 ? 1 : run;
 constexpr int DWP_FP32_RUN = 4;
 
 // Every count < 2^31 (the dispatcher's batch chunks).
-struct DwpShape {
-    int B, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
+struct DwpShape : ConvShape32 {
+    int B;
     int PC;    // channels a block (its images: the kernel's NI)
     int runs;  // runs of R outputs in an output row
     // a block's band of output rows: BR rows (bands of them a plane: blocks along the rows, where channels
@@ -138,7 +138,7 @@ __device__ __forceinline__ void dwp_row(float (&acc)[R][NI], const float* xr, co
 template <int NI>
 __device__ void dwp_one_output(float (&acc)[NI], const DwpShape& s, const float* xp, const float* wp, int oh, int ow,
                                bool all_taps) {
-    const int ih0 = oh * s.SH - s.PH, iw0 = ow * s.SW - s.PW;  // x under tap (0, 0)
+    const int ih0 = oh * s.stride_h - s.pad_h, iw0 = ow * s.stride_w - s.pad_w;  // x under tap (0, 0)
     const int kh0 = all_taps ? 0 : max(0, -ih0), kh1 = all_taps ? s.KH : min(s.KH, s.H - ih0);
     const int kw0 = all_taps ? 0 : max(0, -iw0), kw1 = all_taps ? s.KW : min(s.KW, s.W - iw0);
     for (int kh = kh0; kh < kh1; ++kh) {
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
     const int nc = min(s.PC, s.C - c0), nb = min(NI, s.B - b0);
     // the band's output rows [oh0, oh1) and the rows of x they meet, [r0, r1): at most SR
     const int oh0 = band * s.BR, oh1 = min(s.OH, oh0 + s.BR);
-    const int r0 = max(0, oh0 * s.SH - s.PH), r1 = min(s.H, (oh1 - 1) * s.SH - s.PH + s.KH);
+    const int r0 = max(0, oh0 * s.stride_h - s.pad_h), r1 = min(s.H, (oh1 - 1) * s.stride_h - s.pad_h + s.KH);
     float* xs = reinterpret_cast<float*>(dwp_smem);  // PC channels of SR rows of Wp positions x NI images
     float* ws = xs + s.PC * s.cstride;               // PC filters of KH rows of wrow
     // The filters, rows of R-1 zeros, KW taps, R-1 zeros (depthwise (C, 1, KH, KW): MCKK and MKKC alike).
@@ -238,14 +238,14 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int j = 0; j < NI; ++j) acc[r][j] = 0.0f;
-        if (all_finite && s.SW == 1) {
-            const int ih0 = oh * s.SH - s.PH;
+        if (all_finite && s.stride_w == 1) {
+            const int ih0 = oh * s.stride_h - s.pad_h;
             const int kh0 = max(0, -ih0), kh1 = min(s.KH, s.H - ih0);
             // x's columns that meet one of the run's outputs, and output 0's tap for the first
-            const int iw0 = max(0, ow0 - s.PW), iw1 = min(s.W, ow0 + R - 1 - s.PW + s.KW);
+            const int iw0 = max(0, ow0 - s.pad_w), iw1 = min(s.W, ow0 + R - 1 - s.pad_w + s.KW);
             if (iw1 > iw0)
                 for (int kh = kh0; kh < kh1; ++kh)
-                    dwp_row<NI, R>(acc, xp + ((ih0 + kh) * s.Wp + iw0) * NI, wp + kh * s.wrow + iw0 - ow0 + s.PW,
+                    dwp_row<NI, R>(acc, xp + ((ih0 + kh) * s.Wp + iw0) * NI, wp + kh * s.wrow + iw0 - ow0 + s.pad_w,
                                    iw1 - iw0);
         } else {
 #pragma unroll
@@ -296,8 +296,8 @@ size_t dwp_bytes(const conv_problem* p, int64_t channels, int images, int run, i
 // 93 -> 82; along the rows: 13x13 on 14x14 39 against 43, 5x49 on 28x28 86 against 98, 1x11 on 56x56 23
 // against 35).
 bool dwp_rows_fastest(const DwpShape& s, int R) {
-    const bool same_columns = (s.runs - 1) * R <= s.PW && R - 1 - s.PW + s.KW >= s.W;
-    return R > 1 && s.SW == 1 && s.OW >= 24 && s.KH * s.KW >= 64 && !same_columns;
+    const bool same_columns = (s.runs - 1) * R <= s.pad_w && R - 1 - s.pad_w + s.KW >= s.W;
+    return R > 1 && s.stride_w == 1 && s.OW >= 24 && s.KH * s.KW >= 64 && !same_columns;
 }
 
 template <class TX, int NI, int R>
@@ -315,10 +315,9 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
     int sms = 0;
     const int status = conv_sm_count(&sms);
     if (status != CONV_OK) return status;
-    const ConvShape32 g = conv_shape32(p);
     DwpShape s;
-    s.B = (int)p->B; s.C = g.C; s.H = g.H; s.W = g.W; s.OH = g.OH; s.OW = g.OW; s.KH = g.KH; s.KW = g.KW;
-    s.SH = g.stride_h; s.SW = g.stride_w; s.PH = g.pad_h; s.PW = g.pad_w;
+    static_cast<ConvShape32&>(s) = conv_shape32(p);
+    s.B = (int)p->B;
     s.x_nhwc = p->x_layout == CONV_NHWC;
     s.y_nhwc = p->y_layout == CONV_NHWC;
     s.y_dtype = p->y_dtype;
@@ -341,7 +340,7 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
         ++bands;
     s.BR = (int)((s.OH + bands - 1) / bands);
     bands = (s.OH + s.BR - 1) / s.BR;  // the last band may have fewer rows; none is empty
-    s.SR = std::min(s.H, (s.BR - 1) * s.SH + s.KH);
+    s.SR = std::min(s.H, (s.BR - 1) * s.stride_h + s.KH);
     s.Wp = (int)dwp_row_positions(p);
     s.cstride = (int)dwp_cstride(p, NI, s.SR);
     s.wrow = (int)dwp_wrow(p, R);
