@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "conv_shape.cuh"
+#include "depthwise_every_tap.cuh"
 #include "depthwise_stage.cuh"
 #include "depthwise_store.cuh"
 #include "grid_dependency.cuh"
@@ -44,24 +45,6 @@ struct DwmShape : ConvShape32 {
     int x_nhwc, y_nhwc, y_dtype, relu;
     ConvDivider by_C, by_P, by_OP, by_AS, by_OW;  // blockIdx.x and flat indices split
 };
-
-// y_c[o][b] for 4 outputs o0.. and 4 images (columns of the staged x) over every tap of the filter, x = 0 on
-// padding: the path for blocks that hold an Inf or NaN (and the simple form of the sum the matrix runs).
-__device__ void dwm_every_tap(float (&acc)[4][4], const DwmShape& s, const float* ws, const float* xs, int o0) {
-    for (int r = 0; r < 4; ++r) {
-        const int o = o0 + r;
-        if (o >= s.OP) break;
-        const int oh = o / s.OW, ow = o - oh * s.OW;
-        for (int kh = 0; kh < s.KH; ++kh)
-            for (int kw = 0; kw < s.KW; ++kw) {
-                const int ih = oh * s.stride_h - s.pad_h + kh, iw = ow * s.stride_w - s.pad_w + kw;
-                const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
-                const float wv = ws[kh * s.KW + kw];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[r][j] = fmaf(in ? xs[(ih * s.W + iw) * s.XS + j] : 0.0f, wv, acc[r][j]);
-            }
-    }
-}
 
 // A block: channel c, images b0 .. b0 + NB - 1. Shared memory: the filter (KH*KW), A (P rows of AS), then x
 // (P rows of XS: position-major, the images of a position side by side), whose space y's staged rows reuse.
@@ -135,8 +118,11 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
 #pragma unroll
                 for (int j = 0; j < 4; ++j) acc[r][j] = fmaf(ar[r], br[j], acc[r][j]);
         }
-    } else if (active) {
-        dwm_every_tap(acc, s, ws, xs + 4 * ib, 4 * quad);
+    } else if (active) {  // every tap, x = 0 on padding (0 * Inf in A would be NaN where no tap is)
+        for (int r = 0; r < 4 && 4 * quad + r < s.OP; ++r) {
+            const int o = 4 * quad + r, oh = o / s.OW;
+            gd_every_tap<4>(acc[r], s, xs + 4 * ib, s.W, s.XS, ws, s.KW, oh, o - oh * s.OW, true);
+        }
     }
     // y through shared memory (an image's outputs in a row of YS, over x's space), then stored with
     // consecutive threads on consecutive positions (NCHW: an image's plane is contiguous).

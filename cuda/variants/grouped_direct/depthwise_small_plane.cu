@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "conv_shape.cuh"
+#include "depthwise_every_tap.cuh"
 #include "depthwise_stage.cuh"
 #include "depthwise_store.cuh"
 #include "grid_dependency.cuh"
@@ -133,26 +134,6 @@ __device__ __forceinline__ void dwp_row(float (&acc)[R][NI], const float* xr, co
     }
 }
 
-// One output's sum over the taps that meet x (all taps: every one, x = 0 outside the plane): the path for
-// non-finite values and column strides of 2 or more. xp: where x's row 0 would be staged.
-template <int NI>
-__device__ void dwp_one_output(float (&acc)[NI], const DwpShape& s, const float* xp, const float* wp, int oh, int ow,
-                               bool all_taps) {
-    const int ih0 = oh * s.stride_h - s.pad_h, iw0 = ow * s.stride_w - s.pad_w;  // x under tap (0, 0)
-    const int kh0 = all_taps ? 0 : max(0, -ih0), kh1 = all_taps ? s.KH : min(s.KH, s.H - ih0);
-    const int kw0 = all_taps ? 0 : max(0, -iw0), kw1 = all_taps ? s.KW : min(s.KW, s.W - iw0);
-    for (int kh = kh0; kh < kh1; ++kh) {
-        const int ih = ih0 + kh;
-        for (int kw = kw0; kw < kw1; ++kw) {
-            const int iw = iw0 + kw;
-            const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
-            const float wv = wp[kh * s.wrow + kw];
-#pragma unroll
-            for (int i = 0; i < NI; ++i) acc[i] = fmaf(in ? xp[(ih * s.Wp + iw) * NI + i] : 0.0f, wv, acc[i]);
-        }
-    }
-}
-
 // A block takes PC channels of NI images: their filters are staged once for the NI images, and a thread
 // sums a run of R outputs of one channel for all NI at once. Flat indices run channel fastest where the
 // layout is NHWC (whole sectors of x and y), position fastest in NCHW; a channel's runs of outputs along
@@ -250,7 +231,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
         } else {
 #pragma unroll
             for (int r = 0; r < R; ++r)
-                if (ow0 + r < s.OW) dwp_one_output<NI>(acc[r], s, xp, wp, oh, ow0 + r, !w_finite);
+                if (ow0 + r < s.OW) gd_every_tap<NI>(acc[r], s, xp, s.Wp, NI, wp, s.wrow, oh, ow0 + r, !w_finite);
         }
         const int c = c0 + cl;
         const float bv = gd_bias_as_float(bias, s.y_dtype, c);
