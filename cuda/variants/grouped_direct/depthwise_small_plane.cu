@@ -284,7 +284,7 @@ bool dwp_rows_fastest(const DwpShape& s, int R) {
 template <class TX, int NI, int R>
 int dwp_launch(const conv_tensors* t, DwpShape s, unsigned blocks, int threads, size_t smem, cudaStream_t stream) {
     const auto kernel = dwp_kernel<TX, NI, R>;
-    const int opt_in = conv_allow_smem(kernel, smem, "grouped_direct: the plane configurations");
+    const int opt_in = conv_allow_smem(kernel, smem, "grouped_direct: plane (a channel's planes and its filter)");
     if (opt_in != CONV_OK) return opt_in;
     CONV_LAUNCH_DEPENDENT("dwp_kernel", kernel, blocks, threads, smem, stream, s, static_cast<const TX*>(t->x),
                           static_cast<const TX*>(t->w), static_cast<const void*>(t->bias), t->y);
@@ -340,16 +340,7 @@ int dwp_run_images(const conv_problem* p, const conv_tensors* t, cudaStream_t st
     if (blocks >= (1ll << 31))
         return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: plane's blocks of this batch pass int range");
     const int threads = (int)std::min<int64_t>(DWP_THREADS, (pc * s.BR * s.runs + 31) / 32 * 32);
-    const size_t smem = dwp_bytes(p, pc, NI, R, s.SR);
-    if (smem > CONV_SMEM_NO_OPT_IN) {  // one channel of a large plane (dwp_fits: <= DWP_SMEM_MAX)
-        int most = 0;
-        const int optin = conv_smem_per_block_optin(&most);
-        if (optin != CONV_OK) return optin;
-        if (smem > (size_t)most)
-            return conv_set_error(CONV_ERR_UNSUPPORTED,
-                                  "grouped_direct: the plane configuration needs %zu bytes of shared memory a block "
-                                  "(one channel's planes of %d images and its filter); this GPU gives %d", smem, NI, most);
-    }
+    const size_t smem = dwp_bytes(p, pc, NI, R, s.SR);  // past 48 KB: one channel of a large plane (<= DWP_SMEM_MAX)
     switch (p->x_dtype) {
     case CONV_F16: return dwp_launch<__half, NI, R>(t, s, (unsigned)blocks, threads, smem, stream);
     case CONV_BF16: return dwp_launch<__nv_bfloat16, NI, R>(t, s, (unsigned)blocks, threads, smem, stream);
