@@ -156,20 +156,23 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
     float* xs = reinterpret_cast<float*>(dwp_smem);  // PC channels of SR rows of Wp positions x NI images
     float* ws = xs + s.PC * s.cstride;               // PC filters of KH rows of wrow
     // The filters, rows of R-1 zeros, KW taps, R-1 zeros (depthwise (C, 1, KH, KW): MCKK and MKKC alike).
+    // x: PC channels x NI images x SR*W positions from row r0, channel fastest in NHWC, position fastest in
+    // NCHW; channels past C and rows past r1 are neither loaded nor stored, images past B are zeros (never
+    // stored to y). Batches 1-3 (NI = 1: one wave of blocks, every block staging at once, none computing)
+    // stage both in one pass, one memory latency a block instead of two, indices from xs; larger batches in
+    // two (one pass cost them 1-3%: H200, bench/results/nvidia-h200/large_kernel-programmatic-launch.md).
+    constexpr bool ONE_PASS = NI == 1;
+    const int w_at = ONE_PASS ? (int)(ws - xs) : 0;
     bool w_bad = false, x_bad = false;
-    grid_wait_prior();  // launched as a dependent of the stream's previous kernel (grid_dependency.cuh)
-    gd_stage<TX>(nc * s.wstride, ws, w_bad, [&](int i, int& at) {
+    auto load_w = [&](int i, int& at) {
         uint32_t j, col;
         const int cl = (int)s.by_wstride.divmod(i, &j);
         const int kh = (int)s.by_wrow.divmod(j, &col), kw = (int)col - (R - 1);
-        at = i;
+        at = w_at + i;
         return kh < s.KH && kw >= 0 && kw < s.KW ? w[(long long)(c0 + cl) * taps + kh * s.KW + kw] : TX{};
-    });
-    // x: PC channels x NI images x SR*W positions from row r0, channel fastest in NHWC, position fastest in
-    // NCHW; channels past C and rows past r1 are neither loaded nor stored, images past B are zeros (never
-    // stored to y)
+    };
     const int q0 = r0 * s.W;  // x's position at the staged rows' start
-    gd_stage<TX>(s.PC * NI * s.SR * s.W, xs, x_bad, [&](int i, int& at) {
+    auto load_x = [&](int i, int& at) {
         uint32_t a, ql;
         int bi;
         if (s.x_nhwc) {
@@ -185,7 +188,14 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
         if (bi >= nb) return TX{};
         const int b = b0 + bi, c = c0 + cl, q = q0 + (int)ql;
         return x[s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q];
-    });
+    };
+    grid_wait_prior();  // launched as a dependent of the stream's previous kernel (grid_dependency.cuh)
+    if constexpr (ONE_PASS) {
+        gd_stage<TX>(nc * s.wstride, s.PC * NI * s.SR * s.W, xs, w_bad, x_bad, load_w, load_x);
+    } else {
+        gd_stage<TX>(nc * s.wstride, ws, w_bad, load_w);
+        gd_stage<TX>(s.PC * NI * s.SR * s.W, xs, x_bad, load_x);
+    }
     // finite: every tap may run against zero weights (the runs); else each output alone, on the taps that
     // meet x where the weights are finite, all of them where one is not
     const bool w_finite = !__syncthreads_or(w_bad);

@@ -1,5 +1,5 @@
 // depthwise_stage.cuh — how grouped_direct's large-filter depthwise kernels (depthwise_large.cu,
-// depthwise_small_plane.cu) copy x's window and the filters into shared memory.
+// depthwise_small_plane.cu, depthwise_plane_matrix.cu) copy x's window and the filters into shared memory.
 #pragma once
 
 #include "tensor_io.cuh"
@@ -10,14 +10,18 @@
 // 20.3 eight.
 constexpr int GD_STAGE_LOADS = 8;
 
-// Stages n values of type T (x's and w's dtype) into dst as floats: a thread loads GD_STAGE_LOADS of them
-// (load(i, at): the element, and where it goes in dst, or at < 0 for nowhere) before it stores any, so that
-// each value's index is split once and the loads' latencies overlap. They are widened at the store: a
-// conversion beside its load waits for it (f16 / bf16: 3-12% slower than one load at a time, H200). `bad`: a
-// staged value is not finite. (Rows of contiguous values a warp each, with no index to split a value, were
-// slower: NHWC rows are a block's few channels, most lanes idle; H200, 27x27 on 14x14 fp16 NHWC 80 -> 125 us.)
-template <class T, class Load>
-__device__ __forceinline__ void gd_stage(int n, float* dst, bool& bad, Load load) {
+// Stages a block's filters (nw values, load_w) and x (nx values, load_x) into dst as floats, in one pass: a thread
+// loads GD_STAGE_LOADS values of either (load(i, at): the element, and where it goes in dst, or at < 0 for nowhere)
+// before it stores any, so that each value's index is split once, the loads' latencies overlap, and a block waits
+// out the memory's latency once for both arrays (batch 1: one wave, every block staging at once, none computing).
+// They are widened at the store: a conversion beside its load waits for it (f16 / bf16: 3-12% slower than one load
+// at a time, H200). w_bad / x_bad: a staged value of that array is not finite. (Rows of contiguous values a warp
+// each, with no index to split a value, were slower: NHWC rows are a block's few channels, most lanes idle; H200,
+// 27x27 on 14x14 fp16 NHWC 80 -> 125 us.)
+template <class T, class LoadW, class LoadX>
+__device__ __forceinline__ void gd_stage(int nw, int nx, float* dst, bool& w_bad, bool& x_bad, LoadW load_w,
+                                         LoadX load_x) {
+    const int n = nw + nx;
     for (int i0 = threadIdx.x; i0 < n; i0 += GD_STAGE_LOADS * blockDim.x) {
         T v[GD_STAGE_LOADS];
         int at[GD_STAGE_LOADS];
@@ -25,14 +29,22 @@ __device__ __forceinline__ void gd_stage(int n, float* dst, bool& bad, Load load
         for (int u = 0; u < GD_STAGE_LOADS; ++u) {
             const int i = i0 + u * (int)blockDim.x;
             at[u] = -1;
-            v[u] = i < n ? load(i, at[u]) : T{};
+            v[u] = i < nw ? load_w(i, at[u]) : i < n ? load_x(i - nw, at[u]) : T{};
         }
 #pragma unroll
         for (int u = 0; u < GD_STAGE_LOADS; ++u) {
             if (at[u] < 0) continue;
             const float f = conv_to_float(v[u]);
-            bad |= !isfinite(f);
+            (i0 + u * (int)blockDim.x < nw ? w_bad : x_bad) |= !isfinite(f);
             dst[at[u]] = f;
         }
     }
+}
+
+// One array (n values), for kernels that stage the filters and x in two passes: lk_*, whose filters' finiteness
+// decides which of x's rows are read (one pass read every row of x's window and lost 5-15% at batch 32, H200),
+// plane from batch 4 and plane_mm (one pass lost 1-3% there: a grid of several waves hides the latency anyway).
+template <class T, class Load>
+__device__ __forceinline__ void gd_stage(int n, float* dst, bool& bad, Load load) {
+    gd_stage<T>(n, 0, dst, bad, bad, load, load);  // (no x: the compiler drops the x half)
 }
