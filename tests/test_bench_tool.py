@@ -123,12 +123,14 @@ def test_modern5_suite_has_every_non_depthwise_layer_of_the_five_networks():
 
 def test_large_kernel_suite_is_depthwise_same_padded_and_sourced():
     suite = shapes.load_suite("large_kernel")
-    assert len(suite) == 2 * 26 and {s.B for s in suite} == {1, 32}
+    assert len(suite) == 2 * 31 and {s.B for s in suite} == {1, 32}
     assert {s.name.split("/")[0] for s in suite} == {"replknet31b", "slak_t", "unireplknet_t", "unireplknet_s",
-                                                     "inceptionnext_t"}
+                                                     "inceptionnext_t", "mixnet_m"}
     for s in suite:
-        assert s.groups == s.C == s.M and s.stride == (1, 1) and max(s.KH, s.KW) >= 11
-        assert s.pad == (s.KH // 2, s.KW // 2) and s.out_hw == (s.H, s.W)
+        sh, sw = s.stride
+        assert s.groups == s.C == s.M and sh == sw in (1, 2) and max(s.KH, s.KW) >= 9
+        assert s.pad == (s.KH // 2, s.KW // 2) and s.out_hw == (-(-s.H // sh), -(-s.W // sw))
+    assert sum(s.stride == (2, 2) for s in suite) == 2 * 2  # MixNet-M's 9x9 at stride 2
     assert max(s.KH * s.KW for s in suite) == 31 * 31 and {(51, 5), (5, 51), (1, 11), (11, 1)} <= {
         (s.KH, s.KW) for s in suite}
     with resources_csv("large_kernel") as rows:

@@ -541,6 +541,13 @@ def test_default_config_per_shape():
     assert default_of(s1.with_(KH=49, KW=5, H=37, padding=(24, 2))) == "lk_q8"  # rows of 5 taps, 1036 values
     assert default_of(s1.with_(KH=5, KW=49, padding=(2, 24))) == "plane"
     assert default_of(big.with_(H=56, W=56)) == "plane" and default_of(big.with_(H=56, W=56, **nhwc)) == "plane"
+    # At stride 2 plane sums a row's outputs one at a time: the large-filter kernel from batch 4, and at batches 1-3
+    # on all but NHWC planes of at most 256 positions; planes of at most 64 positions stay with plane.
+    s2 = ConvCase(32, 180, 14, 14, 180, 9, 9, stride=(2, 2), padding=(4, 4), groups=180)  # MixNet-M's s5.0
+    assert default_of(s2) == "lk_q8" and default_of(s2.with_(**nhwc)) == "lk_q8"
+    assert default_of(s2.with_(B=1)) == "lk_q8" and default_of(s2.with_(B=1, **nhwc)) == "plane"
+    assert default_of(big.with_(H=56, W=56, stride=(2, 2))) == "lk_q16"
+    assert default_of(small.with_(B=31, stride=(2, 2))) == "plane"
 
 
 def supports(case, config=None):

@@ -15,7 +15,8 @@ Suites:
          RegNet's grouped 3x3 convs, the squeeze-excitation 1x1 convs on 1x1 planes) at B = 1 and 32.
   large_kernel
          the distinct large-kernel depthwise layers of RepLKNet-31B (31x31 to 13x13), SLaK-T (51x5 / 5x51
-         bands), UniRepLKNet-T / -S (13x13) and InceptionNeXt-T (1x11 / 11x1 bands) at a 224x224 input, in
+         bands), UniRepLKNet-T / -S (13x13), InceptionNeXt-T (1x11 / 11x1 bands) and MixNet-M (9x9, the
+         largest of its mixed depthwise kernels, at strides 1 and 2) at a 224x224 input, in
          their inference form (suites/large_kernel.csv, from each model's public code, named in its source
          column) at B = 1 and 32.
 

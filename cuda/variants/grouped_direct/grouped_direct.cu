@@ -564,7 +564,8 @@ const conv_config GD_CONFIGS[] = {
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
 // (without dilation) on planes of at most 64 positions with x NCHW from batch 32 to the plane-matrix kernel;
-// on small planes (DWP_*_PLANE) to the small-plane kernel; larger planes to the
+// on small planes (DWP_*_PLANE; at stride 2, only the smallest, or NHWC ones at batches 1-3) to the
+// small-plane kernel; larger planes to the
 // large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on
 // both sides, the plane 28 or more along its sliding side and the grid has 64K such threads or more
 // (RepLKNet's 31x31 and 29x29, fp16 UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch
@@ -589,9 +590,14 @@ const char* gd_default_config(const conv_problem* p) {
     const bool large_filter = std::max(p->KH, p->KW) >= DWL_MIN_FILTER && p->KH * p->KW >= DWL_MIN_TAPS;
     if (large_filter) {
         const int64_t plane = p->H * p->W;
-        const bool small = plane <= DWP_SMALL_PLANE ||
-                           (plane <= DWP_SMALL_PLANE_BATCHED && (p->B >= 4 || p->x_layout == CONV_NHWC)) ||
-                           (p->B >= 4 && (plane <= DWP_MID_PLANE || p->KW >= DWP_MID_ROW));
+        // At stride 2 the small-plane kernel sums a row's outputs one at a time (gd_every_tap): from batch 4
+        // the large-filter kernel beat it on every such layer timed, and at batch 1 on all but NHWC planes of
+        // at most DWP_SMALL_PLANE_BATCHED positions (H200: MixNet-M's 9x9 at stride 2, 13x13 and 31x31 at
+        // stride 2; 31x31 on 56x56, batch 32: 601 us against 2571; bench/results/nvidia-h200/stride2.md).
+        const bool batched = p->B >= 4 && p->stride_w == 1;
+        const bool nhwc_few = p->x_layout == CONV_NHWC && (p->B < 4 || p->stride_w == 1);
+        const bool small = plane <= DWP_SMALL_PLANE || (plane <= DWP_SMALL_PLANE_BATCHED && (batched || nhwc_few)) ||
+                           (batched && (plane <= DWP_MID_PLANE || p->KW >= DWP_MID_ROW));
         if (p->B >= DWM_MIN_BATCH && p->x_layout == CONV_NCHW && dwm_fits(p, 0) == CONV_OK) return "plane_mm";
         if (small && dwp_fits(p, 4, 0) == CONV_OK) return "plane";
     }
