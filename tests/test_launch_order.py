@@ -2,8 +2,7 @@
 
 The kernels of the performance families (implicit_gemm_f16, implicit_gemm_tf32, implicit_gemm,
 winograd, grouped_direct: their GEMMs, operand staging, filter transforms, split-K reductions and direct
-kernels; grid_dependency.cuh
-lists them) launch as programmatic dependents of the stream's previous kernel and may start before it
+kernels, plane_mm aside; grid_dependency.cuh lists them) launch as programmatic dependents of the stream's previous kernel and may start before it
 ends; each must wait on the GPU before it reads what that kernel wrote or overwrites what it reads. Each launch
 configuration runs here four times back to back on one stream with one plan and one workspace, each
 call reading the previous call's output, and later calls overwriting buffers earlier ones read:

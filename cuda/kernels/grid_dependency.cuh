@@ -2,8 +2,8 @@
 // dependent of the previous kernel in its stream may be scheduled while that one still runs, and waits
 // for it on the GPU where it must. The kernels of the performance families go this way (the tensor-core
 // implicit GEMMs with their operand staging, the split-K reduction, implicit_gemm's simple64x64 kernel,
-// grouped_direct's kernels, winograd's filter transform; not implicit_gemm's pipelined simt* kernel nor
-// winograd's GEMM: igemm_pipeline.cuh says why),
+// grouped_direct's kernels but plane_mm, winograd's filter transform; not implicit_gemm's pipelined simt*
+// kernel nor winograd's GEMM: igemm_pipeline.cuh says why; plane_mm lost at batch 32: its launcher says so),
 // so that a call's launch, block scheduling and set-up overlap the stream's previous kernel instead of
 // following its last block: the few microseconds a batch-1 layer takes are otherwise half launch gap.
 //   The contract, kept by each such kernel:

@@ -20,7 +20,6 @@
 #include "depthwise_every_tap.cuh"
 #include "depthwise_stage.cuh"
 #include "depthwise_store.cuh"
-#include "grid_dependency.cuh"
 #include "grouped_direct.h"
 #include "int_divider.cuh"
 #include "launch_util.cuh"
@@ -61,7 +60,6 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
     const int nb = min(s.NB, s.B - b0);
     const int taps = s.KH * s.KW;
     bool w_bad = false, x_bad = false;
-    grid_wait_prior();  // launched as a dependent of the stream's previous kernel (grid_dependency.cuh)
     gd_stage<TX>(taps, ws, w_bad, [&](int i, int& at) {
         at = i;
         return w[(long long)c * taps + i];  // depthwise (C, 1, KH, KW): MCKK and MKKC alike
@@ -75,7 +73,6 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
         return x[s.x_nhwc ? (b * s.P + pos) * s.C + c : (b * s.C + c) * s.P + pos];
     });
     const bool finite = !__syncthreads_or(w_bad || x_bad);
-    grid_launch_dependents();  // inputs read: the next kernel may launch while this one sums and stores
     if (finite) {
         // A[i][o]: the tap that puts x's position i under output o; a thread takes one output (o fastest across
         // the block: distinct banks) and an x row at a time, walking its columns.
@@ -171,8 +168,12 @@ size_t dwm_bytes(const DwmShape& s) {
 template <class TX>
 int dwm_launch(const conv_tensors* t, const DwmShape& s, unsigned blocks, int threads, size_t smem,
                cudaStream_t stream) {
-    CONV_LAUNCH_DEPENDENT("dwm_kernel", dwm_kernel<TX>, blocks, threads, smem, stream, s, static_cast<const TX*>(t->x),
-                          static_cast<const TX*>(t->w), static_cast<const void*>(t->bias), t->y);
+    // A plain launch: as a programmatic dependent (grid_dependency.cuh) it lost 4-24% on the batch-32 layers it
+    // runs, fp32 and fp16 (H200, bench/results/nvidia-h200/large_kernel-programmatic-launch.md and
+    // large_kernel-plane-matrix-plain-launch.md).
+    dwm_kernel<TX><<<blocks, threads, smem, stream>>>(s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
+                                                      t->bias, t->y);
+    CONV_LAUNCH_CHECK(dwm_kernel);
     return CONV_OK;
 }
 
