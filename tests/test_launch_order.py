@@ -1,11 +1,11 @@
 """Stream order under programmatic dependent launch (cuda/kernels/grid_dependency.cuh).
 
-The kernels of the performance families (implicit_gemm_f16, implicit_gemm_tf32, implicit_gemm,
-winograd, grouped_direct: their GEMMs, operand staging, filter transforms, split-K reductions and direct
-kernels, plane_mm aside; grid_dependency.cuh lists them) launch as programmatic dependents of the stream's previous kernel and may start before it
-ends; each must wait on the GPU before it reads what that kernel wrote or overwrites what it reads. Each launch
-configuration runs here four times back to back on one stream with one plan and one workspace, each
-call reading the previous call's output, and later calls overwriting buffers earlier ones read:
+The kernels of the performance families (implicit_gemm_f16, implicit_gemm_tf32, implicit_gemm, winograd,
+grouped_direct: their GEMMs, operand staging, filter transforms, split-K reductions and direct kernels, plane_mm
+aside; grid_dependency.cuh lists them) launch as programmatic dependents of the stream's previous kernel and may
+start before it ends; each must wait on the GPU before it reads what that kernel wrote or overwrites what it
+reads. Each launch configuration runs here four times back to back on one stream with one plan and one
+workspace, each call reading the previous call's output, and later calls overwriting buffers earlier ones read:
 
     A -> B,  B -> C (reads B),  C -> A (overwrites A, which call 1 read),  A -> B (overwrites B)
 

@@ -168,9 +168,9 @@ size_t dwm_bytes(const DwmShape& s) {
 template <class TX>
 int dwm_launch(const conv_tensors* t, const DwmShape& s, unsigned blocks, int threads, size_t smem,
                cudaStream_t stream) {
-    // A plain launch: as a programmatic dependent (grid_dependency.cuh) it lost 4-24% on the batch-32 layers it
-    // runs, fp32 and fp16 (H200, bench/results/nvidia-h200/large_kernel-programmatic-launch.md and
-    // large_kernel-plane-matrix-plain-launch.md).
+    // A plain launch: as a programmatic dependent (grid_dependency.cuh) it lost up to 24% on most of the batch-32
+    // layers it runs and 2-4% over them, fp32 and fp16 (H200, bench/results/nvidia-h200/
+    // large_kernel-programmatic-launch.md, large_kernel-plane-matrix-plain-launch.md).
     dwm_kernel<TX><<<blocks, threads, smem, stream>>>(s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
                                                       t->bias, t->y);
     CONV_LAUNCH_CHECK(dwm_kernel);

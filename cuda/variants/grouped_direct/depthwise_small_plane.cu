@@ -160,7 +160,8 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
     // NCHW; channels past C and rows past r1 are neither loaded nor stored, images past B are zeros (never
     // stored to y). Batches 1-3 (NI = 1: one wave of blocks, every block staging at once, none computing)
     // stage both in one pass, one memory latency a block instead of two, indices from xs; larger batches in
-    // two (one pass cost them 1-3%: H200, bench/results/nvidia-h200/large_kernel-programmatic-launch.md).
+    // two (one pass cost them 1-3%; H200, bench/results/nvidia-h200/large_kernel-programmatic-launch.md,
+    // large_kernel-plane-onepass-b1.md).
     constexpr bool ONE_PASS = NI == 1;
     const int w_at = ONE_PASS ? (int)(ws - xs) : 0;
     bool w_bad = false, x_bad = false;
