@@ -3,7 +3,9 @@
 // for it on the GPU where it must. The kernels of the performance families go this way (the tensor-core
 // implicit GEMMs with their operand staging, the split-K reduction, implicit_gemm's simple64x64 kernel,
 // grouped_direct's kernels but plane_mm, winograd's filter transform; not implicit_gemm's pipelined simt*
-// kernel nor winograd's GEMM: igemm_pipeline.cuh says why; plane_mm lost at batch 32: its launcher says so),
+// kernel nor winograd's GEMM: igemm_pipeline.cuh says why; plane_mm lost at batch 32: its launcher says so;
+// plane and lk_* go plainly where their grid fills more than half of the GPU but less than 0.9 of it:
+// grid_dependency_pays),
 // so that a call's launch, block scheduling and set-up overlap the stream's previous kernel instead of
 // following its last block: the few microseconds a batch-1 layer takes are otherwise half launch gap.
 //   The contract, kept by each such kernel:
@@ -26,6 +28,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "cuda_util.cuh"
@@ -75,11 +78,24 @@ static inline void grid_dependent_launch(cudaLaunchConfig_t& config) {
     a.val.programmaticStreamSerializationAllowed = 1;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent (the kernel keeps the
-// contract above). Returns the launch's error.
+// Whether a grid of `blocks`, `wave` of them resident at once (conv_wave_blocks), gains by launching as a
+// dependent. Not where it fills more than half of the GPU but clearly less than all of it: the next call's
+// blocks, launched once this grid's have read their inputs, cannot all fit beside it, so they take the slots it
+// leaves, unevenly (more of them on the SMs that hold fewer of its blocks), and that grid ends later than one
+// launched on an idle GPU. H200, `plane` in fp16 (one kernel after another of the same layer): UniRepLKNet-S's
+// 13x13 on 14x14 at batch 32, 0.73 of a wave, 50.1 us as a dependent and 39.8 launched plainly; RepLKNet's 27x27
+// at batch 1, 0.55 of a wave, 17.0 against 13.8; `lk_q8`, 13x13 on 28x28 at batch 1, 0.61 of a wave, 9.6 against
+// 8.8; grids of up to half a wave, or of 0.95 or more, 1-25% faster as dependents
+// (bench/results/nvidia-h200/dependent-launch-grouped-direct.md).
+static inline bool grid_dependency_pays(int64_t blocks, int64_t wave) {
+    return 2 * blocks <= wave || 10 * blocks >= 9 * wave;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent where `dependent` (the kernel
+// keeps the contract above either way). Returns the launch's error.
 template <class... Params, class... Args>
-static cudaError_t grid_launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                                         cudaStream_t stream, Args... args) {
+static cudaError_t grid_launch(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                               cudaStream_t stream, Args... args) {
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
@@ -87,7 +103,7 @@ static cudaError_t grid_launch_dependent(void (*kernel)(Params...), dim3 grid, d
     config.dynamicSmemBytes = smem;
     config.stream = stream;
     config.attrs = attr;
-    grid_dependent_launch(config);
+    if (dependent) grid_dependent_launch(config);
     return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
@@ -95,7 +111,11 @@ static cudaError_t grid_launch_dependent(void (*kernel)(Params...), dim3 grid, d
 // (kernel_name) for a later fault's message, and returns the launch's error status from the enclosing
 // function if it fails.
 #define CONV_LAUNCH_DEPENDENT(kernel_name, kernel, grid, block, smem, stream, ...)                       \
+    CONV_LAUNCH_DEPENDENT_IF(true, kernel_name, kernel, grid, block, smem, stream, __VA_ARGS__)
+
+// The same, as a dependent only where `dependent` (grid_dependency_pays).
+#define CONV_LAUNCH_DEPENDENT_IF(dependent, kernel_name, kernel, grid, block, smem, stream, ...)          \
     do {                                                                                               \
         conv_note_launch(kernel_name);                                                                 \
-        CONV_CUDA_CHECK(grid_launch_dependent(kernel, grid, block, smem, stream, __VA_ARGS__));        \
+        CONV_CUDA_CHECK(grid_launch(dependent, kernel, grid, block, smem, stream, __VA_ARGS__));       \
     } while (0)
