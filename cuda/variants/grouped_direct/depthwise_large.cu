@@ -64,8 +64,11 @@ struct DwlShape {
     // taps in rows of WS (WS / 4 odd: the 8 lanes of a quarter-warp's LDS.128 on 8 consecutive rows hit
     // distinct banks), phase p's A0 + (p < Ar) taps; sums [CB][OUt][NS * Q] in rows of OVst (odd)
     int IU, IVlen, IVrow, plane, A0, Ar, Apad, WS, wplane, OVst, outs;
-    // the staging and store loops' flat indices split by these (ConvDivider: no division instructions)
-    ConvDivider by_ws, by_sv, by_ku, by_run, by_rows, by_tile, by_ovt, by_ou;
+    // blockIdx.x, the walks' items and the staging and store loops' flat indices split by these (ConvDivider: no
+    // division instructions; the block's and a thread's coordinates by division had been ~10% of the instructions
+    // at batch 1, H200, 13x13 on 28x28)
+    ConvDivider by_tiles_v, by_tiles_u, by_cgroups, by_per_c, by_ws, by_sv, by_ku, by_run, by_rows, by_tile, by_ovt,
+        by_ou;
 };
 
 // Four taps a0 + j .. a0 + j + 3 of the walk (j a multiple of 4 below Q): one LDS.128 of weights, 4 x Q FMAs,
@@ -134,12 +137,9 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
     float* ws = reinterpret_cast<float*>(dwl_smem);  // [CB][KU][SV][WS]
     float* xs = ws + s.CB * s.wplane;                // [CB][IU][IVrow]: [phase][IVlen] in a row
     float* part = xs + s.CB * s.plane;               // [CB][OUt][OVst]
-    int blk = (int)blockIdx.x;
-    const int tv = blk % s.tiles_v;
-    blk /= s.tiles_v;
-    const int tu = blk % s.tiles_u;
-    blk /= s.tiles_u;
-    const int c0 = (blk % s.cgroups) * s.CB, b = blk / s.cgroups;
+    uint32_t tv, tu, cg;
+    const int b = (int)s.by_cgroups.divmod(s.by_tiles_u.divmod(s.by_tiles_v.divmod(blockIdx.x, &tv), &tu), &cg);
+    const int c0 = (int)cg * s.CB;
     const int u0 = tu * s.OUt, v0 = tv * s.NS * Q;
     const int in_u0 = u0 * s.SU - s.PU, in_v0 = v0 * s.SV - s.PV;
 
@@ -215,8 +215,9 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
     const unsigned lane = threadIdx.x & 31;
     const unsigned group = s.KS == 32 ? 0xffffffffu : ((1u << s.KS) - 1) << (lane & ~(unsigned)(s.KS - 1));
     for (int it = threadIdx.x; it < items * s.KS; it += blockDim.x) {
-        const int k = it & (s.KS - 1), ci = it >> s.ks_log, c = ci / per_c, r = ci % per_c, ou = r % s.OUt,
-                  strip = r / s.OUt;
+        uint32_t r, row;
+        const int k = it & (s.KS - 1), c = (int)s.by_per_c.divmod((uint32_t)(it >> s.ks_log), &r);
+        const int strip = (int)s.by_ou.divmod(r, &row), ou = (int)row;
         float acc[Q];
 #pragma unroll
         for (int q = 0; q < Q; ++q) acc[q] = 0.0f;
@@ -231,8 +232,8 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
             *a_hi = s.A0 + (p < s.Ar);
             if (!skip) return;
             const int first = in_v + p, last = first + s.SV * (Q - 1);
-            if (last < 0) *a_lo = (-last + s.SV - 1) / s.SV / 4 * 4;
-            *a_hi = min(*a_hi, first < s.IVn ? (s.IVn - first + s.SV - 1) / s.SV : 0);
+            if (last < 0) *a_lo = (int)s.by_sv.div((uint32_t)(-last + s.SV - 1)) / 4 * 4;
+            *a_hi = min(*a_hi, first < s.IVn ? (int)s.by_sv.div((uint32_t)(s.IVn - first + s.SV - 1)) : 0);
         };
         int a_lo1, a_hi1;
         taps_of(0, &a_lo1, &a_hi1);
@@ -356,6 +357,10 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.outs = s.CB * s.OUt * s.NS * Q;
     const int per_row = s.SV * s.IVlen, rows = s.vertical ? per_row : s.IU;
     const int run = s.vertical ? s.IU : per_row;
+    s.by_tiles_v = ConvDivider::of(s.tiles_v);
+    s.by_tiles_u = ConvDivider::of(s.tiles_u);
+    s.by_cgroups = ConvDivider::of(s.cgroups);
+    s.by_per_c = ConvDivider::of(s.OUt * s.NS);
     s.by_ws = ConvDivider::of(s.WS);
     s.by_sv = ConvDivider::of(s.SV);
     s.by_ku = ConvDivider::of(s.KU);
