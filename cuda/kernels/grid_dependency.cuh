@@ -86,7 +86,7 @@ static inline void grid_dependent_launch(cudaLaunchConfig_t& config) {
 // 13x13 on 14x14 at batch 32, 0.73 of a wave, 50.1 us as a dependent and 39.8 launched plainly; RepLKNet's 27x27
 // at batch 1, 0.55 of a wave, 17.0 against 13.8; `lk_q8`, 13x13 on 28x28 at batch 1, 0.61 of a wave, 9.6 against
 // 8.8; grids of up to half a wave, or of 0.95 or more, 1-25% faster as dependents
-// (bench/results/nvidia-h200/dependent-launch-grouped-direct.md).
+// (bench/results/nvidia-h200/dependent-launch-grouped-direct.md; with this choice, dependent-launch-by-wave.md).
 static inline bool grid_dependency_pays(int64_t blocks, int64_t wave) {
     return 2 * blocks <= wave || 10 * blocks >= 9 * wave;
 }
@@ -118,4 +118,16 @@ static cudaError_t grid_launch(bool dependent, void (*kernel)(Params...), dim3 g
     do {                                                                                               \
         conv_note_launch(kernel_name);                                                                 \
         CONV_CUDA_CHECK(grid_launch(dependent, kernel, grid, block, smem, stream, __VA_ARGS__));       \
+    } while (0)
+
+// The same, as a dependent where grid_dependency_pays for `grid` blocks against the current device's wave of
+// `kernel` at `block` threads and `smem` bytes (conv_wave_blocks: include launch_util.cuh); returns a failed
+// query's status from the enclosing function.
+#define CONV_LAUNCH_DEPENDENT_BY_WAVE(kernel_name, kernel, grid, block, smem, stream, ...)               \
+    do {                                                                                               \
+        int64_t conv_wave_ = 0;                                                                        \
+        const int conv_waved_ = conv_wave_blocks(kernel, block, smem, &conv_wave_);                    \
+        if (conv_waved_ != CONV_OK) return conv_waved_;                                                \
+        CONV_LAUNCH_DEPENDENT_IF(grid_dependency_pays(grid, conv_wave_), kernel_name, kernel, grid, block, smem, \
+                                 stream, __VA_ARGS__);                                                 \
     } while (0)

@@ -394,12 +394,9 @@ struct DwlLaunch {
         const int opt_in = conv_allow_smem(kernel, smem, "grouped_direct: the lk_* window");
         if (opt_in != CONV_OK) return opt_in;
         const int threads = (int)std::min<int64_t>(DWL_THREADS, (s.KS * s.CB * s.OUt * s.NS + 31) / 32 * 32);
-        int64_t wave = 0;
-        const int waved = conv_wave_blocks(kernel, threads, smem, &wave);
-        if (waved != CONV_OK) return waved;
-        CONV_LAUNCH_DEPENDENT_IF(grid_dependency_pays(blocks, wave), "dwl_kernel", kernel, (unsigned)blocks, threads,
-                                 smem, stream, s, static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
-                                 static_cast<const void*>(t->bias), t->y);
+        CONV_LAUNCH_DEPENDENT_BY_WAVE("dwl_kernel", kernel, (unsigned)blocks, threads, smem, stream, s,
+                                      static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
+                                      static_cast<const void*>(t->bias), t->y);
         return CONV_OK;
     }
 };

@@ -297,12 +297,8 @@ int dwp_launch(const conv_tensors* t, DwpShape s, unsigned blocks, int threads, 
     const auto kernel = dwp_kernel<TX, NI, R>;
     const int opt_in = conv_allow_smem(kernel, smem, "grouped_direct: plane (a channel's planes and its filter)");
     if (opt_in != CONV_OK) return opt_in;
-    int64_t wave = 0;
-    const int waved = conv_wave_blocks(kernel, threads, smem, &wave);
-    if (waved != CONV_OK) return waved;
-    CONV_LAUNCH_DEPENDENT_IF(grid_dependency_pays(blocks, wave), "dwp_kernel", kernel, blocks, threads, smem, stream, s,
-                             static_cast<const TX*>(t->x), static_cast<const TX*>(t->w),
-                             static_cast<const void*>(t->bias), t->y);
+    CONV_LAUNCH_DEPENDENT_BY_WAVE("dwp_kernel", kernel, blocks, threads, smem, stream, s, static_cast<const TX*>(t->x),
+                                  static_cast<const TX*>(t->w), static_cast<const void*>(t->bias), t->y);
     return CONV_OK;
 }
 
