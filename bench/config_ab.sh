@@ -12,7 +12,7 @@
 # tests/sanitize/run_variants.py VARIANT:CONFIG for each configuration; 0: none), PACK_RESULTS (1: the logs and
 # tables in one OUT_DIR/details.tgz beside summary.md, for transports that return only a few files).
 #   OUT_DIR/tests.log, OUT_DIR/sweep-<build>-<compare>-b<B>.md, OUT_DIR/sanitize-<tool>-<config>.log,
-#   OUT_DIR/summary.md (printed last). The unpacked libraries are removed at the end.
+#   OUT_DIR/summary.md (printed last; per configuration, base / candidate: bench/config_ab_ratios.py). The unpacked libraries are removed at the end.
 # Run it from the checkout: the checkout's pyconv/ drives both libraries (their C ABI is the same).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,6 +62,13 @@ for compare in ${COMPARE:-fp16}; do
         } >> "$summary"
     done
 done
+
+# Per configuration, base / candidate over the layers (the geometric means above mix the configurations).
+{
+    echo
+    echo "## Base / candidate per configuration (each side's faster round; above 1: the candidate is faster)"
+    python3 "$repo/bench/config_ab_ratios.py" "$summary"
+} >> "$summary"
 
 # 3. compute-sanitizer on the candidate's configurations.
 if [ "${SANITIZE:-1}" = 1 ]; then
