@@ -42,8 +42,9 @@ __device__ __forceinline__ void gd_stage(int nw, int nx, float* dst, bool& w_bad
 }
 
 // One array (n values), for kernels that stage the filters and x in two passes: lk_*, whose filters' finiteness
-// decides which of x's rows are read (one pass read every row of x's window and lost 5-15% at batch 32, H200),
-// plane from batch 4 and plane_mm (one pass lost 1-3% there: a grid of several waves hides the latency anyway).
+// decides which of x's rows are read (one pass read every row of x's window and lost 5-15% at batch 32, and 2-14% on
+// grids of one wave at batch 1; H200, bench/results/nvidia-h200/large_kernel-lk-onepass-dropped.md), plane from
+// batch 4 and plane_mm (one pass lost 1-3% there: a grid of several waves hides the latency anyway).
 template <class T, class Load>
 __device__ __forceinline__ void gd_stage(int n, float* dst, bool& bad, Load load) {
     gd_stage<T>(n, 0, dst, bad, bad, load, load);  // (no x: the compiler drops the x half)
