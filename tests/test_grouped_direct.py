@@ -403,6 +403,23 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(layout, config, rn
     assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50  # the bad values reach many outputs
 
 
+@pytest.mark.parametrize("config", ["plane", "plane_r8"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_plane_of_four_images_places_nan_and_inf_as_the_oracle(layout, config, rng):
+    """From batch 4 plane stages a position's four images at once: a NaN or an Inf in any image of a group of
+    four, or in the fifth image's group of one, reaches exactly the outputs the oracle gives it."""
+    pr.skip_unless_available(NAME)
+    case = lk_case(ConvCase(5, 3, 30, 27, 3, 11, 15, padding=(5, 7), groups=3, x_layout=layout, y_layout=layout,
+                            bias=True), config)
+    x, w, bias = pr.random_operands(case, rng)
+    x[1, 1, 4, 20] = np.nan
+    x[3, 2, 17, 3] = np.inf
+    x[4, 0, 25, 10] = -np.inf
+    ref = run_against_the_oracle(config, case, x, w, bias)
+    assert np.isnan(ref[1]).sum() >= 50 and np.isinf(ref[3]).sum() >= 50 and np.isinf(ref[4]).sum() >= 50
+    assert np.isfinite(ref[[0, 2]]).all()
+
+
 @pytest.mark.parametrize("config", LK_CONFIGS)
 def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in the

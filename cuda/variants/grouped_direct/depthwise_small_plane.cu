@@ -173,6 +173,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
         return kh < s.KH && kw >= 0 && kw < s.KW ? w[(long long)(c0 + cl) * taps + kh * s.KW + kw] : TX{};
     };
     const int q0 = r0 * s.W;  // x's position at the staged rows' start
+    // batches 1-3 (NI = 1): value by value, in one pass with the filters
     auto load_x = [&](int i, int& at) {
         uint32_t a, ql;
         int bi;
@@ -194,8 +195,22 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
     if constexpr (ONE_PASS) {
         gd_stage<TX>(nc * s.wstride, s.PC * NI * s.SR * s.W, xs, w_bad, x_bad, load_w, load_x);
     } else {
+        // A position's four images at once (gd_stage4): item j, channel fastest in NHWC, position fastest in NCHW.
+        static_assert(NI == 4, "plane stages x four images at a time from batch 4");
         gd_stage<TX>(nc * s.wstride, ws, w_bad, load_w);
-        gd_stage<TX>(s.PC * NI * s.SR * s.W, xs, x_bad, load_x);
+        const long long image_step = (long long)s.C * hw;
+        gd_stage4<TX>(s.PC * s.SR * s.W, xs, x_bad, [&](int j, int& at, TX (&v)[4]) {
+            uint32_t a, ql, iw;
+            if (s.x_nhwc) ql = s.by_pc.divmod(j, &a);
+            else a = s.by_srw.divmod(j, &ql);
+            const int cl = (int)a, rl = (int)s.by_w.divmod(ql, &iw);
+            if (cl >= nc || r0 + rl >= r1) return;
+            at = cl * s.cstride + (rl * s.Wp + (int)iw) * NI;
+            const int c = c0 + cl, q = q0 + (int)ql;
+            const TX* xp = x + (s.x_nhwc ? ((long long)b0 * hw + q) * s.C + c : b0 * image_step + (long long)c * hw + q);
+#pragma unroll
+            for (int bi = 0; bi < 4; ++bi) v[bi] = bi < nb ? xp[bi * image_step] : TX{};
+        });
     }
     // finite: every tap may run against zero weights (the runs); else each output alone, on the taps that
     // meet x where the weights are finite, all of them where one is not

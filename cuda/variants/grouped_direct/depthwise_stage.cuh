@@ -49,3 +49,34 @@ template <class T, class Load>
 __device__ __forceinline__ void gd_stage(int n, float* dst, bool& bad, Load load) {
     gd_stage<T>(n, 0, dst, bad, bad, load, load);  // (no x: the compiler drops the x half)
 }
+
+// x's values of four images at once, for kernels that keep four images side by side in shared memory (plane from
+// batch 4): a thread loads one position's four values (four loads, each coalesced across the warp) and stores them
+// as one float4, the position's index split once for the four. load4(j, at, v): the four values of item j (zeros
+// for images past the batch) and where they go in dst (a multiple of 4), or at < 0 for nowhere. Value by value,
+// each split its own index and stored a word: ~60 instructions a value, 15% of plane's instructions and a
+// barrier stall of 12% more at UniRepLKNet-T's 13x13 on 28x28, fp32 batch 32; four at once, that layer 85.7 ->
+// 77.1 us and the large_kernel suite's plane +15% (fp32) / +10% (fp16) at batch 32 (H200,
+// bench/results/nvidia-h200/large_kernel-plane-stage4.md).
+template <class T, class Load4>
+__device__ __forceinline__ void gd_stage4(int n, float* dst, bool& bad, Load4 load4) {
+    constexpr int QUADS = GD_STAGE_LOADS / 4;
+    for (int j0 = threadIdx.x; j0 < n; j0 += QUADS * blockDim.x) {
+        T v[QUADS][4];
+        int at[QUADS];
+#pragma unroll
+        for (int u = 0; u < QUADS; ++u) {
+            const int j = j0 + u * (int)blockDim.x;
+            at[u] = -1;
+            if (j < n) load4(j, at[u], v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < QUADS; ++u) {
+            if (at[u] < 0) continue;
+            const float4 f = make_float4(conv_to_float(v[u][0]), conv_to_float(v[u][1]), conv_to_float(v[u][2]),
+                                         conv_to_float(v[u][3]));
+            bad |= !(isfinite(f.x) && isfinite(f.y) && isfinite(f.z) && isfinite(f.w));
+            *reinterpret_cast<float4*>(dst + at[u]) = f;
+        }
+    }
+}
