@@ -64,13 +64,17 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
         at = i;
         return w[(long long)c * taps + i];  // depthwise (C, 1, KH, KW): MCKK and MKKC alike
     });
-    gd_stage<TX>(s.NB * s.P, xs, x_bad, [&](int i, int& at) {  // positions fastest (NCHW: contiguous)
+    // x: a thread loads a position's four images (gd_stage4), positions fastest (NCHW: contiguous); images past
+    // the batch are zeros, never stored
+    const long long image_step = (long long)s.C * s.P;
+    gd_stage4<TX>(s.NB / 4 * s.P, xs, x_bad, [&](int j, int& at, TX (&v)[4]) {
         uint32_t pos;
-        const int bl = (int)s.by_P.divmod(i, &pos);
+        const int bl = 4 * (int)s.by_P.divmod(j, &pos);
         at = (int)pos * s.XS + bl;
-        if (bl >= nb) return TX{};  // images past the batch: zeros, never stored
         const long long b = b0 + bl;
-        return x[s.x_nhwc ? (b * s.P + pos) * s.C + c : (b * s.C + c) * s.P + pos];
+        const TX* xp = x + (s.x_nhwc ? (b * s.P + pos) * s.C + c : (b * s.C + c) * s.P + pos);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = bl + k < nb ? xp[k * image_step] : TX{};
     });
     const bool finite = !__syncthreads_or(w_bad || x_bad);
     if (finite) {

@@ -56,8 +56,8 @@ __device__ __forceinline__ void gd_stage(int n, float* dst, bool& bad, Load load
 // for images past the batch) and where they go in dst (a multiple of 4), or at < 0 for nowhere. Value by value,
 // each split its own index and stored a word: ~60 instructions a value, 15% of plane's instructions and a
 // barrier stall of 12% more at UniRepLKNet-T's 13x13 on 28x28, fp32 batch 32; four at once, that layer 85.7 ->
-// 77.1 us and the large_kernel suite's plane +15% (fp32) / +10% (fp16) at batch 32 (H200,
-// bench/results/nvidia-h200/large_kernel-plane-stage4.md).
+// 77.1 us and the large_kernel suite's plane +15% (fp32) / +10% (fp16) at batch 32; plane_mm's 7x7 planes +4-10% at
+// batches 8-64 (H200, bench/results/nvidia-h200/large_kernel-plane-stage4.md).
 template <class T, class Load4>
 __device__ __forceinline__ void gd_stage4(int n, float* dst, bool& bad, Load4 load4) {
     constexpr int QUADS = GD_STAGE_LOADS / 4;
