@@ -288,6 +288,8 @@ LK_SHAPES = {
     # row stride 2 over bands of rows (35 output rows of 4 planes: bands of 8, the last of 3)
     "11x7_s2x1_bands_c4": ConvCase(1, 4, 70, 33, 4, 11, 7, stride=(2, 1), padding=(5, 3), groups=4),
     "3x3_c20": ConvCase(2, 20, 12, 17, 20, 3, 3, padding=(1, 1), groups=20),
+    # rows of 56 outputs: lk_q8's 7 strips of 8 in two tiles of 4, the last strip wholly past the row
+    "31x31_rows_of_56_c3": ConvCase(1, 3, 18, 56, 3, 31, 31, padding=(15, 15), groups=3),
 }
 LK_LAYOUTS = [("NCHW", "NCHW"), ("NHWC", "NHWC"), ("NHWC", "NCHW"), ("NCHW", "NHWC")]
 
