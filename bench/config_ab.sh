@@ -10,7 +10,9 @@
 # arguments, read as a shell reads them: TESTS="tests/test_x.py -k 'stem or pw'"; default "tests/test_tc_igemm.py
 # -k 'A or B'" for configurations A, B; "" for none), SANITIZE (1, default: memcheck and racecheck of
 # tests/sanitize/run_variants.py VARIANT:CONFIG for each configuration; 0: none), PACK_RESULTS (1: the logs and
-# tables in one OUT_DIR/details.tgz beside summary.md, for transports that return only a few files).
+# tables in one OUT_DIR/details.tgz beside summary.md, for transports that return only a few files), MAX_SECONDS
+# (a time budget: once spent, the remaining sweeps and sanitizer runs are skipped, said so in the summary, and the
+# results so far still summarised and packed; under `timeout` the script would be killed before it packs).
 #   OUT_DIR/tests.log, OUT_DIR/sweep-<build>-<compare>-b<B>.md, OUT_DIR/sanitize-<tool>-<config>.log,
 #   OUT_DIR/summary.md (printed last; per configuration, base / candidate: bench/config_ab_ratios.py). The unpacked libraries are removed at the end.
 # Run it from the checkout: the checkout's pyconv/ drives both libraries (their C ABI is the same).
@@ -28,6 +30,11 @@ carried_lib "$1" "$out/base.so" && carried_lib "$2" "$out/candidate.so" || exit 
 summary="$out/summary.md"
 : > "$summary"
 status=0
+spent() {  # MAX_SECONDS passed: say so once
+    [ -n "${MAX_SECONDS:-}" ] && [ "$SECONDS" -ge "$MAX_SECONDS" ] || return 1
+    [ -n "${said_spent:-}" ] || echo "MAX_SECONDS=$MAX_SECONDS spent: the steps after this point were skipped" >> "$summary"
+    said_spent=1
+}
 
 # 1. The candidate's tests (a throwaway tuning cache: nothing tuned by another build is reused).
 selection="${configs[*]}"
@@ -47,12 +54,14 @@ for compare in ${COMPARE:-fp16}; do
     for batch in ${BATCHES:-32 128}; do
         sweep="$out/sweep-%s-$compare-b$batch.md"
         for ((round = 0; round < ${ROUNDS:-2}; ++round)); do
+            spent && break
             for build in base candidate; do
                 PYCONV_LIBRARY="$out/$build.so" python3 "$repo/bench/config_sweep.py" "$variant" \
                     --suite "${SUITE:-modern5}" --batch "$batch" --compare "$compare" --configs "${configs[@]}" \
                     "${layers[@]}" >> "$(printf "$sweep" "$build")" 2>&1 || status=1
             done
         done
+        [ -f "$(printf "$sweep" base)" ] || continue  # no round ran (MAX_SECONDS)
         rows() { grep '^| ' "$(printf "$sweep" "$1")" | grep -v -e '^| layer' -e '^| ---'; }
         {
             echo
@@ -74,6 +83,7 @@ done
 if [ "${SANITIZE:-1}" = 1 ]; then
     for config in "${configs[@]}"; do
         for tool in memcheck racecheck; do
+            spent && break 2
             log="$out/sanitize-$tool-$config.log"
             PYCONV_LIBRARY="$out/candidate.so" compute-sanitizer --tool "$tool" --error-exitcode 3 \
                 python3 "$repo/tests/sanitize/run_variants.py" "$variant:$config" > "$log" 2>&1 || status=1

@@ -1,6 +1,9 @@
 """bench/config_ab_ratios.py: per configuration, base / candidate from a bench/config_ab.sh summary (its tables:
 each layer's row per round, the base's configurations, the candidate's, cuDNN)."""
 import importlib.util
+import os
+import shutil
+import subprocess
 import math
 from pathlib import Path
 
@@ -46,3 +49,21 @@ def test_report_gives_the_geometric_mean_and_the_layers_that_moved_most():
 @pytest.mark.parametrize("text", ["", "tests (candidate): 3 passed\n"])
 def test_a_summary_without_tables_reports_nothing(text):
     assert ratios.report(text) == []
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_config_ab_skips_what_its_time_budget_leaves_no_room_for(tmp_path):
+    """bench/config_ab.sh with MAX_SECONDS spent runs no sweep and no sanitizer (none could on this machine) and
+    still writes its summary, says what it skipped, and packs: under `timeout` it was killed before packing."""
+    base, candidate = tmp_path / "base.so", tmp_path / "candidate.so"
+    base.write_bytes(b"")
+    candidate.write_bytes(b"")
+    env = dict(os.environ, MAX_SECONDS="0", TESTS="", CONFIG="plane", PACK_RESULTS="1")
+    done = subprocess.run(["bash", str(REPO / "bench" / "config_ab.sh"), str(base), str(candidate),
+                           str(tmp_path / "ab")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    summary = (tmp_path / "ab" / "summary.md").read_text()
+    assert "MAX_SECONDS=0 spent" in summary and "no tables in the summary" in summary
+    assert "memcheck" not in summary
+    assert (tmp_path / "ab" / "details.tgz").exists()
+    assert not (tmp_path / "ab" / "base.so").exists() and not (tmp_path / "ab" / "candidate.so").exists()
