@@ -60,9 +60,10 @@ struct DwlShape {
     // image; KS adjacent lanes (a power of two up to 32, 2^ks_log) share an output strip, each taking every
     // KS-th filter row (small grids)
     int OUt, NS, CB, cb_log, KS, ks_log, tiles_u, tiles_v, cgroups;
-    // staged: IU rows of SV phases of IVlen values (row stride IVrow, odd); weights KU x SV phases of Apad
-    // taps in rows of WS (WS / 4 odd: the 8 lanes of a quarter-warp's LDS.128 on 8 consecutive rows hit
-    // distinct banks), phase p's A0 + (p < Ar) taps; sums [CB][OUt][NS * Q] in rows of OVst (odd)
+    // staged: IU rows of SV phases of IVlen values (row stride IVrow); weights KU x SV phases of Apad taps in rows
+    // of WS; IVrow and WS multiples of 4 with IVrow / 4 and WS / 4 odd (the 8 lanes of a quarter-warp's LDS.128 on
+    // 8 consecutive rows hit distinct banks); phase p's A0 + (p < Ar) taps; sums [CB][OUt][NS * Q] in rows of OVst
+    // (odd)
     int IU, IVlen, IVrow, plane, A0, Ar, Apad, WS, wplane, OVst, outs;
     // blockIdx.x, the walks' items and the staging and store loops' flat indices split by these (ConvDivider: no
     // division instructions; the block's and a thread's coordinates by division had been ~10% of the instructions
@@ -72,17 +73,20 @@ struct DwlShape {
 };
 
 // Four taps a0 + j .. a0 + j + 3 of the walk (j a multiple of 4 below Q): one LDS.128 of weights, 4 x Q FMAs,
-// and the four spent window slots refilled.
+// and the four spent window slots refilled from one LDS.128 (xin + a0 + J + Q is 16-byte aligned: rows of IVrow
+// values, a multiple of 4). One load each had made 4 of every 37 instructions of the walk (H200, 31x31 on 56x56
+// at batch 1: lk_q16 37.2 -> 35.2 us, lk_q8 36.4 -> 36.1).
 template <int Q, int J>
 __device__ __forceinline__ void dwl_taps4(float (&acc)[Q], float (&win)[Q], const float* xin, const float* wrow,
                                           int a0) {
     const float4 w4 = *reinterpret_cast<const float4*>(wrow + a0 + J);
-    const float wj[4] = {w4.x, w4.y, w4.z, w4.w};
+    const float4 x4 = *reinterpret_cast<const float4*>(xin + a0 + J + Q);
+    const float wj[4] = {w4.x, w4.y, w4.z, w4.w}, xn[4] = {x4.x, x4.y, x4.z, x4.w};
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
 #pragma unroll
         for (int q = 0; q < Q; ++q) acc[q] = fmaf(win[(J + jj + q) % Q], wj[jj], acc[q]);
-        win[J + jj] = xin[a0 + J + jj + Q];  // slot J + jj's value x[a0 + J + jj] is spent: x[a0 + J + jj + Q] takes it
+        win[J + jj] = xn[jj];  // slot J + jj's value x[a0 + J + jj] is spent: x[a0 + J + jj + Q] takes it
     }
 }
 
@@ -122,7 +126,10 @@ template <int Q>
 __device__ __forceinline__ void dwl_walk(float (&acc)[Q], const float* xin, const float* wrow, int A) {
     float win[Q];
 #pragma unroll
-    for (int q = 0; q < Q; ++q) win[q] = xin[q];
+    for (int q = 0; q < Q; q += 4) {
+        const float4 x4 = *reinterpret_cast<const float4*>(xin + q);
+        win[q] = x4.x; win[q + 1] = x4.y; win[q + 2] = x4.z; win[q + 3] = x4.w;
+    }
     int a0 = 0;
     for (; a0 + Q <= A; a0 += Q) dwl_taps<Q, true>(acc, win, xin, wrow, a0, A);
     dwl_taps<Q, false>(acc, win, xin, wrow, a0, A);  // the last A % Q taps
@@ -208,8 +215,9 @@ __global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x,
     __syncthreads();
     grid_launch_dependents();
 
-    // The walks: thread (c, strip, ou, k), k fastest, then u (rows an odd stride apart fall in different
-    // banks); filter rows k, k + KS, ...; the KS sums of a strip added by shuffles, to shared memory.
+    // The walks: thread (c, strip, ou, k), k fastest, then u (rows IVrow apart: a quarter-warp's 16-byte loads
+    // on 8 rows fall in distinct banks); filter rows k, k + KS, ...; the KS sums of a strip added by shuffles, to
+    // shared memory.
     // Every lane of a KS group runs the same trips of this loop (KS divides 32 and blockDim.x).
     const int per_c = s.OUt * s.NS, items = s.CB * per_c;
     const unsigned lane = threadIdx.x & 31;
@@ -311,7 +319,9 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     s.NS = conv_ceil_div(strips, s.tiles_v);
     // A phase holds the tile's outputs, the walk's taps and the one value it reads past its last tap.
     s.IVlen = s.NS * Q + s.Apad;
-    s.IVrow = s.SV * s.IVlen | 1;  // odd: the rows of a warp's threads fall in different banks
+    // A multiple of 4 (the walk's 16-byte loads) with IVrow / 4 odd: the 8 rows a quarter-warp's LDS.128 reads fall in
+    // distinct banks.
+    s.IVrow = s.SV * s.IVlen / 4 % 2 ? s.SV * s.IVlen : s.SV * s.IVlen + 4;
     auto bytes = [&](int cb, int out_rows) {
         const size_t iu = (size_t)(out_rows - 1) * s.SU + s.KU;
         return (size_t)cb * (s.wplane + iu * s.IVrow + (size_t)out_rows * (s.NS * Q + 1)) * sizeof(float);
