@@ -320,7 +320,9 @@ size_t dwl_plan(const conv_problem* p, int Q, int sms, int most, DwlShape* out) 
     // A phase holds the tile's outputs, the walk's taps and the one value it reads past its last tap.
     s.IVlen = s.NS * Q + s.Apad;
     // A multiple of 4 (the walk's 16-byte loads) with IVrow / 4 odd: the 8 rows a quarter-warp's LDS.128 reads fall in
-    // distinct banks.
+    // distinct banks. Not so where a quarter-warp spans two strips (Q words apart) of few rows: a row and a strip can
+    // meet in one bank, 2-way (SLaK's 5x51 / 51x5 on 56x56, fp16 NHWC batch 1, lk_q8 30.3 -> 35.2 us with this layout,
+    // H200; the scalar loads on odd rows had no conflict there).
     s.IVrow = s.SV * s.IVlen / 4 % 2 ? s.SV * s.IVlen : s.SV * s.IVlen + 4;
     auto bytes = [&](int cb, int out_rows) {
         const size_t iu = (size_t)(out_rows - 1) * s.SU + s.KU;
