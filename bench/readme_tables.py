@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The README's generated tables: the variant table from the C capability table (cuda/core/variants.def)
-and the results table from a GPU's bench summary (bench/results/<gpu>/summary.csv). Standard library only:
+"""The README's generated tables: the variant table from the C capability table (cuda/core/variants.def),
+the results table from a GPU's bench summary (bench/results/<gpu>/summary.csv) and the large-kernel table from
+the H200's large_kernel suite (bench/results/nvidia-h200/large_kernel*.csv). Standard library only:
 no GPU, no libconv, no pyconv import.
 
     python bench/readme_tables.py                # print both tables
@@ -8,14 +9,17 @@ no GPU, no libconv, no pyconv import.
     python bench/readme_tables.py --write        # rewrite README.md between its marker comments
     python bench/readme_tables.py --check        # exit 1 if README.md's tables differ from the generated ones
 
-The README holds each table between <!-- NAME:begin --> and <!-- NAME:end --> (NAME: variants, results);
+The README holds each table between <!-- NAME:begin --> and <!-- NAME:end --> (NAME: variants, results,
+large_kernel);
 tests/test_readme_tables.py fails when they are out of step.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import math
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -220,7 +224,67 @@ def results_table(results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(out) + "\n"
 
 
-TABLES = {"variants": variants_table, "results": results_table}
+# The large-kernel depthwise table: one row a class of filters, from the H200's large_kernel suite (fp32 from
+# `--compare exact`, fp16 / bf16 from `--compare exact half`, two runs whose commits the README's prose names).
+LARGE_KERNEL_DIR = REPO / "bench" / "results" / "nvidia-h200"
+LARGE_KERNEL_FP32 = "large_kernel-exact.csv"
+LARGE_KERNEL_HALF = "large_kernel.csv"
+LARGE_KERNEL_CLASSES = (  # (row label, a layer's filter (KH, KW, stride) -> whether it is in the class)
+    ("31x31 (RepLKNet's first stage)", lambda kh, kw, s: kh == kw == 31),
+    ("27x27, 29x29", lambda kh, kw, s: kh == kw and kh in (27, 29)),
+    ("51x5 - 47x5 bands (SLaK)", lambda kh, kw, s: max(kh, kw) >= 47 and min(kh, kw) == 5),
+    ("13x5, 5x13 bands (SLaK's last stage)", lambda kh, kw, s: sorted((kh, kw)) == [5, 13]),
+    ("13x13 (UniRepLKNet, RepLKNet's last stage)", lambda kh, kw, s: kh == kw == 13),
+    ("1x11, 11x1 (InceptionNeXt)", lambda kh, kw, s: sorted((kh, kw)) == [1, 11]),
+    ("9x9, stride 1 (MixNet-M)", lambda kh, kw, s: kh == kw == 9 and s == 1),
+    ("9x9, stride 2 (MixNet-M)", lambda kh, kw, s: kh == kw == 9 and s == 2),
+)
+LARGE_KERNEL_COLUMNS = (("fp32", "exact", "1"), ("fp32", "exact", "32"), ("fp16", "fp16", "1"), ("fp16", "fp16", "32"),
+                        ("bf16", "bf16", "32"))
+
+
+def large_kernel_class(kh: int, kw: int, stride: int) -> str:
+    for label, member in LARGE_KERNEL_CLASSES:
+        if member(kh, kw, stride):
+            return label
+    raise ValueError(f"no row of the large-kernel table for a {kh}x{kw} filter at stride {stride}")
+
+
+def _geomean(values: list) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def large_kernel_table(results_dir: Path = LARGE_KERNEL_DIR) -> str:
+    """cuDNN / ours in geometric mean over each class's layers, per dtype and batch; and ours' % of the fp32 FMA
+    floor at batch 32 (each layer where a class has one or two, else the median)."""
+    rows = []
+    for name in (LARGE_KERNEL_FP32, LARGE_KERNEL_HALF):
+        with open(results_dir / name, newline="") as f:
+            rows += [(name, r) for r in csv.DictReader(f) if r["status"] == "ok"]
+    ratios, floors = {}, {}
+    for name, r in rows:
+        label = large_kernel_class(int(r["KH"]), int(r["KW"]), int(r["stride_h"]))
+        fp32 = r["compare"] == "exact"
+        if fp32 != (name == LARGE_KERNEL_FP32):  # each dtype from its own run
+            continue
+        ratios.setdefault((label, r["compare"], r["B"]), []).append(float(r["speedup_vs_cudnn"]))
+        if fp32 and r["B"] == "32":
+            floors.setdefault(label, []).append(float(r["pct_of_floor"]))
+    out = ["| filters | " + " | ".join(f"{dt} B = {b}" for dt, _, b in LARGE_KERNEL_COLUMNS)
+           + " | ours, % of the fp32 FMA floor (B = 32, fp32) |",
+           "| --- |" + " --- |" * (len(LARGE_KERNEL_COLUMNS) + 1)]
+    for label, _ in LARGE_KERNEL_CLASSES:
+        if (label, "exact", "32") not in ratios:
+            continue
+        cells = [f"{_geomean(ratios[(label, c, b)]):.1f}x" if (label, c, b) in ratios else "-"
+                 for _, c, b in LARGE_KERNEL_COLUMNS]
+        pct = sorted(floors[label])
+        floor = ", ".join(f"{v:.0f}%" for v in pct) if len(pct) <= 2 else f"{statistics.median(pct):.0f}%"
+        out.append(f"| {label} | " + " | ".join(cells) + f" | {floor} |")
+    return "\n".join(out) + "\n"
+
+
+TABLES = {"variants": variants_table, "results": results_table, "large_kernel": large_kernel_table}
 
 
 def _span(text: str, name: str):

@@ -43,3 +43,17 @@ def test_results_table_names_the_gpu_and_every_suite():
     assert table.startswith(readme_tables.gpu_name() + ":")
     for suite in ("cnn5", "groups", "LeNet"):
         assert f"| {suite} |" in table
+
+
+def test_large_kernel_table_has_a_row_for_every_suite_layer():
+    """Each layer of the packaged large_kernel suite falls in one row of the README's large-kernel table (a layer
+    added to the suite without a row would stop the table's generation), and a filter of no row is refused."""
+    import csv
+
+    with open(REPO / "pyconv" / "bench" / "suites" / "large_kernel.csv", newline="") as f:
+        layers = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))]
+    assert len(layers) >= 20
+    labels = {readme_tables.large_kernel_class(int(r["KH"]), int(r["KW"]), int(r["stride"])) for r in layers}
+    assert labels == {label for label, _ in readme_tables.LARGE_KERNEL_CLASSES}
+    with pytest.raises(ValueError, match="no row"):
+        readme_tables.large_kernel_class(3, 3, 1)
