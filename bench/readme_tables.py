@@ -4,7 +4,7 @@ the results table from a GPU's bench summary (bench/results/<gpu>/summary.csv) a
 the H200's large_kernel suite (bench/results/nvidia-h200/large_kernel*.csv). Standard library only:
 no GPU, no libconv, no pyconv import.
 
-    python bench/readme_tables.py                # print both tables
+    python bench/readme_tables.py                # print every table
     python bench/readme_tables.py variants       # print one
     python bench/readme_tables.py --write        # rewrite README.md between its marker comments
     python bench/readme_tables.py --check        # exit 1 if README.md's tables differ from the generated ones
