@@ -73,8 +73,7 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
         at = (int)pos * s.XS + bl;
         const long long b = b0 + bl;
         const TX* xp = x + (s.x_nhwc ? (b * s.P + pos) * s.C + c : (b * s.C + c) * s.P + pos);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = bl + k < nb ? xp[k * image_step] : TX{};
+        gd_load4(v, xp, image_step, bl, nb);
     });
     const bool finite = !__syncthreads_or(w_bad || x_bad);
     if (finite) {

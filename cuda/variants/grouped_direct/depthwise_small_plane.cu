@@ -208,8 +208,7 @@ __global__ void __launch_bounds__(DWP_THREADS) dwp_kernel(DwpShape s, const TX* 
             at = cl * s.cstride + (rl * s.Wp + (int)iw) * NI;
             const int c = c0 + cl, q = q0 + (int)ql;
             const TX* xp = x + (s.x_nhwc ? ((long long)b0 * hw + q) * s.C + c : b0 * image_step + (long long)c * hw + q);
-#pragma unroll
-            for (int bi = 0; bi < 4; ++bi) v[bi] = bi < nb ? xp[bi * image_step] : TX{};
+            gd_load4(v, xp, image_step, 0, nb);
         });
     }
     // finite: every tap may run against zero weights (the runs); else each output alone, on the taps that

@@ -58,6 +58,14 @@ __device__ __forceinline__ void gd_stage(int n, float* dst, bool& bad, Load load
 // barrier stall of 12% more at UniRepLKNet-T's 13x13 on 28x28, fp32 batch 32; four at once, that layer 85.7 ->
 // 77.1 us and the large_kernel suite's plane +15% (fp32) / +10% (fp16) at batch 32; plane_mm's 7x7 planes +4-10% at
 // batches 8-64 (H200, bench/results/nvidia-h200/large_kernel-plane-stage4.md).
+// An item's four values for gd_stage4, images b .. b + 3 of n: xp[0], xp[step], xp[2 step], xp[3 step], zeros for
+// images past the batch (their addresses are never read).
+template <class T>
+__device__ __forceinline__ void gd_load4(T (&v)[4], const T* xp, long long step, int b, int n) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = b + k < n ? xp[k * step] : T{};
+}
+
 template <class T, class Load4>
 __device__ __forceinline__ void gd_stage4(int n, float* dst, bool& bad, Load4 load4) {
     constexpr int QUADS = GD_STAGE_LOADS / 4;
