@@ -8,8 +8,8 @@ base / candidate, each side's faster round (above 1: the candidate is faster), t
 that lost most and the one that gained most. Layers a side refuses ("-") are left out. config_ab.sh appends it to
 its summary; the geometric means of cuDNN / fastest that it prints beside each table mix the configurations."""
 import argparse
-import math
 import re
+import statistics
 import sys
 from collections import defaultdict
 
@@ -53,10 +53,6 @@ def ratios(configs, rows):
     return out
 
 
-def geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def report(text):
     lines = []
     for configs, compare, batch, rows in sections(text):
@@ -65,7 +61,7 @@ def report(text):
                 lines.append(f"{compare} B={batch} {config}: no layer timed on both builds")
                 continue
             worst, best = moved[0], moved[-1]
-            lines.append(f"{compare} B={batch} {config}: base / candidate {geomean([m[0] for m in moved]):.3f} over "
+            lines.append(f"{compare} B={batch} {config}: base / candidate {statistics.geometric_mean([m[0] for m in moved]):.3f} over "
                          f"{len(moved)} layers; most lost {worst[1]} {worst[2]:g} -> {worst[3]:g} us, most gained "
                          f"{best[1]} {best[2]:g} -> {best[3]:g} us")
     return lines

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import re
 import statistics
 import sys
@@ -250,10 +249,6 @@ def large_kernel_class(kh: int, kw: int, stride: int) -> str:
     raise ValueError(f"no row of the large-kernel table for a {kh}x{kw} filter at stride {stride}")
 
 
-def _geomean(values: list) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def large_kernel_table(results_dir: Path = LARGE_KERNEL_DIR) -> str:
     """cuDNN / ours in geometric mean over each class's layers, per dtype and batch; and ours' % of the fp32 FMA
     floor at batch 32 (each layer where a class has one or two, else the median)."""
@@ -276,7 +271,7 @@ def large_kernel_table(results_dir: Path = LARGE_KERNEL_DIR) -> str:
     for label, _ in LARGE_KERNEL_CLASSES:
         if (label, "exact", "32") not in ratios:
             continue
-        cells = [f"{_geomean(ratios[(label, c, b)]):.1f}x" if (label, c, b) in ratios else "-"
+        cells = [f"{statistics.geometric_mean(ratios[(label, c, b)]):.1f}x" if (label, c, b) in ratios else "-"
                  for _, c, b in LARGE_KERNEL_COLUMNS]
         pct = sorted(floors[label])
         floor = ", ".join(f"{v:.0f}%" for v in pct) if len(pct) <= 2 else f"{statistics.median(pct):.0f}%"
