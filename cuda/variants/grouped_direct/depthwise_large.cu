@@ -135,11 +135,12 @@ __device__ __forceinline__ void dwl_walk(float (&acc)[Q], const float* xin, cons
     dwl_taps<Q, false>(acc, win, xin, wrow, a0, A);  // the last A % Q taps
 }
 
-// 72 registers (the 16-output walk needs 79 unbounded): four blocks of 224 threads an SM instead of three,
-// without spills.
+// Register caps, without spills: the 16-output walk needs 79 unbounded, 72 lets four blocks of 224 threads
+// share an SM instead of three; the 8-output walk needs 66, 64 lets four blocks of 256 threads share one instead
+// of three (H200: fp16 +2.1% at batches 1 and 32 over the large-kernel suite, fp32 batch 32 +0.7%, batch 1 even).
 template <class TX, int Q>
-__global__ void __maxnreg__(72) dwl_kernel(DwlShape s, const TX* __restrict__ x, const TX* __restrict__ w,
-                                           const void* __restrict__ bias, void* __restrict__ y) {
+__global__ void __maxnreg__(Q == 8 ? 64 : 72) dwl_kernel(DwlShape s, const TX* __restrict__ x, const TX* __restrict__ w,
+                                                         const void* __restrict__ bias, void* __restrict__ y) {
     extern __shared__ float4 dwl_smem[];
     float* ws = reinterpret_cast<float*>(dwl_smem);  // [CB][KU][SV][WS]
     float* xs = ws + s.CB * s.wplane;                // [CB][IU][IVrow]: [phase][IVlen] in a row
