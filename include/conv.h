@@ -284,6 +284,8 @@ int conv2d_winograd(const conv_params* params, const float* x, const float* w, f
                     void* workspace, size_t workspace_bytes, void* stream);
 int conv2d_depthwise_conv1d(const conv_params* params, const float* x, const float* w, float* y,
                             void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_fft(const conv_params* params, const float* x, const float* w, float* y,
+               void* workspace, size_t workspace_bytes, void* stream);
 
 /* ---- causal depthwise conv1d, one step of decoding ----
  * The state update of a causal depthwise conv1d (sequence models' short conv) for T new tokens: for

@@ -45,7 +45,12 @@ TILE_TRANSFORMS = {"winograd": 2}
 # leave them out (family_skip says why), the problem matrix gives them its cases in their family's form
 # (as_family), and a test file of their own runs them through everything else.
 OWN_FAMILY = {"depthwise_conv1d": "depthwise 1-D convolutions only (H = KH = 1, groups = C = M): "
-                                  "tests/test_causal_conv1d.py runs it"}
+                                  "tests/test_causal_conv1d.py runs it",
+              "fft": "depthwise 2-D convolutions only (groups = C): tests/test_fft.py runs it"}
+# Each family's core layer (x shape, w shape, Conv2dPlan keywords): Mamba's causal depthwise conv1d, RepLKNet's
+# 31x31 depthwise layer.
+FAMILY_CORE = {"depthwise_conv1d": ((2, 32, 1, 64), (32, 1, 1, 4), dict(padding="causal", groups=32)),
+               "fft": ((2, 32, 56, 56), (32, 1, 31, 31), dict(padding=15, groups=32))}
 
 
 def family_skip(name: str) -> None:

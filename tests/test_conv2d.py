@@ -5,7 +5,7 @@ and channels-last NumPy arrays, the plan cache) on the variants that take every 
 import itertools
 import numpy as np
 import pytest
-from conftest import GPU_SKIP_REASON, OWN_FAMILY, TILE_TRANSFORMS, family_skip, filter_hw
+from conftest import FAMILY_CORE, GPU_SKIP_REASON, OWN_FAMILY, TILE_TRANSFORMS, family_skip, filter_hw
 from oracle import conv2d_reference, rel_l2
 
 import pyconv
@@ -105,9 +105,9 @@ def test_variant_supports_core_shapes(name):
     """A variant that declared itself unsupported everywhere would pass the matrix vacuously."""
     info = BY_NAME[name]
     skip_unavailable(info)
-    if name in OWN_FAMILY:  # its family's core shape: Mamba's causal depthwise conv1d
-        plan = pyconv.Conv2dPlan((2, 32, 1, 64), (32, 1, 1, 4), padding="causal", groups=32, variant=name)
-        assert plan.variant == name
+    if name in OWN_FAMILY:  # its family's core layer
+        x_shape, w_shape, kwargs = FAMILY_CORE[name]
+        assert pyconv.Conv2dPlan(x_shape, w_shape, variant=name, **kwargs).variant == name
         return
     for shape_name in CORE_SHAPES:
         x, w, kwargs, _ = case(shape_name)
@@ -153,15 +153,16 @@ def test_every_config_runs_a_network_layer(name, config):
     one made for stems, an fp16 channels-last 3x3 layer of 3 channels (its stem tile)."""
     info = BY_NAME[name]
     skip_unavailable(info)
-    if name in OWN_FAMILY:  # a causal depthwise conv1d in either layout, any dtype
+    if name in OWN_FAMILY:  # its family's core layer in either layout, any dtype (batch 16: runs of 16 images)
+        x_shape, w_shape, kwargs = FAMILY_CORE[name]
         for layout, dtype in (("NCHW", "float32"), ("NHWC", "bfloat16"), ("NCHW", "float16")):
             try:
-                pyconv.Conv2dPlan((2, 32, 1, 64), (32, 1, 1, 4), padding="causal", groups=32, variant=name,
-                                  config=config, dtype=dtype, layout=layout)
+                pyconv.Conv2dPlan((16,) + x_shape[1:], w_shape, variant=name, config=config, dtype=dtype, layout=layout,
+                                  **kwargs)
                 return
             except pyconv.ConvUnsupportedError:
                 pass
-        pytest.fail(f"{name}[{config}] runs no causal depthwise conv1d")
+        pytest.fail(f"{name}[{config}] runs no layer of its family: {OWN_FAMILY[name]}")
     ran = []
     for shape_name in ("lenet_c1_b2", "lenet_c3_b3"):
         x, w, kwargs, _ = case(shape_name)

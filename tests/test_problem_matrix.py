@@ -38,9 +38,12 @@ CAUSAL = {"cpu", "direct", "depthwise_conv1d"}
 
 def as_family(name, case: ConvCase) -> ConvCase:
     """The case in the form of the variant's own problem family (conftest.OWN_FAMILY), else as it is:
-    depthwise_conv1d's are depthwise 1-D convolutions (H = KH = 1, groups = C = M, no padding along H)."""
+    depthwise_conv1d's are depthwise 1-D convolutions (H = KH = 1, groups = C = M, no padding along H), fft's
+    depthwise 2-D ones (groups = C, two maps a channel)."""
     if name not in OWN_FAMILY:
         return case
+    if name == "fft":
+        return case.with_(M=2 * case.C, groups=case.C)
     return case.with_(H=1, KH=1, M=case.C, groups=case.C, padding=(0, case.padding[1]), extra=(0, case.extra[1]),
                       stride=(1, case.stride[1]), dilation=(1, case.dilation[1]), pool=(1, case.pool[1]),
                       pool_stride=(1, case.pool_stride[1]))
