@@ -23,7 +23,6 @@ import problem_runner as pr
 from problem_runner import ConvCase
 from pyconv import ConvUnsupportedError
 from pyconv._lib import check, ffi, lib
-from oracle import conv2d_reference
 
 NAME = "grouped_direct"
 UNSUPPORTED = -2
@@ -375,20 +374,6 @@ def test_large_filter_kernel_many_blocks(rng):
                                               "plane_r8"), rng)
 
 
-def run_against_the_oracle(config, case, x, w, bias):
-    """Runs the configuration on operands that hold a NaN or an Inf and checks it against the float64 oracle:
-    NaN, +Inf and -Inf exactly where the oracle has them, the finite outputs within the variant's bound. Returns
-    the oracle's y, for the test's own checks of where the bad values went."""
-    y, _ = pr.run_config(NAME, config, case, x, w, bias)
-    with np.errstate(invalid="ignore"):
-        ref = conv2d_reference(x, w, bias=bias, **case.oracle_kwargs())
-    assert np.array_equal(np.isnan(y), np.isnan(ref)) and np.array_equal(np.isposinf(y), np.isposinf(ref))
-    assert np.array_equal(np.isneginf(y), np.isneginf(ref))
-    finite = np.isfinite(ref)
-    assert pr.rel_l2(y[finite], ref[finite]) <= pr.error_bound(NAME, case.x_dtype, case.y_dtype)
-    return ref
-
-
 @pytest.mark.parametrize("config", LK_CONFIGS)
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("batch", [2, 5])
@@ -405,7 +390,7 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(batch, layout, con
     x[b_nan, 1, 4, 20] = np.nan
     x[b_inf, 2, 17, 3] = np.inf
     x[b_neg, 2, 25, 10] = -np.inf
-    ref = run_against_the_oracle(config, case, x, w, bias)
+    ref = pr.check_non_finite(NAME, config, case, x, w, bias)
     assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50  # the bad values reach many outputs
 
 
@@ -418,7 +403,7 @@ def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     case = lk_case(ConvCase(2, 20, 14, 15, 20, 27, 27, padding=(13, 13), groups=20, bias=True), config)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
     w[3, 0, 0, 26] = np.inf  # the top-right tap: on padding for every output but (13, 0) and (13, 1)
-    ref = run_against_the_oracle(config, case, x, w, bias)
+    ref = pr.check_non_finite(NAME, config, case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() > 0 and not np.isnan(np.delete(ref, 3, axis=1)).any()
 
 
@@ -464,7 +449,7 @@ def test_plane_matrix_places_nan_and_inf_as_the_oracle(layout, rng):
     x[0, 1, 0, 0] = np.nan
     x[1, 2, 3, 7] = np.inf
     x[1, 2, 5, 6] = -np.inf
-    ref = run_against_the_oracle("plane_mm", case, x, w, bias)
+    ref = pr.check_non_finite(NAME, "plane_mm", case, x, w, bias)
     assert np.isnan(ref).sum() >= 6 and np.isinf(ref).sum() >= 4 and np.isfinite(ref[:, 1][1]).all()
 
 
@@ -475,7 +460,7 @@ def test_plane_matrix_inf_weight_on_padding(rng):
     case = ConvCase(2, 6, 7, 7, 6, 13, 13, padding=(6, 6), groups=6, bias=True)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
     w[3, 0, 0, 12] = np.inf  # the top-right tap: on padding for every output but (6, 0)
-    ref = run_against_the_oracle("plane_mm", case, x, w, bias)
+    ref = pr.check_non_finite(NAME, "plane_mm", case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() == 2 * 48 and np.isinf(ref[:, 3]).sum() == 2
     assert not np.isnan(np.delete(ref, 3, axis=1)).any()
 
