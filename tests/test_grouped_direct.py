@@ -22,7 +22,7 @@ import pytest
 import problem_runner as pr
 from problem_runner import ConvCase
 from pyconv import ConvUnsupportedError
-from pyconv._lib import check, ffi, lib
+from pyconv._lib import ffi, lib
 
 NAME = "grouped_direct"
 UNSUPPORTED = -2
