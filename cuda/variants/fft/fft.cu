@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(FFT_THREADS_MAX) fft_conv_kernel(FftShape s, c
         const float2* out = fft_run<1>(rows, rows == buf_a ? buf_b : buf_a, n * s.po, s.ld_row, s.nw, tw_w);
         // 4. The outputs: row 2q in the real parts, 2q + 1 in the imaginary ones; planes the transforms must
         // not take summed directly.
-        // A thread keeps its column ow (OW <= NW <= the block's threads) and walks (plane, row).
+        // A thread keeps its column ow (OW <= FFT_MAX_N <= the block's threads: fft_supports) and walks (plane, row).
         const int ostep = blockDim.x / s.OW;
         if ((int)threadIdx.x < ostep * s.OW)
         for (int p = 0, oh = threadIdx.x / s.OW, ow = threadIdx.x % s.OW, cw = wrap(ow * s.stride_w - s.pad_w, NW);
@@ -341,7 +341,8 @@ int fft_supports(const conv_problem* p) {
                               "longer than %d",
                               (long long)p->H, (long long)p->W, FFT_MAX_N);
     if (conv_out_h(p) > FFT_MAX_N || conv_out_w(p) > FFT_MAX_N)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "fft: outputs of %lldx%lld (padding past the filter) are longer than %d",
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "fft: outputs of %lldx%lld (padding past the filter) are longer than %d",
                               (long long)conv_out_h(p), (long long)conv_out_w(p), FFT_MAX_N);
     const FftGeometry g = fft_geometry(p, 1, 256);
     if (g.smem > FFT_SMEM_MAX)
@@ -349,7 +350,8 @@ int fft_supports(const conv_problem* p) {
                               "fft: %dx%d transforms of a %lldx%lld plane need %zu bytes of shared memory, over %zu",
                               NH, NW, (long long)p->H, (long long)p->W, g.smem, FFT_SMEM_MAX);
     if (p->M > 0x7fffffff || p->B > 65535)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "fft: the grid takes M < 2^31 maps and B <= 65535 images, got %lld, %lld",
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "fft: the grid takes M < 2^31 maps and B <= 65535 images, got %lld, %lld",
                               (long long)p->M, (long long)p->B);
     return conv_check_coords("fft", p, 0, 0);
 }
