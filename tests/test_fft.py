@@ -2,11 +2,11 @@
 configuration, against the float64 oracle (fresh random data, outputs poisoned with NaN).
 
 Shapes chosen to reach each part of the kernel: RepLKNet's 31x31 on 56x56 scaled down in channels (72x72
-transforms: radices 8 and 3), 13x13 on 7x7 planes, SLaK's 51x5 / 5x51 bands, InceptionNeXt's 1x11, planes whose
-transform lengths take radix 5 (75, 45, 25) and 2 (128: the largest plane of a 31x31), odd plane sizes (an
-unpaired last row), strides 2 and 3 and dilations (the strided output rows paired from anywhere in the grid), "same"
-padding of an even filter (one more zero after), no padding, a channel multiplier, batches that do not divide the
-runs of 4 and 8 images. Then every dtype and layout pair with bias + ReLU, the planes the transforms must not take
+transforms: radices 8, 3, 3), 13x13 on 7x7 planes (15: 5, 3), SLaK's 51x5 / 5x51 bands (54: 3, 3, 3, 2 by 32: 8, 4),
+InceptionNeXt's 1x11, 60 x 72 (5, 4, 3), the largest transforms (128 x 120: 8, 8, 2 and 8, 5, 3; 112x97 with 31x31),
+odd plane sizes (an unpaired last row), strides 2 and 3 and dilations (the strided output rows paired from anywhere
+in the grid; 27 x 25 and 25 x 20), "same" padding of an even filter (one more zero after), no padding, a channel
+multiplier, batches that do not divide the runs of 4, 8 and 16 images. Then every dtype and layout pair with bias + ReLU, the planes the transforms must not take
 (an Inf or NaN in x or w, values of 2^48 and more: summed directly, non-finite values exactly where the oracle has
 them) beside planes that do go through the transforms, and the refusals. The problem matrix runs its generic cases
 in depthwise form on the default configuration (test_problem_matrix.as_family).
