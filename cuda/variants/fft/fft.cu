@@ -64,6 +64,24 @@ __device__ bool stage_pairs(float2* a, int rows, int cols, const FftShape& s, Va
     return bad;
 }
 
+// A block's threads over `planes` planes of `items` x `lanes` elements, lanes <= the block's threads: a thread
+// keeps its lane (threadIdx.x % lanes) and visits items threadIdx.x / lanes, + blockDim.x / lanes, ... plane by
+// plane, without dividing: body(plane, item, lane). Threads past the last whole multiple of `lanes` sit it out.
+template <class Body>
+__device__ __forceinline__ void walk_planes(int planes, int items, int lanes, Body body) {
+    const int step = blockDim.x / lanes;
+    if ((int)threadIdx.x >= step * lanes) return;
+    const int lane = threadIdx.x % lanes;
+    for (int p = 0, item = threadIdx.x / lanes; p < planes; item += step) {
+        while (item >= items && p < planes) {
+            item -= items;
+            ++p;
+        }
+        if (p >= planes) break;
+        body(p, item, lane);
+    }
+}
+
 // The 2-D spectra of `planes` staged planes (stage_pairs, one after the other in a): with the filter (`filter`:
 // the first plane, pw pairs of KHe rows), then images of px pairs of H rows. Row FFTs of all, the pairs separated
 // into column sequences (plane p's column k at p * region + k * ld_col, rows past the plane's zero), column FFTs.
@@ -73,15 +91,8 @@ __device__ float2* forward_planes(float2* a, float2* b, int filter, int planes, 
     const int NH = s.nh.n, NW = s.nw.n, NWc = NW / 2 + 1;
     float2* z = fft_run<-1>(a, b, filter * s.pw + (planes - filter) * s.px, s.ld_row, s.nw, tw_w);
     float2* cols = z == a ? b : a;
-    // A thread keeps its row r (NH <= the block's threads) and walks (plane, column) without dividing.
-    const int step = blockDim.x / NH;
-    if ((int)threadIdx.x < step * NH)
-    for (int p = 0, k = threadIdx.x / NH, r = threadIdx.x % NH; p < planes; k += step) {
-        while (k >= NWc && p < planes) {
-            k -= NWc;
-            ++p;
-        }
-        if (p >= planes) break;
+    // A thread keeps its row r (NH <= the block's threads) over the planes' columns k.
+    walk_planes(planes, NWc, NH, [&](int p, int k, int r) {
         const bool is_filter = p < filter;
         const int rows = is_filter ? khe : s.H, seq0 = is_filter ? 0 : filter * s.pw + (p - filter) * s.px;
         float2 v = make_float2(0.0f, 0.0f);
@@ -92,7 +103,7 @@ __device__ float2* forward_planes(float2* a, float2* b, int filter, int planes, 
             v = (r & 1) ? make_float2(0.5f * (u.y - m.y), -0.5f * (u.x - m.x)) : cscale(cadd(u, m), 0.5f);
         }
         cols[p * s.region + k * s.ld_col + r] = v;
-    }
+    });
     __syncthreads();
     return fft_run<-1>(cols, z, planes * NWc, s.ld_col, s.nh, tw_h);
 }
@@ -193,15 +204,8 @@ __global__ void __launch_bounds__(FFT_THREADS_MAX) fft_conv_kernel(FftShape s, c
         float2* cols = fft_run<1>(xs, other, n * NWc, s.ld_col, s.nh, tw_h);
         float2* rows = cols == other ? (other == buf_a ? buf_b : buf_a) : other;
         // 3. The output rows' grid rows in pairs, z = A + i B over all NW columns (k > NW/2: conj of NW - k).
-        // A thread keeps its column k (NW <= the block's threads) and walks (plane, pair) without dividing.
-        const int pstep = blockDim.x / NW;
-        if ((int)threadIdx.x < pstep * NW)
-        for (int p = 0, pair = threadIdx.x / NW, k = threadIdx.x % NW; p < n; pair += pstep) {
-            while (pair >= s.po && p < n) {
-                pair -= s.po;
-                ++p;
-            }
-            if (p >= n) break;
+        // A thread keeps its column k (NW <= the block's threads) over the planes' row pairs.
+        walk_planes(n, s.po, NW, [&](int p, int pair, int k) {
             const int q = p * s.po + pair, o = 2 * pair;
             const bool upper = k >= NWc;
             const float2* col = cols + p * s.region + (upper ? NW - k : k) * s.ld_col;
@@ -212,27 +216,20 @@ __global__ void __launch_bounds__(FFT_THREADS_MAX) fft_conv_kernel(FftShape s, c
                 vb = cconj(vb);
             }
             rows[q * s.ld_row + k] = make_float2(va.x - vb.y, va.y + vb.x);
-        }
+        });
         __syncthreads();
         const float2* out = fft_run<1>(rows, rows == buf_a ? buf_b : buf_a, n * s.po, s.ld_row, s.nw, tw_w);
         // 4. The outputs: row 2q in the real parts, 2q + 1 in the imaginary ones; planes the transforms must
         // not take summed directly.
-        // A thread keeps its column ow (OW <= FFT_MAX_N <= the block's threads: fft_supports) and walks (plane, row).
-        const int ostep = blockDim.x / s.OW;
-        if ((int)threadIdx.x < ostep * s.OW)
-        for (int p = 0, oh = threadIdx.x / s.OW, ow = threadIdx.x % s.OW, cw = wrap(ow * s.stride_w - s.pad_w, NW);
-             p < n; oh += ostep) {
-            while (oh >= s.OH && p < n) {
-                oh -= s.OH;
-                ++p;
-            }
-            if (p >= n) break;
-            if (bad[1 + p]) continue;
+        // A thread keeps its column ow (OW <= FFT_MAX_N <= the block's threads: fft_supports) over the planes' rows.
+        const int cw = wrap((int)(threadIdx.x % s.OW) * s.stride_w - s.pad_w, NW);  // its grid column
+        walk_planes(n, s.OH, s.OW, [&](int p, int oh, int ow) {
+            if (bad[1 + p]) return;
             const float2 v = out[(p * s.po + (oh >> 1)) * s.ld_row + cw];
             const float r = (oh & 1) ? v.y : v.x;
             y[(g0 + p) * s.yb + m * s.ym + oh * s.yh + ow * s.yw] =
                 conv_store_as<TY>(conv_epilogue_value(r * scale, add, s.relu));
-        }
+        });
         for (int i = 0; i < n; ++i)
             if (bad[1 + i])
                 direct_plane<TX, TY>(s, x + (g0 + i) * s.xb + c * s.xc, wp, add, y + (g0 + i) * s.yb + m * s.ym);
