@@ -20,6 +20,7 @@
 // values of magnitude 2^48 and more (whose transforms could overflow), are summed directly instead, so that
 // non-finite values reach exactly the outputs whose windows hold them.
 #include "conv_kernel_util.cuh"
+#include "conv_shape.cuh"
 #include "cuda_util.cuh"
 #include "fft_passes.cuh"
 #include "launch_util.cuh"
@@ -30,9 +31,9 @@ namespace {
 constexpr int FFT_THREADS_MAX = 512;
 constexpr float FFT_SAFE = 281474976710656.0f;  // 2^48: |x|, |w| below it cannot overflow the transforms
 
-struct FftShape {
-    int C, H, W, M, Mg, OH, OW, KH, KW;  // Mg: maps per channel (groups == C)
-    int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+// The problem's geometry (conv_shape.cuh) and what the transforms need beside it.
+struct FftShape : ConvShape32 {
+    int Mg;                             // maps per channel (groups == C)
     int B, images, group;               // images: a block's run; group: images transformed together
     int join;                           // 1: the filter transformed with the first group; 0: alone, before it
     long long xb, xc, xh, xw;           // element strides of x: image, channel, row, column
@@ -287,10 +288,8 @@ constexpr size_t FFT_SMEM_MAX = 232448;
 FftGeometry fft_geometry(const conv_problem* p, int images, int threads) {
     FftGeometry g;
     FftShape& s = g.s;
-    s.C = (int)p->C; s.H = (int)p->H; s.W = (int)p->W; s.M = (int)p->M; s.Mg = (int)(p->M / p->C);
-    s.OH = (int)conv_out_h(p); s.OW = (int)conv_out_w(p); s.KH = (int)p->KH; s.KW = (int)p->KW;
-    s.pad_h = (int)p->pad_h; s.pad_w = (int)p->pad_w; s.stride_h = (int)p->stride_h; s.stride_w = (int)p->stride_w;
-    s.dil_h = (int)p->dilation_h; s.dil_w = (int)p->dilation_w;
+    static_cast<ConvShape32&>(s) = conv_shape32(p);
+    s.Mg = (int)(p->M / p->C);
     s.B = (int)p->B;
     const bool xn = p->x_layout == CONV_NHWC, yn = p->y_layout == CONV_NHWC;
     s.xb = (long long)s.C * s.H * s.W;
