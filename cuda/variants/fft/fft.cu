@@ -36,6 +36,7 @@ struct FftShape : ConvShape32 {
     int Mg;                             // maps per channel (groups == C)
     int B, images, group;               // images: a block's run; group: images transformed together
     int join;                           // 1: the filter transformed with the first group; 0: alone, before it
+    int keep;                           // 1: the filter's spectrum kept in shared memory (later groups need it)
     long long xb, xc, xh, xw;           // element strides of x: image, channel, row, column
     long long yb, ym, yh, yw;           // and of y
     int ld_row, ld_col;                 // buffer strides of a row sequence (>= NW) and a column one (>= NH)
@@ -146,8 +147,7 @@ __global__ void __launch_bounds__(FFT_THREADS_MAX) fft_conv_kernel(FftShape s, c
     float2* tw_h = reinterpret_cast<float2*>(fft_smem);  // e^(-2 pi i j / NH)
     float2* tw_w = tw_h + NH;
     float2* wf = tw_w + NW;  // the filter's spectrum, where later groups need it
-    const bool keep = s.images > s.group || !s.join;
-    float2* buf_a = wf + (keep ? s.region : 0);
+    float2* buf_a = wf + (s.keep ? s.region : 0);
     float2* buf_b = buf_a + s.buf;
     int* bad = reinterpret_cast<int*>(buf_b + s.buf);  // [0]: the filter, [1 + i]: image i of the group
 
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(FFT_THREADS_MAX) fft_conv_kernel(FftShape s, c
         float2* xs = spec + f * s.region;
         for (int at = threadIdx.x; at < s.region; at += blockDim.x) {
             const float2 wc = cconj(wspec[at]);
-            if (f && keep) wf[at] = wspec[at];
+            if (f && s.keep) wf[at] = wspec[at];
             for (int p = 0; p < n; ++p) xs[p * s.region + at] = cmul(xs[p * s.region + at], wc);
         }
         __syncthreads();
@@ -269,8 +269,8 @@ size_t fft_smem_bytes(FftShape& s, int images, int group, int join) {
     const int staged = (join ? s.pw + group * s.px : max(s.pw, group * s.px)) * s.ld_row;
     const int spectra = (join ? 1 + group : group) * s.region, out = group * s.po * s.ld_row;
     s.buf = max(max(staged, spectra), out);
-    const bool keep = images > group || !join;
-    const size_t complex = (size_t)s.nh.n + s.nw.n + (keep ? s.region : 0) + 2 * (size_t)s.buf;
+    s.keep = images > group || !join;
+    const size_t complex = (size_t)s.nh.n + s.nw.n + (s.keep ? s.region : 0) + 2 * (size_t)s.buf;
     return complex * sizeof(float2) + (group + 1) * sizeof(int);
 }
 
