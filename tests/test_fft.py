@@ -69,7 +69,7 @@ def test_non_finite_planes_are_summed_directly(config, rng):
     x[1, 1, 4, 20] = np.nan
     x[3, 2, 17, 3] = np.inf
     x[4, 2, 25, 10] = -np.inf
-    ref = pr.check_non_finite(NAME, config, case, x, w, bias)
+    ref = pr.check_config_non_finite(NAME, config, case, x, w, bias)
     assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50 and np.isfinite(ref[0]).all()
 
 
@@ -80,7 +80,7 @@ def test_inf_weight_on_padding(rng):
     case = ConvCase(2, 6, 14, 15, 6, 27, 27, padding=(13, 13), groups=6, bias=True)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
     w[3, 0, 0, 26] = np.inf
-    ref = pr.check_non_finite(NAME, "t256_i1", case, x, w, bias)
+    ref = pr.check_config_non_finite(NAME, "t256_i1", case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() > 0 and not np.isnan(np.delete(ref, 3, axis=1)).any()
 
 
@@ -93,7 +93,7 @@ def test_huge_values_are_summed_directly(rng):
     x, w, _ = pr.random_operands(case, rng, low=0.5, high=1.0)
     x[0, 0] *= 1e30
     x[1, 1] *= 1e36  # sums of 81 products stay below fp32's 3.4e38
-    ref = pr.check_non_finite(NAME, "t256_i1", case, x, w, None)
+    ref = pr.check_config_non_finite(NAME, "t256_i1", case, x, w, None)
     assert np.isfinite(ref).all() and ref[1, 1].min() > 1e35
 
 

@@ -390,7 +390,7 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(batch, layout, con
     x[b_nan, 1, 4, 20] = np.nan
     x[b_inf, 2, 17, 3] = np.inf
     x[b_neg, 2, 25, 10] = -np.inf
-    ref = pr.check_non_finite(NAME, config, case, x, w, bias)
+    ref = pr.check_config_non_finite(NAME, config, case, x, w, bias)
     assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50  # the bad values reach many outputs
 
 
@@ -403,7 +403,7 @@ def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     case = lk_case(ConvCase(2, 20, 14, 15, 20, 27, 27, padding=(13, 13), groups=20, bias=True), config)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
     w[3, 0, 0, 26] = np.inf  # the top-right tap: on padding for every output but (13, 0) and (13, 1)
-    ref = pr.check_non_finite(NAME, config, case, x, w, bias)
+    ref = pr.check_config_non_finite(NAME, config, case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() > 0 and not np.isnan(np.delete(ref, 3, axis=1)).any()
 
 
@@ -449,7 +449,7 @@ def test_plane_matrix_places_nan_and_inf_as_the_oracle(layout, rng):
     x[0, 1, 0, 0] = np.nan
     x[1, 2, 3, 7] = np.inf
     x[1, 2, 5, 6] = -np.inf
-    ref = pr.check_non_finite(NAME, "plane_mm", case, x, w, bias)
+    ref = pr.check_config_non_finite(NAME, "plane_mm", case, x, w, bias)
     assert np.isnan(ref).sum() >= 6 and np.isinf(ref).sum() >= 4 and np.isfinite(ref[:, 1][1]).all()
 
 
@@ -460,7 +460,7 @@ def test_plane_matrix_inf_weight_on_padding(rng):
     case = ConvCase(2, 6, 7, 7, 6, 13, 13, padding=(6, 6), groups=6, bias=True)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
     w[3, 0, 0, 12] = np.inf  # the top-right tap: on padding for every output but (6, 0)
-    ref = pr.check_non_finite(NAME, "plane_mm", case, x, w, bias)
+    ref = pr.check_config_non_finite(NAME, "plane_mm", case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() == 2 * 48 and np.isinf(ref[:, 3]).sum() == 2
     assert not np.isnan(np.delete(ref, 3, axis=1)).any()
 
