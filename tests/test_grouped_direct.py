@@ -68,7 +68,7 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
-         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8", "plane_mm"]]
+         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8", "plane_mm", "rows_mm"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",
@@ -116,7 +116,7 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
     """The configuration computes the shape, or refuses it by its own limits: map quads need 2+ maps per
     group, the NHWC kernels depthwise NHWC with C % 4 == 0, the NCHW ones a channel per group in NCHW, the
     large-filter ones depthwise without dilation, plane a plane that fits, plane_mm planes of at most 64
-    positions. (That each configuration computes
+    positions, rows_mm filter rows as matrices that fit. (That each configuration computes
     some of the shapes: test_every_config_takes_suite_shapes.)"""
     pr.skip_unless_available(NAME)
     case = suite_case(shape, layout, config)
@@ -125,7 +125,7 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
     except ConvUnsupportedError as exc:
         assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise",
                                                    "depthwise layers (groups = C = M)", "no dilation",
-                                                   "stages whole planes", "as a matrix")), str(exc)
+                                                   "stages whole planes", "as a matrix", "as matrices")), str(exc)
 
 
 def test_every_config_takes_suite_shapes():
@@ -465,6 +465,67 @@ def test_plane_matrix_inf_weight_on_padding(rng):
     assert not np.isnan(np.delete(ref, 3, axis=1)).any()
 
 
+# rows_mm (depthwise_row_matrices.cu): a plane's output rows as matrix products with the filter's rows laid out as
+# Toeplitz matrices, f32 x. MixNet-M's 9x9 and a 13x13 at stride 2 (what it is for), UniRepLKNet's 13x13 on 14x14
+# with images past a block's 32, RepLKNet's 29x29 on 28x28 (16 images a block, 7 output quads a row), 27x27 on
+# 14x14, strides and uneven padding, bands, rows of outputs that no quad divides, no padding, a filter wider than
+# the plane, one position, a batch that leaves image quads part empty.
+RM_SHAPES = {
+    "9x9_s2_plane14_b33": ConvCase(33, 3, 14, 14, 3, 9, 9, stride=(2, 2), padding=(4, 4), groups=3),
+    "13x13_s2_plane28": ConvCase(5, 2, 28, 28, 2, 13, 13, stride=(2, 2), padding=(6, 6), groups=2),
+    "13x13_plane14_b33": ConvCase(33, 3, 14, 14, 3, 13, 13, padding=(6, 6), groups=3),
+    "29x29_plane28_b3": ConvCase(3, 2, 28, 28, 2, 29, 29, padding=(14, 14), groups=2),
+    "27x27_plane14_b17": ConvCase(17, 2, 14, 14, 2, 27, 27, padding=(13, 13), groups=2),
+    "13x13_s2_uneven": ConvCase(6, 4, 15, 13, 4, 13, 13, stride=(2, 2), padding=(6, 5), extra=(1, 0), groups=4),
+    "5x13_s1x2_band": ConvCase(9, 5, 9, 21, 5, 5, 13, stride=(1, 2), padding=(2, 6), groups=5),
+    "7x7_valid_plane12x10": ConvCase(4, 3, 12, 10, 3, 7, 7, groups=3),
+    "1x11_plane6x23": ConvCase(5, 6, 6, 23, 6, 1, 11, padding=(0, 5), groups=6),
+    "31x31_wider_than_plane": ConvCase(2, 3, 5, 7, 3, 31, 31, padding=(15, 15), groups=3),
+    "13x13_plane1": ConvCase(3, 9, 1, 1, 9, 13, 13, padding=(6, 6), groups=9),
+    "9x9_s3_plane19x30": ConvCase(2, 2, 19, 30, 2, 9, 9, stride=(3, 3), padding=(4, 4), groups=2),
+}
+
+
+@pytest.mark.parametrize("y_dtype", DTYPES)
+@pytest.mark.parametrize("shape", RM_SHAPES)
+def test_row_matrix_kernel(shape, y_dtype, rng):
+    """Every rows_mm shape with f32 x and y in every dtype, the layouts cycling (x and y in either), bias + ReLU on
+    every other one."""
+    pr.skip_unless_available(NAME)
+    k = list(RM_SHAPES).index(shape)
+    x_layout, y_layout = LK_LAYOUTS[(k + DTYPES.index(y_dtype)) % len(LK_LAYOUTS)]
+    case = RM_SHAPES[shape].with_(x_layout=x_layout, y_layout=y_layout, w_layout="MKKC" if k % 2 else "MCKK",
+                                  y_dtype=y_dtype, bias=bool(k % 2), epilogue="relu" if k % 2 else "none")
+    pr.check_config(NAME, "rows_mm", case, rng)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_row_matrix_places_nan_and_inf_as_the_oracle(layout, rng):
+    """A NaN, a +Inf and a -Inf in x reach exactly the outputs whose windows hold them, as in the float64
+    oracle (a block with one sums over the filter's taps, not through the matrices, where a zero times Inf would
+    be NaN); the other channels' blocks stay finite and exact."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(2, 4, 14, 15, 4, 9, 7, padding=(4, 3), groups=4, x_layout=layout, y_layout=layout, bias=True)
+    x, w, bias = pr.random_operands(case, rng)
+    x[0, 1, 0, 0] = np.nan
+    x[1, 2, 6, 14] = np.inf
+    x[1, 2, 13, 3] = -np.inf
+    ref = pr.check_config_non_finite(NAME, "rows_mm", case, x, w, bias)
+    assert np.isnan(ref).sum() >= 6 and np.isinf(ref).sum() >= 4 and np.isfinite(ref[:, 1][1]).all()
+
+
+def test_row_matrix_inf_weight_on_padding(rng):
+    """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in PyTorch:
+    the matrices hold only the taps that meet x, so a block with a non-finite weight sums over every tap."""
+    pr.skip_unless_available(NAME)
+    case = ConvCase(2, 6, 14, 14, 6, 13, 13, padding=(6, 6), groups=6, bias=True)
+    x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
+    w[3, 0, 0, 12] = np.inf  # the top-right tap: meets x only under outputs of rows >= 6 and columns <= 7
+    ref = pr.check_config_non_finite(NAME, "rows_mm", case, x, w, bias)
+    assert np.isinf(ref[:, 3]).sum() == 2 * 8 * 8 and np.isnan(ref[:, 3]).sum() == 2 * (196 - 64)
+    assert not np.isnan(np.delete(ref, 3, axis=1)).any()
+
+
 def default_of(case):
     """The configuration grouped_direct's plan for the case takes when none is named."""
     return pr.default_config(NAME, case)
@@ -535,7 +596,10 @@ def test_default_config_per_shape():
     # At stride 2 plane sums a row's outputs one at a time: the large-filter kernel from batch 4, and at batches 1-3
     # on all but NHWC planes of at most 256 positions; planes of at most 64 positions stay with plane.
     s2 = ConvCase(32, 180, 14, 14, 180, 9, 9, stride=(2, 2), padding=(4, 4), groups=180)  # MixNet-M's s5.0
-    assert default_of(s2) == "lk_q8" and default_of(s2.with_(**nhwc)) == "lk_q8"
+    # ... but fp32 NCHW from batch 32 to the row-matrix kernel, which folds the stride into its matrices
+    assert default_of(s2) == "rows_mm" and default_of(s2.with_(H=28, W=28, KH=13, KW=13, padding=(6, 6))) == "rows_mm"
+    assert default_of(s2.with_(B=16)) == "lk_q8" and default_of(s2.with_(x_dtype="f16", y_dtype="f16")) == "lk_q8"
+    assert default_of(s2.with_(**nhwc)) == "lk_q8"
     assert default_of(s2.with_(B=1)) == "lk_q8" and default_of(s2.with_(B=1, **nhwc)) == "plane"
     assert default_of(big.with_(H=56, W=56, stride=(2, 2))) == "lk_q16"
     assert default_of(small.with_(B=31, stride=(2, 2))) == "plane"
@@ -576,6 +640,12 @@ def supports(case, config=None):
     (MM_SHAPES["13x13_plane7_b5"].with_(KH=64, KW=63, padding=(32, 31)), "plane_mm", ["63x63", "64x63 filter"]),
     (SHAPES["resnext_g8_cg4"], "plane_mm", ["depthwise layers", "groups=8"]),
     (SHAPES["dw_3x5_dil2_same"], "plane_mm", ["no dilation", "2x2"]),
+    (LK_SHAPES["31x31_c6"].with_(H=56, W=56, padding=(15, 15)), "rows_mm",
+     ["as matrices", "200 KB", "56x56 -> 56x56", "31x31 filter"]),
+    (ConvCase(8, 2, 1, 1, 2, 1, 1, padding=(0, 1100), groups=2), "rows_mm", ["2201 outputs a row", "512 threads"]),
+    (RM_SHAPES["9x9_s2_plane14_b33"].with_(x_dtype="bf16", y_dtype="bf16"), "rows_mm", ["f32 x only", "bf16"]),
+    (SHAPES["resnext_g8_cg4"], "rows_mm", ["depthwise layers", "groups=8"]),
+    (SHAPES["dw_3x5_dil2_same"], "rows_mm", ["no dilation", "2x2"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
     pr.skip_unless_available(NAME)

@@ -2,7 +2,7 @@
 
 The kernels of the performance families (implicit_gemm_f16, implicit_gemm_tf32, implicit_gemm, winograd,
 grouped_direct: their GEMMs, operand staging, filter transforms, split-K reductions and direct kernels, plane_mm
-aside; grid_dependency.cuh lists them) launch as programmatic dependents of the stream's previous kernel and may
+and rows_mm aside; grid_dependency.cuh lists them) launch as programmatic dependents of the stream's previous kernel and may
 start before it ends; each must wait on the GPU before it reads what that kernel wrote or overwrites what it
 reads. Each launch configuration runs here four times back to back on one stream with one plan and one
 workspace, each call reading the previous call's output, and later calls overwriting buffers earlier ones read:
@@ -66,6 +66,9 @@ CHAIN_CASES = {
         ConvCase(4, 4, 56, 56, 4, 9, 9, padding=(4, 4), groups=4, bias=True),
         # planes of at most 64 positions (plane_mm: a matrix a channel)
         ConvCase(2, 16, 7, 7, 16, 13, 13, padding=(6, 6), groups=16, bias=True),
+        # a channel's filter rows as matrices and its planes past the 48 KB a block gets without opting in
+        # (rows_mm: 66 KB)
+        ConvCase(4, 4, 28, 28, 4, 13, 13, padding=(6, 6), groups=4, bias=True),
     ],
 }
 CONFIGS = [(v, c) for v in CHAIN_CASES for c in (variant_configs(v) or [""])]

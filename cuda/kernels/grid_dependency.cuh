@@ -2,8 +2,9 @@
 // dependent of the previous kernel in its stream may be scheduled while that one still runs, and waits
 // for it on the GPU where it must. The kernels of the performance families go this way (the tensor-core
 // implicit GEMMs with their operand staging, the split-K reduction, implicit_gemm's simple64x64 kernel,
-// grouped_direct's kernels but plane_mm, winograd's filter transform; not implicit_gemm's pipelined simt*
-// kernel nor winograd's GEMM: igemm_pipeline.cuh says why; plane_mm lost at batch 32: its launcher says so;
+// grouped_direct's kernels but plane_mm and rows_mm, winograd's filter transform; not implicit_gemm's pipelined
+// simt* kernel nor winograd's GEMM: igemm_pipeline.cuh says why; plane_mm lost at batch 32: its launcher says so;
+// rows_mm, built for batch 32's grids of a wave or more, was not timed as a dependent;
 // plane and lk_* go plainly where their grid fills more than half of the GPU but less than 0.9 of it:
 // grid_dependency_pays),
 // so that a call's launch, block scheduling and set-up overlap the stream's previous kernel instead of

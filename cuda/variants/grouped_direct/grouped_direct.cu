@@ -68,6 +68,12 @@ constexpr int64_t DWP_SMALL_PLANE = 64, DWP_SMALL_PLANE_BATCHED = 256, DWP_MID_P
 // 13x13 on 7x7 12.7-17.4 us against plane's 20.5-25.7 (cuDNN 42-62); at batch 1 8.8-9.0 against 5.1-5.5, and
 // in fp16 NHWC (a block's one channel reads one value a sector) 27-39 against 19-23.
 constexpr int64_t DWM_MIN_BATCH = 32;
+// Large filters at a column stride of 2 or more (where `plane` sums each output alone) with fp32 x NCHW from batch
+// DWR_MIN_BATCH go to the row-matrix kernel where it fits. H200, batch 32: MixNet-M's 9x9 at stride 2 on 14x14
+// 18.4 us against m1_t8x8's 21.2 and lk_q8's 24.6 (cuDNN 28.4), 13x13 at stride 2 on 28x28 66.8 against lk_q8's
+// 123 (cuDNN 137); at batch 8 it lost both (12.3 against 7.4, 32.4 against 26.7), and at stride 1 every layer of
+// the large_kernel suite to plane / plane_mm (bench/results/nvidia-h200/rows-mm.md).
+constexpr int64_t DWR_MIN_BATCH = 32;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
@@ -514,6 +520,13 @@ int gd_plane_mm_run(const conv_problem* p, const conv_tensors* t, void*, size_t,
 
 int gd_plane_mm_supports(const conv_problem* p) { return dwm_fits(p, 1); }
 
+// The row-matrix depthwise configuration (depthwise_row_matrices.cu).
+int gd_rows_mm_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return dwr_run(p, t, conv_stream(stream));
+}
+
+int gd_rows_mm_supports(const conv_problem* p) { return dwr_fits(p, 1); }
+
 // Names: maps per thread (m1: depthwise, one map per group; m4, m8: grouped, LDS.128 of 4 maps) and map
 // slices per block where more than one (m8x4: 4 slices of 8 maps share a window), the output tile
 // (columns x rows), rows per thread where not the tile's default, channel slices where more than one
@@ -524,7 +537,8 @@ int gd_plane_mm_supports(const conv_problem* p) { return dwm_fits(p, 1); }
 // output rows per thread of depthwise_nchw.cu; the nchw_t* ones: the output tile (columns x rows) of
 // depthwise_nchw_tiled.cu; the lk_q* ones: outputs a thread of depthwise_large.cu; plane, plane_r8: whole
 // planes a block of depthwise_small_plane.cu, runs of 4 or 8 outputs a thread; plane_mm: a plane of at most 64
-// positions as a matrix product a channel (depthwise_plane_matrix.cu).
+// positions as a matrix product a channel (depthwise_plane_matrix.cu); rows_mm: a plane's rows as matrix products
+// with the filter's rows laid out as Toeplitz matrices (depthwise_row_matrices.cu).
 const conv_config GD_CONFIGS[] = {
     {"m1_t32x32", gd_tile_run<1, 4, 32, 8>, GdTileLaunch<1, 4, 32, 8>::supports},
     {"m1_t32x32_p8", gd_tile_run<1, 8, 32, 4>, GdTileLaunch<1, 8, 32, 4>::supports},
@@ -560,10 +574,12 @@ const conv_config GD_CONFIGS[] = {
     {"plane", gd_plane_run<4>, gd_plane_supports<4>},
     {"plane_r8", gd_plane_run<8>, gd_plane_supports<8>},
     {"plane_mm", gd_plane_mm_run, gd_plane_mm_supports},
+    {"rows_mm", gd_rows_mm_run, gd_rows_mm_supports},
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
-// (without dilation) on planes of at most 64 positions with x NCHW from batch 32 to the plane-matrix kernel;
+// (without dilation) on planes of at most 64 positions with x NCHW from batch 32 to the plane-matrix kernel; at a
+// column stride of 2 or more with fp32 x NCHW from batch 32, to the row-matrix kernel where it fits;
 // on small planes (DWP_*_PLANE; at stride 2, only the smallest, or NHWC ones at batches 1-3) to the
 // small-plane kernel; larger planes to the
 // large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on
@@ -599,6 +615,8 @@ const char* gd_default_config(const conv_problem* p) {
         const bool small = plane <= DWP_SMALL_PLANE || (plane <= DWP_SMALL_PLANE_BATCHED && (batched || nhwc_few)) ||
                            (batched && (plane <= DWP_MID_PLANE || p->KW >= DWP_MID_ROW));
         if (p->B >= DWM_MIN_BATCH && p->x_layout == CONV_NCHW && dwm_fits(p, 0) == CONV_OK) return "plane_mm";
+        if (p->stride_w > 1 && p->B >= DWR_MIN_BATCH && p->x_layout == CONV_NCHW && dwr_fits(p, 0) == CONV_OK)
+            return "rows_mm";
         if (small && dwp_fits(p, 4, 0) == CONV_OK) return "plane";
     }
     if (large_filter && dwl_fits(p, 0) == CONV_OK) {

@@ -106,6 +106,17 @@ int dwm_fits(const conv_problem* p, int report);
 // thread sums 4 outputs x 4 images as a small matrix product.
 int dwm_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
+// CONV_OK if the row-matrix depthwise kernel (depthwise_row_matrices.cu, "rows_mm") takes the problem: depthwise
+// (groups == C == M), no dilation, a channel's filter rows as Toeplitz matrices (KH x W x 4*ceil(OW/4) values)
+// and the planes of up to 32 images within 200 KB of shared memory; f32 x and w, y in any dtype; any stride,
+// padding and layouts.
+// Else CONV_ERR_UNSUPPORTED, naming the reason where `report`.
+int dwr_fits(const conv_problem* p, int report);
+
+// Runs it: a block builds a channel's filter rows as matrices once for up to 32 images, and a lane sums 4 outputs
+// of a row x 4 images as small matrix products over x's rows.
+int dwr_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
 // generic kernel, run-time filter loops) for every other shape.
