@@ -438,33 +438,6 @@ def test_plane_matrix_kernel(shape, dtype, rng):
     pr.check_config(NAME, "plane_mm", case, rng)
 
 
-@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_plane_matrix_places_nan_and_inf_as_the_oracle(layout, rng):
-    """A NaN, a +Inf and a -Inf in x reach exactly the outputs whose windows hold them, as in the float64
-    oracle (a block with one sums over the filter's taps, not through the matrix, where a zero times Inf would
-    be NaN); the other channels' blocks stay finite and exact."""
-    pr.skip_unless_available(NAME)
-    case = ConvCase(2, 4, 7, 8, 4, 5, 3, padding=(2, 1), groups=4, x_layout=layout, y_layout=layout, bias=True)
-    x, w, bias = pr.random_operands(case, rng)
-    x[0, 1, 0, 0] = np.nan
-    x[1, 2, 3, 7] = np.inf
-    x[1, 2, 5, 6] = -np.inf
-    ref = pr.check_config_non_finite(NAME, "plane_mm", case, x, w, bias)
-    assert np.isnan(ref).sum() >= 6 and np.isinf(ref).sum() >= 4 and np.isfinite(ref[:, 1][1]).all()
-
-
-def test_plane_matrix_inf_weight_on_padding(rng):
-    """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in PyTorch:
-    the matrix holds only the taps that meet x, so a block with a non-finite weight sums over every tap."""
-    pr.skip_unless_available(NAME)
-    case = ConvCase(2, 6, 7, 7, 6, 13, 13, padding=(6, 6), groups=6, bias=True)
-    x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
-    w[3, 0, 0, 12] = np.inf  # the top-right tap: on padding for every output but (6, 0)
-    ref = pr.check_config_non_finite(NAME, "plane_mm", case, x, w, bias)
-    assert np.isnan(ref[:, 3]).sum() == 2 * 48 and np.isinf(ref[:, 3]).sum() == 2
-    assert not np.isnan(np.delete(ref, 3, axis=1)).any()
-
-
 # rows_mm (depthwise_row_matrices.cu): a plane's output rows as matrix products with the filter's rows laid out as
 # Toeplitz matrices, f32 x. MixNet-M's 9x9 and a 13x13 at stride 2 (what it is for), UniRepLKNet's 13x13 on 14x14
 # with images past a block's 32, RepLKNet's 29x29 on 28x28 (16 images a block, 7 output quads a row), 27x27 on
@@ -499,30 +472,46 @@ def test_row_matrix_kernel(shape, y_dtype, rng):
     pr.check_config(NAME, "rows_mm", case, rng)
 
 
+# The matrix kernels (plane_mm, rows_mm) on non-finite operands: a block with an Inf or NaN sums each output over
+# the filter's taps instead of through its matrices. The plane, the places of a NaN, a +Inf and a -Inf in x.
+MATRIX_NAN_CASES = {
+    "plane_mm": (ConvCase(2, 4, 7, 8, 4, 5, 3, padding=(2, 1), groups=4, bias=True), [(0, 1, 0, 0), (1, 2, 3, 7),
+                                                                                         (1, 2, 5, 6)]),
+    "rows_mm": (ConvCase(2, 4, 14, 15, 4, 9, 7, padding=(4, 3), groups=4, bias=True), [(0, 1, 0, 0), (1, 2, 6, 14),
+                                                                                          (1, 2, 13, 3)]),
+}
+
+
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_row_matrix_places_nan_and_inf_as_the_oracle(layout, rng):
+@pytest.mark.parametrize("config", MATRIX_NAN_CASES)
+def test_matrix_kernels_place_nan_and_inf_as_the_oracle(config, layout, rng):
     """A NaN, a +Inf and a -Inf in x reach exactly the outputs whose windows hold them, as in the float64
-    oracle (a block with one sums over the filter's taps, not through the matrices, where a zero times Inf would
-    be NaN); the other channels' blocks stay finite and exact."""
+    oracle (through the matrices a zero times Inf would be NaN); the other channels' blocks stay finite and
+    exact."""
     pr.skip_unless_available(NAME)
-    case = ConvCase(2, 4, 14, 15, 4, 9, 7, padding=(4, 3), groups=4, x_layout=layout, y_layout=layout, bias=True)
+    case, places = MATRIX_NAN_CASES[config]
+    case = case.with_(x_layout=layout, y_layout=layout)
     x, w, bias = pr.random_operands(case, rng)
-    x[0, 1, 0, 0] = np.nan
-    x[1, 2, 6, 14] = np.inf
-    x[1, 2, 13, 3] = -np.inf
-    ref = pr.check_config_non_finite(NAME, "rows_mm", case, x, w, bias)
+    for at, value in zip(places, (np.nan, np.inf, -np.inf)):
+        x[at] = value
+    ref = pr.check_config_non_finite(NAME, config, case, x, w, bias)
     assert np.isnan(ref).sum() >= 6 and np.isinf(ref).sum() >= 4 and np.isfinite(ref[:, 1][1]).all()
 
 
-def test_row_matrix_inf_weight_on_padding(rng):
-    """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in PyTorch:
-    the matrices hold only the taps that meet x, so a block with a non-finite weight sums over every tap."""
+@pytest.mark.parametrize("config,plane,meets_x", [
+    ("plane_mm", 7, 1),    # 13x13 on 7x7: the top-right tap meets x only under output (6, 0)
+    ("rows_mm", 14, 64),   # on 14x14: under the outputs of rows >= 6 and columns <= 7
+])
+def test_matrix_kernels_inf_weight_on_padding(config, plane, meets_x, rng):
+    """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in PyTorch,
+    and the others Inf: the matrices hold only the taps that meet x, so a block with a non-finite weight sums
+    over every tap."""
     pr.skip_unless_available(NAME)
-    case = ConvCase(2, 6, 14, 14, 6, 13, 13, padding=(6, 6), groups=6, bias=True)
+    case = ConvCase(2, 6, plane, plane, 6, 13, 13, padding=(6, 6), groups=6, bias=True)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
-    w[3, 0, 0, 12] = np.inf  # the top-right tap: meets x only under outputs of rows >= 6 and columns <= 7
-    ref = pr.check_config_non_finite(NAME, "rows_mm", case, x, w, bias)
-    assert np.isinf(ref[:, 3]).sum() == 2 * 8 * 8 and np.isnan(ref[:, 3]).sum() == 2 * (196 - 64)
+    w[3, 0, 0, 12] = np.inf  # the top-right tap
+    ref = pr.check_config_non_finite(NAME, config, case, x, w, bias)
+    assert np.isinf(ref[:, 3]).sum() == 2 * meets_x and np.isnan(ref[:, 3]).sum() == 2 * (plane * plane - meets_x)
     assert not np.isnan(np.delete(ref, 3, axis=1)).any()
 
 

@@ -18,7 +18,7 @@
 
 #include "conv_shape.cuh"
 #include "depthwise_every_tap.cuh"
-#include "depthwise_stage.cuh"
+#include "depthwise_matrix.cuh"
 #include "depthwise_store.cuh"
 #include "grouped_direct.h"
 #include "int_divider.cuh"
@@ -58,24 +58,7 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
     uint32_t c_u;
     const int b0 = (int)s.by_C.divmod(blockIdx.x, &c_u) * s.NB, c = (int)c_u;
     const int nb = min(s.NB, s.B - b0);
-    const int taps = s.KH * s.KW;
-    bool w_bad = false, x_bad = false;
-    gd_stage<TX>(taps, ws, w_bad, [&](int i, int& at) {
-        at = i;
-        return w[(long long)c * taps + i];  // depthwise (C, 1, KH, KW): MCKK and MKKC alike
-    });
-    // x: a thread loads a position's four images (gd_stage4), positions fastest (NCHW: contiguous); images past
-    // the batch are zeros, never stored
-    const long long image_step = (long long)s.C * s.P;
-    gd_stage4<TX>(s.NB / 4 * s.P, xs, x_bad, [&](int j, int& at, TX (&v)[4]) {
-        uint32_t pos;
-        const int bl = 4 * (int)s.by_P.divmod(j, &pos);
-        at = (int)pos * s.XS + bl;
-        const long long b = b0 + bl;
-        const TX* xp = x + (s.x_nhwc ? (b * s.P + pos) * s.C + c : (b * s.C + c) * s.P + pos);
-        gd_load4(v, xp, image_step, bl, nb);
-    });
-    const bool finite = !__syncthreads_or(w_bad || x_bad);
+    const bool finite = gd_stage_channel_planes<TX>(s, x, w, s.x_nhwc, c, b0, nb, s.NB, s.XS, s.by_P, ws, xs);
     if (finite) {
         // A[i][o]: the tap that puts x's position i under output o; a thread takes one output (o fastest across
         // the block: distinct banks) and an x row at a time, walking its columns.
@@ -110,13 +93,8 @@ __global__ void __launch_bounds__(128) dwm_kernel(DwmShape s, const TX* __restri
         const float* xv = xs + 4 * ib;
 #pragma unroll 4
         for (int i = 0; i < s.P; ++i) {
-            const float4 av = *reinterpret_cast<const float4*>(a + i * s.AS);
-            const float4 bv = *reinterpret_cast<const float4*>(xv + i * s.XS);
-            const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[r][j] = fmaf(ar[r], br[j], acc[r][j]);
+            gd_outer4(acc, *reinterpret_cast<const float4*>(a + i * s.AS),
+                      *reinterpret_cast<const float4*>(xv + i * s.XS));
         }
     } else if (active) {  // every tap, x = 0 on padding (0 * Inf in A would be NaN where no tap is)
         for (int r = 0; r < 4 && 4 * quad + r < s.OP; ++r) {

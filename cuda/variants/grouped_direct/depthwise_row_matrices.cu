@@ -8,7 +8,7 @@
 // What it is for: large filters at a column stride of 2 or more on planes up to 28x28, at batch 32. There `plane`
 // (depthwise_small_plane.cu) sums each output alone and `lk_*` stage a window a strip; T folds the stride into its
 // layout, so the sums are as regular as at stride 1 (H200, fp32 NCHW, batch 32: MixNet-M's 9x9 at stride 2 on
-// 14x14 18.4 us against 21.2 for the best tile; 13x13 at stride 2 on 28x28 66.8 against lk_q8's 123). It was built
+// 14x14 16.0 us against 21.2 for the best tile; 13x13 at stride 2 on 28x28 63.0 against lk_q8's 123). It was built
 // for stride 1 (13x13 on 14x14 and 28x28, 27x27 on 14x14, 29x29 on 28x28), where it lost every layer to `plane`:
 // T's zeros along a row (W columns a row for the KW that meet an output) and a grid of 1.2 waves (one block a
 // channel of 32 images) cost more than plane's index arithmetic (13x13 on 14x14: 40.9 against 37.0 us; 8 images a
@@ -27,7 +27,7 @@
 
 #include "conv_shape.cuh"
 #include "depthwise_every_tap.cuh"
-#include "depthwise_stage.cuh"
+#include "depthwise_matrix.cuh"
 #include "depthwise_store.cuh"
 #include "grouped_direct.h"
 #include "int_divider.cuh"
@@ -73,23 +73,7 @@ __global__ void __launch_bounds__(DWR_THREADS) dwr_kernel(DwrShape s, const floa
     uint32_t c_u;
     const int b0 = (int)s.by_C.divmod(blockIdx.x, &c_u) * s.NB, c = (int)c_u;
     const int nb = min(s.NB, s.B - b0);
-    const int taps = s.KH * s.KW;
-    bool w_bad = false, x_bad = false;
-    gd_stage<float>(taps, ws, w_bad, [&](int i, int& at) {
-        at = i;
-        return w[(long long)c * taps + i];  // depthwise (C, 1, KH, KW): MCKK and MKKC alike
-    });
-    // x: a thread loads a position's four images (gd_stage4); images past the batch are zeros, never stored
-    const long long image_step = (long long)s.C * s.P;
-    gd_stage4<float>(s.NB / 4 * s.P, xs, x_bad, [&](int j, int& at, float (&v)[4]) {
-        uint32_t pos;
-        const int bl = 4 * (int)s.by_P.divmod(j, &pos);
-        at = (int)pos * s.XS + bl;
-        const long long b = b0 + bl;
-        const float* xp = x + (s.x_nhwc ? (b * s.P + pos) * s.C + c : (b * s.C + c) * s.P + pos);
-        gd_load4(v, xp, image_step, bl, nb);
-    });
-    const bool finite = !__syncthreads_or(w_bad || x_bad);
+    const bool finite = gd_stage_channel_planes<float>(s, x, w, s.x_nhwc, c, b0, nb, s.NB, s.XS, s.by_P, ws, xs);
     if (finite) {
         // T_kh[iw][ow] = w[kh][iw - ow * stride_w + pad_w]; outputs fastest (consecutive threads, distinct banks)
         for (int e = threadIdx.x; e < s.KH * s.W * TS; e += blockDim.x) {
@@ -120,15 +104,9 @@ __global__ void __launch_bounds__(DWR_THREADS) dwr_kernel(DwrShape s, const floa
                 const float* tp = ts + kh * s.W * TS + 4 * q;
                 const float* xp = xs + (ih0 + kh) * s.W * s.XS + 4 * ib;
 #pragma unroll 4
-                for (int iw = 0; iw < s.W; ++iw) {
-                    const float4 av = *reinterpret_cast<const float4*>(tp + iw * TS);
-                    const float4 xv = *reinterpret_cast<const float4*>(xp + iw * s.XS);
-                    const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-#pragma unroll
-                        for (int j = 0; j < 4; ++j) acc[r][j] = fmaf(ar[r], br[j], acc[r][j]);
-                }
+                for (int iw = 0; iw < s.W; ++iw)
+                    gd_outer4(acc, *reinterpret_cast<const float4*>(tp + iw * TS),
+                              *reinterpret_cast<const float4*>(xp + iw * s.XS));
             }
         } else if (active) {  // every tap, x = 0 on padding (0 * Inf in T would be NaN where no tap is)
 #pragma unroll

@@ -70,7 +70,7 @@ constexpr int64_t DWP_SMALL_PLANE = 64, DWP_SMALL_PLANE_BATCHED = 256, DWP_MID_P
 constexpr int64_t DWM_MIN_BATCH = 32;
 // Large filters at a column stride of 2 or more (where `plane` sums each output alone) with fp32 x NCHW from batch
 // DWR_MIN_BATCH go to the row-matrix kernel where it fits. H200, batch 32: MixNet-M's 9x9 at stride 2 on 14x14
-// 18.4 us against m1_t8x8's 21.2 and lk_q8's 24.6 (cuDNN 28.4), 13x13 at stride 2 on 28x28 66.8 against lk_q8's
+// 16.0 us against m1_t8x8's 21.2 and lk_q8's 24.6 (cuDNN 28.3), 13x13 at stride 2 on 28x28 63.0 against lk_q8's
 // 123 (cuDNN 137); at batch 8 it lost both (12.3 against 7.4, 32.4 against 26.7), and at stride 1 every layer of
 // the large_kernel suite to plane / plane_mm (bench/results/nvidia-h200/rows-mm.md).
 constexpr int64_t DWR_MIN_BATCH = 32;
