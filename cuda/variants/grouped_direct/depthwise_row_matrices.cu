@@ -5,7 +5,7 @@
 // where that tap is off the filter. Exact fp32 FFMA on f32 x and w; y and bias in any dtype; NCHW or NHWC; bias +
 // ReLU; any stride and padding; no dilation.
 //
-// What it is for: large filters at a column stride of 2 or more on planes up to 28x28, at batch 32. There `plane`
+// What it is for: large filters at a column stride of 2 or more on planes up to 28x28, from batch 16. There `plane`
 // (depthwise_small_plane.cu) sums each output alone and `lk_*` stage a window a strip; T folds the stride into its
 // layout, so the sums are as regular as at stride 1 (H200, fp32 NCHW, batch 32: MixNet-M's 9x9 at stride 2 on
 // 14x14 16.0 us against 21.2 for the best tile; 13x13 at stride 2 on 28x28 63.0 against lk_q8's 123). It was built

@@ -69,11 +69,13 @@ constexpr int64_t DWP_SMALL_PLANE = 64, DWP_SMALL_PLANE_BATCHED = 256, DWP_MID_P
 // in fp16 NHWC (a block's one channel reads one value a sector) 27-39 against 19-23.
 constexpr int64_t DWM_MIN_BATCH = 32;
 // Large filters at a column stride of 2 or more (where `plane` sums each output alone) with fp32 x NCHW from batch
-// DWR_MIN_BATCH go to the row-matrix kernel where it fits. H200, batch 32: MixNet-M's 9x9 at stride 2 on 14x14
-// 16.0 us against m1_t8x8's 21.2 and lk_q8's 24.6 (cuDNN 28.3), 13x13 at stride 2 on 28x28 63.0 against lk_q8's
-// 123 (cuDNN 137); at batch 8 it lost both (12.3 against 7.4, 32.4 against 26.7), and at stride 1 every layer of
-// the large_kernel suite to plane / plane_mm (bench/results/nvidia-h200/rows-mm.md).
-constexpr int64_t DWR_MIN_BATCH = 32;
+// DWR_MIN_BATCH go to the row-matrix kernel where it fits, not to lk_q8 (planes above DWP_SMALL_PLANE positions:
+// the smaller stay with plane, not timed against it). H200, fp32: MixNet-M's 9x9 at stride 2 on
+// 14x14, batch 32, 16.0 us against m1_t8x8's 21.2 and lk_q8's 24.6 (cuDNN 28.3), 13x13 at stride 2 on 28x28 63.0
+// against lk_q8's 123 (cuDNN 137); batch 16 13.3 / 35.4 against lk_q8's 14.8 / 62.6, batch 64 18.8 / 123 against
+// 57.8 / 244; batch 8 12.3 / 32.4 against 9.9 / 26.7. At stride 1 it lost every layer of the large_kernel suite
+// to plane / plane_mm (bench/results/nvidia-h200/rows-mm.md).
+constexpr int64_t DWR_MIN_BATCH = 16;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
@@ -578,10 +580,10 @@ const conv_config GD_CONFIGS[] = {
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
-// (without dilation) on planes of at most 64 positions with x NCHW from batch 32 to the plane-matrix kernel; at a
-// column stride of 2 or more with fp32 x NCHW from batch 32, to the row-matrix kernel where it fits;
+// (without dilation) on planes of at most 64 positions with x NCHW from batch 32 to the plane-matrix kernel;
 // on small planes (DWP_*_PLANE; at stride 2, only the smallest, or NHWC ones at batches 1-3) to the
-// small-plane kernel; larger planes to the
+// small-plane kernel; at a column stride of 2 or more with fp32 x NCHW from batch 16, to the row-matrix kernel
+// where it fits (planes above 64 positions: the smallest were not timed against plane); larger planes to the
 // large-filter kernel, 8 outputs a thread, or 16 where the filter is 13 or more on
 // both sides, the plane 28 or more along its sliding side and the grid has 64K such threads or more
 // (RepLKNet's 31x31 and 29x29, fp16 UniRepLKNet's 13x13 on 28x28 at batch 32 on the H200; 8 elsewhere, batch
@@ -615,9 +617,9 @@ const char* gd_default_config(const conv_problem* p) {
         const bool small = plane <= DWP_SMALL_PLANE || (plane <= DWP_SMALL_PLANE_BATCHED && (batched || nhwc_few)) ||
                            (batched && (plane <= DWP_MID_PLANE || p->KW >= DWP_MID_ROW));
         if (p->B >= DWM_MIN_BATCH && p->x_layout == CONV_NCHW && dwm_fits(p, 0) == CONV_OK) return "plane_mm";
+        if (small && dwp_fits(p, 4, 0) == CONV_OK) return "plane";
         if (p->stride_w > 1 && p->B >= DWR_MIN_BATCH && p->x_layout == CONV_NCHW && dwr_fits(p, 0) == CONV_OK)
             return "rows_mm";
-        if (small && dwp_fits(p, 4, 0) == CONV_OK) return "plane";
     }
     if (large_filter && dwl_fits(p, 0) == CONV_OK) {
         const bool tall = p->KH > p->KW;  // the longer side slides
