@@ -35,6 +35,12 @@ def time_config(shape, comparison, variant, config, sets, budget_ms):
     return timing.measure(side, budget_ms).median_ms
 
 
+def us(ms: float) -> str:
+    """Microseconds with a hundredth's resolution below 10 (batch-1 layers of a few microseconds)."""
+    v = 1e3 * ms
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("variant")
@@ -65,14 +71,14 @@ def main() -> int:
         times = [time_config(shape, comparison, args.variant, c, sets, args.budget_ms) for c in configs]
         cudnn_ms = timing.measure(cudnn.run_for(shape, sets, comparison.cudnn), args.budget_ms).median_ms
         ran = [(t, c) for t, c in zip(times, configs) if t is not None]
-        cells = ["-" if t is None else f"{1e3 * t:.1f}" for t in times]
+        cells = ["-" if t is None else us(t) for t in times]
         if ran:
             best, name = min(ran)
             pct = roofline.summary(shape, unit, ceilings, best, comparison.dtype)["pct_of_floor"]
             ratios.append(cudnn_ms / best)
-            tail = [name, f"{pct:.0f}%", f"{1e3 * cudnn_ms:.1f}", f"{cudnn_ms / best:.2f}"]
+            tail = [name, f"{pct:.0f}%", us(cudnn_ms), f"{cudnn_ms / best:.2f}"]
         else:
-            tail = ["-", "-", f"{1e3 * cudnn_ms:.1f}", "-"]
+            tail = ["-", "-", us(cudnn_ms), "-"]
         print(f"| {shape.name} | " + " | ".join(cells + tail) + " |", flush=True)
         del sets
         cudnn.release()
