@@ -44,6 +44,8 @@ SHAPES = {
     # 16 maps a group: one block of two 8-map slices (m8x2), or half of a 32-map block (m8x4).
     "resnext_g4_cg16": ConvCase(2, 64, 11, 12, 64, 3, 3, padding=(1, 1), groups=4),
     "grouped_cg48_m24": ConvCase(1, 96, 9, 11, 48, 3, 3, padding=(1, 1), groups=2),
+    # UniRepLKNet's 13x13 (what taps13 is built for; the other configurations too, where they take it)
+    "unireplknet_13x13": ConvCase(1, 8, 15, 14, 8, 13, 13, padding=(6, 6), groups=8),
 }
 DTYPES = ["f32", "f16", "bf16"]
 
@@ -68,7 +70,7 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
-         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8", "plane_mm", "rows_mm"]]
+         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8", "plane_mm", "rows_mm", "taps13"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",
@@ -116,7 +118,7 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
     """The configuration computes the shape, or refuses it by its own limits: map quads need 2+ maps per
     group, the NHWC kernels depthwise NHWC with C % 4 == 0, the NCHW ones a channel per group in NCHW, the
     large-filter ones depthwise without dilation, plane a plane that fits, plane_mm planes of at most 64
-    positions, rows_mm filter rows as matrices that fit. (That each configuration computes
+    positions, rows_mm filter rows as matrices that fit, taps13 fp32 filters 13 wide. (That each configuration computes
     some of the shapes: test_every_config_takes_suite_shapes.)"""
     pr.skip_unless_available(NAME)
     case = suite_case(shape, layout, config)
@@ -125,7 +127,8 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
     except ConvUnsupportedError as exc:
         assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise",
                                                    "depthwise layers (groups = C = M)", "no dilation",
-                                                   "stages whole planes", "as a matrix", "as matrices")), str(exc)
+                                                   "stages whole planes", "as a matrix", "as matrices",
+                                                   "13 taps wide")), str(exc)
 
 
 def test_every_config_takes_suite_shapes():
@@ -374,7 +377,11 @@ def test_large_filter_kernel_many_blocks(rng):
                                               "plane_r8"), rng)
 
 
-@pytest.mark.parametrize("config", LK_CONFIGS)
+# The large-filter kernels on non-finite operands, taps13 (filters 13 wide) among them.
+NON_FINITE_CONFIGS = LK_CONFIGS + ["taps13"]
+
+
+@pytest.mark.parametrize("config", NON_FINITE_CONFIGS)
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("batch", [2, 5])
 def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(batch, layout, config, rng):
@@ -383,7 +390,7 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(batch, layout, con
     5 plane stages a position's four images at once, then the fifth alone: the bad values sit in images of both
     groups."""
     pr.skip_unless_available(NAME)
-    case = lk_case(ConvCase(batch, 3, 30, 27, 3, 11, 15, padding=(5, 7), groups=3, x_layout=layout,
+    case = lk_case(ConvCase(batch, 3, 30, 27, 3, 11, 13, padding=(5, 6), groups=3, x_layout=layout,
                             y_layout=layout, bias=True), config)
     x, w, bias = pr.random_operands(case, rng)
     b_nan, b_inf, b_neg = (0, 1, 1) if batch == 2 else (1, 3, 4)
@@ -394,15 +401,15 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(batch, layout, con
     assert np.isnan(ref).sum() >= 100 and np.isinf(ref).sum() >= 50  # the bad values reach many outputs
 
 
-@pytest.mark.parametrize("config", LK_CONFIGS)
+@pytest.mark.parametrize("config", NON_FINITE_CONFIGS)
 def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     """An Inf weight makes every output whose window puts it on x's zero padding NaN (0 * Inf), as in the
     oracle and PyTorch: the kernel skips padding taps only where the block's weights are all finite. The
     other channels (finite weights, padding skipped) stay as the oracle has them."""
     pr.skip_unless_available(NAME)
-    case = lk_case(ConvCase(2, 20, 14, 15, 20, 27, 27, padding=(13, 13), groups=20, bias=True), config)
+    case = lk_case(ConvCase(2, 20, 14, 15, 20, 27, 13, padding=(13, 6), groups=20, bias=True), config)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
-    w[3, 0, 0, 26] = np.inf  # the top-right tap: on padding for every output but (13, 0) and (13, 1)
+    w[3, 0, 0, 12] = np.inf  # the top-right tap: on padding for every output but (13, 0) .. (13, 8)
     ref = pr.check_config_non_finite(NAME, config, case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() > 0 and not np.isnan(np.delete(ref, 3, axis=1)).any()
 
@@ -470,6 +477,37 @@ def test_row_matrix_kernel(shape, y_dtype, rng):
     case = RM_SHAPES[shape].with_(x_layout=x_layout, y_layout=y_layout, w_layout="MKKC" if k % 2 else "MCKK",
                                   y_dtype=y_dtype, bias=bool(k % 2), epilogue="relu" if k % 2 else "none")
     pr.check_config(NAME, "rows_mm", case, rng)
+
+
+# taps13 (depthwise_row_taps.cu): filters 13 taps wide, f32 x, 4 outputs a thread. UniRepLKNet's 13x13 on 28x28 at
+# batch 1 (bands of a plane), on 14x14 and 7x7 (the filter wider than the plane), SLaK-like 5x13 and 31x13 bands, row
+# stride 2, no padding, uneven padding, rows of outputs no quad divides, rows of 700 (a window of 37 KB, one output
+# row a band), several channels a block with the last group part empty (301 channels of 7x7 at batch 4).
+TT_SHAPES = {
+    "13x13_plane28_c5": ConvCase(1, 5, 28, 28, 5, 13, 13, padding=(6, 6), groups=5),
+    "13x13_plane14_b3": ConvCase(3, 7, 14, 14, 7, 13, 13, padding=(6, 6), groups=7),
+    "13x13_plane7_b2": ConvCase(2, 9, 7, 7, 9, 13, 13, padding=(6, 6), groups=9),
+    "5x13_band": ConvCase(1, 4, 9, 21, 4, 5, 13, padding=(2, 6), groups=4),
+    "31x13_tall": ConvCase(2, 3, 40, 17, 3, 31, 13, padding=(15, 6), groups=3),
+    "13x13_s2x1": ConvCase(2, 4, 29, 30, 4, 13, 13, stride=(2, 1), padding=(6, 6), groups=4),
+    "13x13_valid_plane20x31": ConvCase(1, 3, 20, 31, 3, 13, 13, groups=3),
+    "13x13_uneven": ConvCase(2, 3, 17, 19, 3, 13, 13, padding=(3, 9), extra=(2, 1), groups=3),
+    "13x13_rows_of_700": ConvCase(1, 2, 9, 700, 2, 13, 13, padding=(6, 6), groups=2),
+    "13x13_c301_b4": ConvCase(4, 301, 7, 7, 301, 13, 13, padding=(6, 6), groups=301),
+}
+
+
+@pytest.mark.parametrize("y_dtype", DTYPES)
+@pytest.mark.parametrize("shape", TT_SHAPES)
+def test_row_taps_kernel(shape, y_dtype, rng):
+    """Every taps13 shape with f32 x and y in every dtype, the layouts cycling (x and y in either), bias + ReLU on
+    every other one."""
+    pr.skip_unless_available(NAME)
+    k = list(TT_SHAPES).index(shape)
+    x_layout, y_layout = LK_LAYOUTS[(k + DTYPES.index(y_dtype)) % len(LK_LAYOUTS)]
+    case = TT_SHAPES[shape].with_(x_layout=x_layout, y_layout=y_layout, w_layout="MKKC" if k % 2 else "MCKK",
+                                  y_dtype=y_dtype, bias=bool(k % 2), epilogue="relu" if k % 2 else "none")
+    pr.check_config(NAME, "taps13", case, rng)
 
 
 # The matrix kernels (plane_mm, rows_mm) on non-finite operands: a block with an Inf or NaN sums each output over
@@ -577,7 +615,15 @@ def test_default_config_per_shape():
     mid13 = ConvCase(32, 384, 14, 14, 384, 13, 13, padding=(6, 6), groups=384)
     assert default_of(mid13) == "plane" and default_of(mid13.with_(**nhwc)) == "plane"
     s1 = ConvCase(32, 160, 28, 28, 160, 13, 13, padding=(6, 6), groups=160)
-    assert default_of(s1) == "plane" and default_of(s1.with_(B=2)) == "lk_q8"
+    assert default_of(s1) == "plane" and default_of(s1.with_(B=17)) == "plane"
+    # ... but filters 13 taps wide at a column stride of 1, fp32 x NCHW, 28 or more output columns, batches 1-16:
+    # the row-taps kernel (the rest as before: lk_q8 at batch 1, plane from batch 4)
+    assert default_of(s1.with_(B=1)) == "taps13" and default_of(s1.with_(B=16)) == "taps13"
+    assert default_of(s1.with_(B=2, H=56, W=40, KH=5, padding=(2, 6))) == "taps13"
+    assert default_of(s1.with_(B=1, **nhwc)) == "lk_q8" and default_of(s1.with_(B=1, W=27)) == "lk_q8"
+    assert default_of(s1.with_(B=1, x_dtype="f16", y_dtype="f16")) == "lk_q8"
+    assert default_of(s1.with_(B=1, KW=15, padding=(6, 7))) == "lk_q8"
+    assert default_of(mid13.with_(B=1)) == "lk_q8" and default_of(mid13.with_(B=8)) == "plane"  # 14 columns
     assert default_of(s1.with_(KH=49, KW=5, padding=(24, 2))) == "plane"
     assert default_of(s1.with_(KH=49, KW=5, H=37, padding=(24, 2))) == "lk_q8"  # rows of 5 taps, 1036 values
     assert default_of(s1.with_(KH=5, KW=49, padding=(2, 24))) == "plane"
@@ -636,6 +682,12 @@ def supports(case, config=None):
     (RM_SHAPES["9x9_s2_plane14_b33"].with_(x_dtype="bf16", y_dtype="bf16"), "rows_mm", ["f32 x only", "bf16"]),
     (SHAPES["resnext_g8_cg4"], "rows_mm", ["depthwise layers", "groups=8"]),
     (SHAPES["dw_3x5_dil2_same"], "rows_mm", ["no dilation", "2x2"]),
+    (TT_SHAPES["13x13_plane14_b3"].with_(KW=11, padding=(6, 5)), "taps13", ["13 taps wide", "13x11 filter"]),
+    (TT_SHAPES["13x13_plane14_b3"].with_(x_dtype="f16", y_dtype="f16"), "taps13", ["f32 x only", "f16"]),
+    (TT_SHAPES["13x13_s2x1"].with_(stride=(1, 2)), "taps13", ["column stride of 1", "stride 1x2"]),
+    (TT_SHAPES["13x13_rows_of_700"].with_(W=1100), "taps13", ["48 KB", "9x1100 -> 9x1100"]),
+    (SHAPES["resnext_g8_cg4"].with_(KH=13, KW=13, padding=(6, 6)), "taps13", ["depthwise layers", "groups=8"]),
+    (SHAPES["dw_3x5_dil2_same"].with_(KW=13, padding=(2, 12)), "taps13", ["no dilation", "2x2"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
     pr.skip_unless_available(NAME)
