@@ -70,7 +70,7 @@ ROWS = [pytest.param(shape, layout, config, id=f"{shape}-{layout}-{config}")
          "nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128", "nhwc_narrow_p1_t128",
          "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128", "nhwc_narrow_r8p2_t128",
          "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4", "nhwc_narrow_r4p4_t128_b4", "nchw_r2", "nchw_r4",
-         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8", "plane_mm", "rows_mm", "taps13"]]
+         "nchw_r7", "nchw_t32x32", "lk_q16", "lk_q8", "plane", "plane_r8", "plane_mm", "rows_mm", "taps13", "taps"]]
 NHWC_CONFIGS = ["nhwc_p4_t128", "nhwc_p2_t128", "nhwc_r2p2_t128",
                 "nhwc_narrow_p1_t128", "nhwc_narrow_p2_t128", "nhwc_narrow_r2p2_t128", "nhwc_narrow_r4p2_t128",
                 "nhwc_narrow_r8p2_t128", "nhwc_narrow_r4p4_t128", "nhwc_narrow_r8p2_t128_b4",
@@ -118,7 +118,7 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
     """The configuration computes the shape, or refuses it by its own limits: map quads need 2+ maps per
     group, the NHWC kernels depthwise NHWC with C % 4 == 0, the NCHW ones a channel per group in NCHW, the
     large-filter ones depthwise without dilation, plane a plane that fits, plane_mm planes of at most 64
-    positions, rows_mm filter rows as matrices that fit, taps13 fp32 filters 13 wide. (That each configuration computes
+    positions, rows_mm filter rows as matrices that fit, taps13 / taps fp32 filters 13 / 9+ wide. (That each configuration computes
     some of the shapes: test_every_config_takes_suite_shapes.)"""
     pr.skip_unless_available(NAME)
     case = suite_case(shape, layout, config)
@@ -128,7 +128,7 @@ def test_suite_shapes_every_config(shape, layout, config, rng):
         assert any(words in str(exc) for words in ("maps per group", "NHWC depthwise", "NCHW depthwise",
                                                    "depthwise layers (groups = C = M)", "no dilation",
                                                    "stages whole planes", "as a matrix", "as matrices",
-                                                   "13 taps wide")), str(exc)
+                                                   "taps wide")), str(exc)
 
 
 def test_every_config_takes_suite_shapes():
@@ -377,8 +377,8 @@ def test_large_filter_kernel_many_blocks(rng):
                                               "plane_r8"), rng)
 
 
-# The large-filter kernels on non-finite operands, taps13 (filters 13 wide) among them.
-NON_FINITE_CONFIGS = LK_CONFIGS + ["taps13"]
+# The large-filter kernels on non-finite operands, taps13 / taps (filters 13 wide, and 9 or more) among them.
+NON_FINITE_CONFIGS = LK_CONFIGS + ["taps13", "taps"]
 
 
 @pytest.mark.parametrize("config", NON_FINITE_CONFIGS)
@@ -479,10 +479,12 @@ def test_row_matrix_kernel(shape, y_dtype, rng):
     pr.check_config(NAME, "rows_mm", case, rng)
 
 
-# taps13 (depthwise_row_taps.cu): filters 13 taps wide, f32 x, 4 outputs a thread. UniRepLKNet's 13x13 on 28x28 at
-# batch 1 (bands of a plane), on 14x14 and 7x7 (the filter wider than the plane), SLaK-like 5x13 and 31x13 bands, row
-# stride 2, no padding, uneven padding, rows of outputs no quad divides, rows of 700 (a window of 37 KB, one output
-# row a band), several channels a block with the last group part empty (301 channels of 7x7 at batch 4).
+# taps13 / taps (depthwise_row_taps.cu): rows of 13 taps unrolled whole / of any width from 9, f32 x, 4 outputs a
+# thread. UniRepLKNet's 13x13 on 28x28 at batch 1 (bands of a plane), on 14x14 and 7x7 (the filter wider than the
+# plane), SLaK-like 5x13 and 31x13 bands, row stride 2, no padding, uneven padding, rows of outputs no quad divides,
+# rows of 700 (a window of 37 KB, one output row a band), several channels a block with the last group part empty
+# (301 channels of 7x7 at batch 4). taps alone: rows whose last group of 4 taps has 1, 2, 3 or 4 (SLaK's 5x49 and
+# 5x51, 9x9, 3x10, 27x27, a 1x12 row, an even width with "same" padding).
 TT_SHAPES = {
     "13x13_plane28_c5": ConvCase(1, 5, 28, 28, 5, 13, 13, padding=(6, 6), groups=5),
     "13x13_plane14_b3": ConvCase(3, 7, 14, 14, 7, 13, 13, padding=(6, 6), groups=7),
@@ -494,20 +496,29 @@ TT_SHAPES = {
     "13x13_uneven": ConvCase(2, 3, 17, 19, 3, 13, 13, padding=(3, 9), extra=(2, 1), groups=3),
     "13x13_rows_of_700": ConvCase(1, 2, 9, 700, 2, 13, 13, padding=(6, 6), groups=2),
     "13x13_c301_b4": ConvCase(4, 301, 7, 7, 301, 13, 13, padding=(6, 6), groups=301),
+    "5x49_plane28": ConvCase(1, 6, 28, 29, 6, 5, 49, padding=(2, 24), groups=6),
+    "5x51_plane30_b2": ConvCase(2, 3, 30, 33, 3, 5, 51, padding=(2, 25), groups=3),
+    "9x9_plane14": ConvCase(1, 5, 14, 14, 5, 9, 9, padding=(4, 4), groups=5),
+    "3x10_same": ConvCase(2, 4, 11, 23, 4, 3, 10, padding=(1, 4), extra=(0, 1), groups=4),
+    "27x27_plane14_s2x1": ConvCase(1, 3, 14, 15, 3, 27, 27, stride=(2, 1), padding=(13, 13), groups=3),
+    "1x12_row": ConvCase(3, 5, 6, 40, 5, 1, 12, padding=(0, 3), groups=5),
+    "11x11_plane17": ConvCase(1, 7, 17, 18, 7, 11, 11, padding=(5, 5), groups=7),
 }
+TT_ROWS = [pytest.param(shape, config, id=f"{shape}-{config}") for config in ("taps13", "taps") for shape in TT_SHAPES
+           if config == "taps" or TT_SHAPES[shape].KW == 13]
 
 
 @pytest.mark.parametrize("y_dtype", DTYPES)
-@pytest.mark.parametrize("shape", TT_SHAPES)
-def test_row_taps_kernel(shape, y_dtype, rng):
-    """Every taps13 shape with f32 x and y in every dtype, the layouts cycling (x and y in either), bias + ReLU on
-    every other one."""
+@pytest.mark.parametrize("shape, config", TT_ROWS)
+def test_row_taps_kernel(shape, config, y_dtype, rng):
+    """Every taps13 / taps shape with f32 x and y in every dtype, the layouts cycling (x and y in either), bias +
+    ReLU on every other one."""
     pr.skip_unless_available(NAME)
     k = list(TT_SHAPES).index(shape)
     x_layout, y_layout = LK_LAYOUTS[(k + DTYPES.index(y_dtype)) % len(LK_LAYOUTS)]
     case = TT_SHAPES[shape].with_(x_layout=x_layout, y_layout=y_layout, w_layout="MKKC" if k % 2 else "MCKK",
                                   y_dtype=y_dtype, bias=bool(k % 2), epilogue="relu" if k % 2 else "none")
-    pr.check_config(NAME, "taps13", case, rng)
+    pr.check_config(NAME, config, case, rng)
 
 
 # The matrix kernels (plane_mm, rows_mm) on non-finite operands: a block with an Inf or NaN sums each output over
@@ -622,7 +633,11 @@ def test_default_config_per_shape():
     assert default_of(s1.with_(B=2, H=56, W=40, KH=5, padding=(2, 6))) == "taps13"
     assert default_of(s1.with_(B=1, **nhwc)) == "lk_q8" and default_of(s1.with_(B=1, W=27)) == "lk_q8"
     assert default_of(s1.with_(B=1, x_dtype="f16", y_dtype="f16")) == "lk_q8"
-    assert default_of(s1.with_(B=1, KW=15, padding=(6, 7))) == "lk_q8"
+    # ... and wider rows of at most 13 filter rows at batch 1: the row-taps kernel of any width
+    assert default_of(s1.with_(B=1, KW=15, padding=(6, 7))) == "taps"
+    assert default_of(s1.with_(B=1, KH=5, KW=49, padding=(2, 24))) == "taps"  # SLaK's 5x49
+    assert default_of(s1.with_(B=2, KH=5, KW=49, padding=(2, 24))) == "lk_q8"
+    assert default_of(s1.with_(B=1, KH=29, KW=29, padding=(14, 14))) == "lk_q8"  # 29 filter rows
     assert default_of(mid13.with_(B=1)) == "lk_q8" and default_of(mid13.with_(B=8)) == "plane"  # 14 columns
     assert default_of(s1.with_(KH=49, KW=5, padding=(24, 2))) == "plane"
     assert default_of(s1.with_(KH=49, KW=5, H=37, padding=(24, 2))) == "lk_q8"  # rows of 5 taps, 1036 values
@@ -688,6 +703,10 @@ def supports(case, config=None):
     (TT_SHAPES["13x13_rows_of_700"].with_(W=1100), "taps13", ["48 KB", "9x1100 -> 9x1100"]),
     (SHAPES["resnext_g8_cg4"].with_(KH=13, KW=13, padding=(6, 6)), "taps13", ["depthwise layers", "groups=8"]),
     (SHAPES["dw_3x5_dil2_same"].with_(KW=13, padding=(2, 12)), "taps13", ["no dilation", "2x2"]),
+    (TT_SHAPES["9x9_plane14"].with_(KW=7, padding=(4, 3)), "taps", ["9 taps wide or wider", "9x7 filter"]),
+    (TT_SHAPES["9x9_plane14"].with_(x_dtype="bf16", y_dtype="bf16"), "taps", ["f32 x only", "bf16"]),
+    (TT_SHAPES["5x49_plane28"].with_(stride=(1, 2)), "taps", ["column stride of 1", "stride 1x2"]),
+    (TT_SHAPES["5x49_plane28"].with_(W=3000), "taps", ["48 KB", "28x3000 -> 28x3000"]),
 ])
 def test_refusals_name_the_reason(case, config, words):
     pr.skip_unless_available(NAME)

@@ -120,6 +120,7 @@ GROUPED_SHAPES = [
     ((5, 8, 57, 53), (8, 1, 31, 31), 1, 15, 8, np.float16, True),    # runs down the columns; plane_r8 (16-bit x,
     ((5, 16, 7, 9), (16, 1, 13, 13), 1, 6, 16, np.float16, True),    # batch 4 or more) on both
     ((1, 6, 28, 30), (6, 1, 13, 13), 1, 6, 6, np.float32, False),    # taps13 at batch 1: bands of a plane
+    ((2, 5, 21, 30), (5, 1, 5, 51), 1, (2, 25), 5, np.float32, True),  # taps: 51-tap rows, NHWC
     ((2, 16, 13, 15), (96, 16, 1, 1), 1, 0, 1, np.float16, True),    # ungrouped pointwise (implicit_gemm_f16's
     ((3, 24, 21, 22), (40, 24, 1, 1), 1, 0, 1, np.float16, True),    # pw tile): a part tile, padded k16 steps
     ((2, 3, 19, 17), (32, 3, 3, 3), 2, 1, 1, np.float16, True),      # stems (implicit_gemm_f16's stem tile): 3x3

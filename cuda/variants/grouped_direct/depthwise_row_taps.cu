@@ -1,5 +1,6 @@
-// depthwise_row_taps.cu — grouped_direct's "taps13" configuration: depthwise layers with filters 13 taps wide
-// (UniRepLKNet's 13x13) on planes of 28 or more columns, batch 1-16 (the default there for fp32 x NCHW: grouped_direct.cu,
+// depthwise_row_taps.cu — grouped_direct's "taps13" and "taps" configurations: depthwise layers whose filter rows
+// fit a thread's registers a row at a time, on planes of 28 or more columns at small batches (the defaults for fp32 x
+// NCHW: taps13 for filters 13 taps wide at batches 1-16, taps for wider rows at batch 1; grouped_direct.cu,
 // DRT_MAX_BATCH). Exact fp32 FFMA on f32 x and w; y and bias in any dtype; NCHW or NHWC; bias + ReLU; any filter
 // height, row stride and padding; column stride 1; no dilation.
 //
@@ -7,13 +8,14 @@
 // 320 blocks (a fraction of one wave), and `lk_q8`, the fastest of them there, executes 3.8 M warp instructions for
 // 0.66 M warp FMAs of the layer (a strip's filter rows split between lanes and summed by shuffles, each filter row's
 // set-up and its tail of taps, a window staged value by value; 8.45 us on the H200, 25% achieved occupancy). Here a
-// thread sums 4 consecutive outputs of one row: for each filter row it reads the row's 13 taps (four 16-byte
-// broadcasts) and the 16 staged values of x they meet (four 16-byte reads), then makes its 52 multiply-adds, fully
-// unrolled, with no branch and no index arithmetic between them. x is staged with its zeros of padding as a window
-// of whole rows, so that every tap runs against a staged value, as PyTorch's sum does (an Inf or NaN weight over
-// padding gives NaN): filter rows that fall on padding rows only are skipped where the block's weights are finite.
-// A block takes a band of a plane's output rows (BR rows: bands of a plane where channels alone give too few
-// blocks) for CB channels of one image; the window holds the band's rows of x and the filter's KH - 1 more.
+// thread sums 4 consecutive outputs of one row: for each filter row it reads the row's taps and the values of x
+// they meet 16 bytes at a time and makes its multiply-adds from registers (taps13: four reads of each, then 52
+// FMAs, fully unrolled, with no branch and no index arithmetic between them; taps: 16 FMAs a group of 4 taps, x
+// sliding by one 16-byte vector). x is staged with its zeros of padding as a window of whole rows, so that every
+// tap runs against a staged value, as PyTorch's sum does (an Inf or NaN weight over padding gives NaN): filter rows
+// that fall on padding rows only are skipped where the block's weights are finite. A block takes a band of a
+// plane's output rows (BR rows: bands of a plane where channels alone give too few blocks) for CB channels of one
+// image; the window holds the band's rows of x and the filter's KH - 1 more.
 
 #include <algorithm>
 
@@ -29,10 +31,8 @@
 namespace {
 
 constexpr int DRT_THREADS = 256;
-constexpr int DRT_KW = 13;   // taps a filter row: the width this configuration is built for
-constexpr int DRT_RUN = 4;   // outputs a thread, consecutive along a row
-constexpr int DRT_SEG = 16;  // x values a thread reads a filter row: DRT_RUN + DRT_KW - 1, whole 16-byte vectors
-static_assert(DRT_SEG % 4 == 0 && DRT_SEG >= DRT_RUN + DRT_KW - 1, "a thread's segment of x is whole float4s");
+constexpr int DRT_RUN = 4;  // outputs a thread, consecutive along a row (one 16-byte vector of x a step)
+constexpr int DRT_MIN_KW = 9;  // the narrowest rows "taps" takes (the large filters' side, DWL_MIN_FILTER)
 // A block's filters and window: within the 48 KB a launch gets without opting in (several blocks an SM).
 constexpr size_t DRT_SMEM_MAX = CONV_SMEM_NO_OPT_IN;
 
@@ -40,38 +40,69 @@ constexpr size_t DRT_SMEM_MAX = CONV_SMEM_NO_OPT_IN;
 struct DrtShape : ConvShape32 {
     int B;
     int QW;           // output quads a row (4 QW outputs, those past OW computed and not stored)
-    int XR;           // a staged row of x: 4 (QW - 1) + DRT_SEG values (column j is x's column j - pad_w), XR / 4 odd
+    int WR, XSEG;     // floats a staged filter row (its taps, zeros to a multiple of 4); x values a thread reads
+                      // a filter row (KW + 3 to a multiple of 4)
+    int XR;           // a staged row of x: 4 (QW - 1) + XSEG values (column j is x's column j - pad_w), XR / 4 odd
     int BR, SR;       // output rows a band; x's rows its window holds, (BR - 1) * stride_h + KH
     int bands, CB;    // bands a plane; channels a block
-    int WS, CS;       // floats a channel takes: its filter (KH rows of DRT_SEG), its window (SR rows of XR)
+    int WS, CS;       // floats a channel takes: its filter (KH rows of WR), its window (SR rows of XR)
     int items;        // threads' runs a channel: BR * QW
     int x_nhwc, y_nhwc, y_dtype, relu;
     // blockIdx.x split into channel group, band and image; staged flat indices; a block's runs
     ConvDivider by_cgroups, by_bands, by_ws, by_seg, by_cs, by_xr, by_items, by_qw;
 };
 
-// acc[r] += sum over the row's taps k of w[k] * x[r + k]: 52 FMAs from 16 values of x and 13 taps (w[13..15] are
-// never read), all in registers.
-__device__ __forceinline__ void drt_row(float (&acc)[DRT_RUN], const float* xrow, const float* wrow) {
-    float xv[DRT_SEG], wv[DRT_SEG];
+// acc[r] += sum over taps t < taps of w[t] * x[t + r]: one group of up to 4 taps against x0 (values 0-3) and x1
+// (4-7). The zeros past a row's last tap are never multiplied (0 * Inf would make a NaN the sum does not have).
+__device__ __forceinline__ void drt_group(float (&acc)[DRT_RUN], float4 w4, float4 x0, float4 x1, int taps = 4) {
+    const float wv[4] = {w4.x, w4.y, w4.z, w4.w}, xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
-    for (int j = 0; j < DRT_SEG; j += 4) {
-        const float4 a = *reinterpret_cast<const float4*>(xrow + j);
-        const float4 b = *reinterpret_cast<const float4*>(wrow + j);
-        xv[j] = a.x; xv[j + 1] = a.y; xv[j + 2] = a.z; xv[j + 3] = a.w;
-        wv[j] = b.x; wv[j + 1] = b.y; wv[j + 2] = b.z; wv[j + 3] = b.w;
-    }
+    for (int t = 0; t < 4; ++t)
+        if (t < taps)
 #pragma unroll
-    for (int k = 0; k < DRT_KW; ++k)
-#pragma unroll
-        for (int r = 0; r < DRT_RUN; ++r) acc[r] = fmaf(wv[k], xv[r + k], acc[r]);
+            for (int r = 0; r < DRT_RUN; ++r) acc[r] = fmaf(wv[t], xv[t + r], acc[r]);
 }
 
+__device__ __forceinline__ float4 drt_load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+// One filter row: acc[r] += sum over the row's taps k of w[k] * x[r + k], x and w 16 bytes at a time. KW > 0: a
+// row of exactly KW taps, unrolled whole (13: 52 FMAs from four 16-byte reads of x and four of taps, every value
+// in registers before the first FMA); KW == 0: `kw` taps, a group of 4 a step, sliding x by one vector (two 16-byte
+// reads for 16 FMAs), the last group's kw % 4 taps alone.
+template <int KW>
+__device__ __forceinline__ void drt_row(float (&acc)[DRT_RUN], const float* xrow, const float* wrow, int kw) {
+    if constexpr (KW > 0) {
+        constexpr int G = (KW + 3) / 4;  // groups of taps, the last with KW % 4 (or 4)
+        float4 xv[G + 1], wv[G];
+#pragma unroll
+        for (int g = 0; g <= G; ++g)
+            if (4 * g < KW + 3) xv[g] = drt_load4(xrow + 4 * g);  // x values up to KW + 2
+#pragma unroll
+        for (int g = 0; g < G; ++g) wv[g] = drt_load4(wrow + 4 * g);
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+            drt_group(acc, wv[g], xv[g], 4 * (g + 1) < KW + 3 ? xv[g + 1] : float4{}, min(4, KW - 4 * g));
+    } else {
+        const int groups = kw / 4, tail = kw % 4;
+        float4 x0 = drt_load4(xrow);
+#pragma unroll 2
+        for (int g = 0; g < groups; ++g) {
+            const float4 x1 = drt_load4(xrow + 4 * g + 4);
+            drt_group(acc, drt_load4(wrow + 4 * g), x0, x1);
+            x0 = x1;
+        }
+        if (tail)  // its taps reach x values up to 4 groups + tail + 2: past x0 from 2 taps on
+            drt_group(acc, drt_load4(wrow + 4 * groups), x0, tail >= 2 ? drt_load4(xrow + 4 * groups + 4) : float4{},
+                      tail);
+    }
+}
+
+template <int KW>
 __global__ void __launch_bounds__(DRT_THREADS) drt_kernel(DrtShape s, const float* __restrict__ x,
                                                           const float* __restrict__ w, const void* __restrict__ bias,
                                                           void* __restrict__ y) {
     extern __shared__ float4 drt_smem[];
-    float* ws = reinterpret_cast<float*>(drt_smem);  // CB filters of KH rows of DRT_SEG (taps, then zeros)
+    float* ws = reinterpret_cast<float*>(drt_smem);  // CB filters of KH rows of WR (taps, then zeros)
     float* xs = ws + s.CB * s.WS;                    // CB windows of SR rows of XR
     uint32_t cg, band_u;
     const int b = (int)s.by_bands.divmod(s.by_cgroups.divmod(blockIdx.x, &cg), &band_u);
@@ -85,7 +116,7 @@ __global__ void __launch_bounds__(DRT_THREADS) drt_kernel(DrtShape s, const floa
         uint32_t rest, kw;
         const int cl = (int)s.by_ws.divmod(i, &rest), kh = (int)s.by_seg.divmod(rest, &kw);
         at = i;
-        return cl < nc && (int)kw < DRT_KW ? w[((long long)(c0 + cl) * s.KH + kh) * DRT_KW + kw] : 0.0f;
+        return cl < nc && (int)kw < s.KW ? w[((long long)(c0 + cl) * s.KH + kh) * s.KW + kw] : 0.0f;
     };
     const long long hw = (long long)s.H * s.W;
     auto load_x = [&](int i, int& at) {
@@ -115,7 +146,7 @@ __global__ void __launch_bounds__(DRT_THREADS) drt_kernel(DrtShape s, const floa
         const float* wrow = ws + cl * s.WS;
         float acc[DRT_RUN] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 2
-        for (int kh = kh0; kh < kh1; ++kh) drt_row(acc, xrow + kh * s.XR, wrow + kh * DRT_SEG);
+        for (int kh = kh0; kh < kh1; ++kh) drt_row<KW>(acc, xrow + kh * s.XR, wrow + kh * s.WR, s.KW);
         const int c = c0 + cl, ow0 = 4 * (int)q;
         const float bv = gd_bias_as_float(bias, s.y_dtype, c);
 #pragma unroll
@@ -155,9 +186,11 @@ DrtShape drt_shape(const conv_problem* p, int sms) {
     static_cast<ConvShape32&>(s) = conv_shape32(p);
     s.B = (int)p->B;
     s.QW = (s.OW + DRT_RUN - 1) / DRT_RUN;
-    s.XR = 4 * (s.QW - 1) + DRT_SEG;
+    s.WR = (s.KW + 3) / 4 * 4;
+    s.XSEG = (s.KW + 6) / 4 * 4;
+    s.XR = 4 * (s.QW - 1) + s.XSEG;
     if (s.XR / 4 % 2 == 0) s.XR += 4;  // a quarter-warp's 16-byte reads on 8 rows fall in distinct banks
-    s.WS = s.KH * DRT_SEG;
+    s.WS = s.KH * s.WR;
     s.x_nhwc = p->x_layout == CONV_NHWC;
     s.y_nhwc = p->y_layout == CONV_NHWC;
     s.y_dtype = p->y_dtype;
@@ -183,52 +216,64 @@ DrtShape drt_shape(const conv_problem* p, int sms) {
 
 }  // namespace
 
-int drt_fits(const conv_problem* p, int report) {
-    const int status = dw_undilated_fits(p, "taps13", report);
+// The configuration's name: rows of exactly 13 taps, unrolled whole, or of any width from DRT_MIN_KW.
+static const char* drt_name(int any_width) { return any_width ? "taps" : "taps13"; }
+
+int drt_fits(const conv_problem* p, int any_width, int report) {
+    const char* name = drt_name(any_width);
+    const int status = dw_undilated_fits(p, name, report);
     if (status != CONV_OK) return status;
     const char* why = nullptr;
     if (p->x_dtype != CONV_F32) why = "f32 x only (built for the fp32 layers it won)";
-    else if (p->KW != DRT_KW) why = "filters 13 taps wide only";
-    else if (p->stride_w != 1) why = "a column stride of 1 only (a thread's 4 outputs share its 16 values of x)";
+    else if (!any_width && p->KW != 13) why = "filters 13 taps wide only";
+    else if (any_width && p->KW < DRT_MIN_KW) why = "filters 9 taps wide or wider only";
+    else if (p->stride_w != 1) why = "a column stride of 1 only (a thread's 4 outputs share its values of x)";
     if (why) {
         if (!report) return CONV_ERR_UNSUPPORTED;
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: taps13 takes %s, got x %s, a %lldx%lld filter at "
-                              "stride %lldx%lld", why, conv_dtype_name(p->x_dtype),
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: %s takes %s, got x %s, a %lldx%lld filter at "
+                              "stride %lldx%lld", name, why, conv_dtype_name(p->x_dtype),
                               (long long)p->KH, (long long)p->KW, (long long)p->stride_h, (long long)p->stride_w);
     }
     const DrtShape s = drt_shape(p, 1);  // host arithmetic only: the same answer without a GPU
     if (drt_bytes(s) > DRT_SMEM_MAX) {
         if (!report) return CONV_ERR_UNSUPPORTED;
         return conv_set_error(CONV_ERR_UNSUPPORTED,
-                              "grouped_direct: taps13 stages a band of x's rows (the filter's %lld rows for one output "
-                              "row, each of 4*ceil(OW/4) + 12 values and more) and the filter in %zu KB of shared "
-                              "memory: %lldx%lld -> %lldx%lld positions need %zu bytes", (long long)p->KH,
+                              "grouped_direct: %s stages a band of x's rows (the filter's %lld rows for one output "
+                              "row, each of about 4*ceil(OW/4) + KW values) and the filter in %zu KB of shared "
+                              "memory: %lldx%lld -> %lldx%lld positions need %zu bytes", name, (long long)p->KH,
                               DRT_SMEM_MAX / 1024, (long long)p->H, (long long)p->W, (long long)conv_out_h(p),
                               (long long)conv_out_w(p), drt_bytes(s));
     }
     return CONV_OK;
 }
 
-int drt_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream) {
+int drt_run(const conv_problem* p, int any_width, const conv_tensors* t, cudaStream_t stream) {
     int sms = 0;
     const int status = conv_sm_count(&sms);
     if (status != CONV_OK) return status;
     DrtShape s = drt_shape(p, sms);
     const int64_t cgroups = (s.C + s.CB - 1) / s.CB, blocks = cgroups * s.bands * s.B;
     if (blocks >= (1ll << 31))
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: taps13's blocks of this batch pass int range");
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "grouped_direct: %s's blocks of this batch pass int range",
+                              drt_name(any_width));
     s.by_cgroups = ConvDivider::of((uint32_t)cgroups);
     s.by_bands = ConvDivider::of((uint32_t)s.bands);
     s.by_ws = ConvDivider::of((uint32_t)s.WS);
-    s.by_seg = ConvDivider::of((uint32_t)DRT_SEG);
+    s.by_seg = ConvDivider::of((uint32_t)s.WR);
     s.by_cs = ConvDivider::of((uint32_t)s.CS);
     s.by_xr = ConvDivider::of((uint32_t)s.XR);
     s.by_items = ConvDivider::of((uint32_t)s.items);
     s.by_qw = ConvDivider::of((uint32_t)s.QW);
     const int threads = (int)std::min<int64_t>(DRT_THREADS, ((int64_t)s.CB * s.items + 31) / 32 * 32);
     const size_t smem = drt_bytes(s);
-    CONV_LAUNCH_DEPENDENT_BY_WAVE("drt_kernel", drt_kernel, (unsigned)blocks, threads, smem, stream, s,
-                                  static_cast<const float*>(t->x), static_cast<const float*>(t->w),
-                                  static_cast<const void*>(t->bias), t->y);
+    const float* x = static_cast<const float*>(t->x);
+    const float* w = static_cast<const float*>(t->w);
+    const void* bias = t->bias;
+    if (any_width)
+        CONV_LAUNCH_DEPENDENT_BY_WAVE("drt_kernel<0>", drt_kernel<0>, (unsigned)blocks, threads, smem, stream, s, x, w,
+                                      bias, t->y);
+    else
+        CONV_LAUNCH_DEPENDENT_BY_WAVE("drt_kernel<13>", drt_kernel<13>, (unsigned)blocks, threads, smem, stream, s, x,
+                                      w, bias, t->y);
     return CONV_OK;
 }

@@ -76,14 +76,18 @@ constexpr int64_t DWM_MIN_BATCH = 32;
 // 57.8 / 244; batch 8 12.3 / 32.4 against 9.9 / 26.7. At stride 1 it lost every layer of the large_kernel suite
 // to plane / plane_mm (bench/results/nvidia-h200/rows-mm.md).
 constexpr int64_t DWR_MIN_BATCH = 16;
-// Depthwise filters 13 taps wide (UniRepLKNet's 13x13) at a column stride of 1 with fp32 x NCHW, on planes of
-// DRT_MIN_OW output columns or more up to batch DRT_MAX_BATCH, go to the row-taps kernel (taps13) where it fits.
-// H200, 13x13 on 28x28 to 56x56 (bench/results/nvidia-h200/taps13.md): batch 1 7.7-8.5 us against lk_q8's
-// 8.4-11.7, batch 4 9.9-22.3 against 11.5-27.0 (the best of lk_q8, lk_q16, plane), batch 8 15.1-41.9 against
-// 17.8-42.4 (but 42x42: 37.5 against plane's 37.3), batch 16 25.8-80.2 against 30.0-77.2 (56x56: 80.2 against
-// lk_q16's 77.2); at batch 1 on 28x28 with 96 channels 6.83 against lk_q8's 6.31. On 14x14 and 7x7 planes it lost
-// at batches 1, 4 and 32 (batch 1: 7.0-8.4 against lk_q16's 5.5 and plane's 3.8).
-constexpr int64_t DRT_MAX_BATCH = 16, DRT_MIN_OW = 28;
+// Row-taps kernels (depthwise_row_taps.cu), for depthwise filters at a column stride of 1 with fp32 x NCHW on planes of
+// DRT_MIN_OW output columns or more, where they fit. Filters 13 taps wide (UniRepLKNet's 13x13) up to batch
+// DRT_MAX_BATCH: taps13. H200, 13x13 on 28x28 to 56x56 (bench/results/nvidia-h200/row-taps.md): batch 1 7.7-8.5 us
+// against lk_q8's 8.4-11.7, batch 4 9.9-22.3 against 11.5-27.0 (the best of lk_q8, lk_q16, plane), batch 8
+// 15.1-41.9 against 17.8-42.4 (but 42x42: 37.5 against plane's 37.3), batch 16 25.8-80.2 against 30.0-77.2 (56x56:
+// 80.2 against lk_q16's 77.2); at batch 1 on 28x28 with 96 channels 6.83 against lk_q8's 6.31. On 14x14 and 7x7
+// planes it lost at batches 1, 4 and 32 (batch 1: 7.0-8.4 against lk_q16's 5.5 and plane's 3.8). Wider rows of at
+// most DRT_MAX_ROWS_ANY rows at batch 1: taps (any width). SLaK's 5x51 on 56x56 14.4 against lk_q8's 15.2, 5x49 on
+// 28x28 9.3 against 9.8; it lost the 27x27-31x31 filters (26.0 against lk_q16's 16.2 on the 29x29), and from batch 4
+// the bands to plane (5x49: 25.6 against 14.8). (taps on 13x13 at batch 1: 7.7 against taps13's 7.9, within the
+// spread of runs on different GPUs; at batch 4 16.0 against 13.4.)
+constexpr int64_t DRT_MAX_BATCH = 16, DRT_MIN_OW = 28, DRT_MAX_ROWS_ANY = 13;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
@@ -537,12 +541,14 @@ int gd_rows_mm_run(const conv_problem* p, const conv_tensors* t, void*, size_t, 
 
 int gd_rows_mm_supports(const conv_problem* p) { return dwr_fits(p, 1); }
 
-// The row-taps depthwise configuration (depthwise_row_taps.cu).
-int gd_taps13_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
-    return drt_run(p, t, conv_stream(stream));
+// The row-taps depthwise configurations (depthwise_row_taps.cu): rows of 13 taps unrolled whole, or of any width.
+template <int ANY_WIDTH>
+int gd_taps_run(const conv_problem* p, const conv_tensors* t, void*, size_t, void* stream) {
+    return drt_run(p, ANY_WIDTH, t, conv_stream(stream));
 }
 
-int gd_taps13_supports(const conv_problem* p) { return drt_fits(p, 1); }
+template <int ANY_WIDTH>
+int gd_taps_supports(const conv_problem* p) { return drt_fits(p, ANY_WIDTH, 1); }
 
 // Names: maps per thread (m1: depthwise, one map per group; m4, m8: grouped, LDS.128 of 4 maps) and map
 // slices per block where more than one (m8x4: 4 slices of 8 maps share a window), the output tile
@@ -592,7 +598,8 @@ const conv_config GD_CONFIGS[] = {
     {"plane_r8", gd_plane_run<8>, gd_plane_supports<8>},
     {"plane_mm", gd_plane_mm_run, gd_plane_mm_supports},
     {"rows_mm", gd_rows_mm_run, gd_rows_mm_supports},
-    {"taps13", gd_taps13_run, gd_taps13_supports},
+    {"taps13", gd_taps_run<0>, gd_taps_supports<0>},
+    {"taps", gd_taps_run<1>, gd_taps_supports<1>},
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
@@ -632,9 +639,10 @@ const char* gd_default_config(const conv_problem* p) {
         const bool nhwc_few = p->x_layout == CONV_NHWC && (p->B < 4 || p->stride_w == 1);
         const bool small = plane <= DWP_SMALL_PLANE || (plane <= DWP_SMALL_PLANE_BATCHED && (batched || nhwc_few)) ||
                            (batched && (plane <= DWP_MID_PLANE || p->KW >= DWP_MID_ROW));
-        if (p->KW == 13 && p->stride_w == 1 && p->x_dtype == CONV_F32 && p->x_layout == CONV_NCHW &&
-            p->B <= DRT_MAX_BATCH && OW >= DRT_MIN_OW && drt_fits(p, 0) == CONV_OK)
-            return "taps13";
+        if (p->stride_w == 1 && p->x_dtype == CONV_F32 && p->x_layout == CONV_NCHW && OW >= DRT_MIN_OW) {
+            if (p->KW == 13 && p->B <= DRT_MAX_BATCH && drt_fits(p, 0, 0) == CONV_OK) return "taps13";
+            if (p->KW > 13 && p->KH <= DRT_MAX_ROWS_ANY && p->B == 1 && drt_fits(p, 1, 0) == CONV_OK) return "taps";
+        }
         if (p->B >= DWM_MIN_BATCH && p->x_layout == CONV_NCHW && dwm_fits(p, 0) == CONV_OK) return "plane_mm";
         if (small && dwp_fits(p, 4, 0) == CONV_OK) return "plane";
         if (p->stride_w > 1 && p->B >= DWR_MIN_BATCH && p->x_layout == CONV_NCHW && dwr_fits(p, 0) == CONV_OK)

@@ -117,15 +117,16 @@ int dwr_fits(const conv_problem* p, int report);
 // of a row x 4 images as small matrix products over x's rows.
 int dwr_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
 
-// CONV_OK if the row-taps depthwise kernel (depthwise_row_taps.cu, "taps13") takes the problem: depthwise
-// (groups == C == M), no dilation, f32 x, filters 13 taps wide (any height), column stride 1, a band of x's rows
-// within 48 KB of shared memory; y in any dtype, any layouts, row stride and padding. Else CONV_ERR_UNSUPPORTED,
-// naming the reason where `report`.
-int drt_fits(const conv_problem* p, int report);
+// CONV_OK if the row-taps depthwise kernel (depthwise_row_taps.cu) takes the problem: depthwise (groups == C ==
+// M), no dilation, f32 x, filters exactly 13 taps wide ("taps13", any_width 0) or 9 or more ("taps", any_width 1),
+// any height, column stride 1, a band of x's rows within 48 KB of shared memory; y in any dtype, any layouts, row
+// stride and padding. Else CONV_ERR_UNSUPPORTED, naming the reason where `report`.
+int drt_fits(const conv_problem* p, int any_width, int report);
 
 // Runs it: a block stages a band of x's rows with their padding and its channels' filters, a thread sums 4
-// consecutive outputs of a row, each filter row's 13 taps and 16 values of x in registers.
-int drt_run(const conv_problem* p, const conv_tensors* t, cudaStream_t stream);
+// consecutive outputs of a row, each filter row's taps and x 16 bytes at a time in registers (taps13: a row's 13
+// taps and 16 values of x at once).
+int drt_run(const conv_problem* p, int any_width, const conv_tensors* t, cudaStream_t stream);
 
 // The filters every kernel family of grouped_direct unrolls, chosen in one place: At<K, S>::kernel for
 // square 3x3 and 5x5 filters at strides 1 and 2 and 7x7 at stride 1, dilation 1; At<0, 0>::kernel (the
