@@ -390,7 +390,8 @@ def test_large_filter_kernel_places_nan_and_inf_as_the_oracle(batch, layout, con
     5 plane stages a position's four images at once, then the fifth alone: the bad values sit in images of both
     groups."""
     pr.skip_unless_available(NAME)
-    case = lk_case(ConvCase(batch, 3, 30, 27, 3, 11, 13, padding=(5, 6), groups=3, x_layout=layout,
+    kw = 13 if config == "taps13" else 15
+    case = lk_case(ConvCase(batch, 3, 30, 27, 3, 11, kw, padding=(5, kw // 2), groups=3, x_layout=layout,
                             y_layout=layout, bias=True), config)
     x, w, bias = pr.random_operands(case, rng)
     b_nan, b_inf, b_neg = (0, 1, 1) if batch == 2 else (1, 3, 4)
@@ -407,9 +408,11 @@ def test_large_filter_kernel_inf_weight_on_padding(config, rng):
     oracle and PyTorch: the kernel skips padding taps only where the block's weights are all finite. The
     other channels (finite weights, padding skipped) stay as the oracle has them."""
     pr.skip_unless_available(NAME)
-    case = lk_case(ConvCase(2, 20, 14, 15, 20, 27, 13, padding=(13, 6), groups=20, bias=True), config)
+    kw = 13 if config == "taps13" else 27
+    case = lk_case(ConvCase(2, 20, 14, 15, 20, 27, kw, padding=(13, kw // 2), groups=20, bias=True), config)
     x, w, bias = pr.random_operands(case, rng, low=0.5, high=1.0)  # positive: Inf * x never meets -Inf
-    w[3, 0, 0, 12] = np.inf  # the top-right tap: on padding for every output but (13, 0) .. (13, 8)
+    w[3, 0, 0, kw - 1] = np.inf  # the top-right tap: on padding for all outputs but a few of row 13 ((13, 0) and
+    # (13, 1) of the 27x27, (13, 0) .. (13, 8) of the 27x13)
     ref = pr.check_config_non_finite(NAME, config, case, x, w, bias)
     assert np.isnan(ref[:, 3]).sum() > 0 and not np.isnan(np.delete(ref, 3, axis=1)).any()
 

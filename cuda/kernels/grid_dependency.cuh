@@ -5,8 +5,8 @@
 // grouped_direct's kernels but plane_mm and rows_mm, winograd's filter transform; not implicit_gemm's pipelined
 // simt* kernel nor winograd's GEMM: igemm_pipeline.cuh says why; plane_mm lost at batch 32: its launcher says so;
 // rows_mm, built for batch 32's grids of a wave or more, was not timed as a dependent;
-// plane, lk_* and taps13 (which follows their rule, not timed as a plain launch) go plainly where their grid fills
-// more than half of the GPU but less than 0.9 of it:
+// plane, lk_* and taps13 / taps (which follow their rule, not timed as plain launches) go plainly where their grid
+// fills more than half of the GPU but less than 0.9 of it:
 // grid_dependency_pays),
 // so that a call's launch, block scheduling and set-up overlap the stream's previous kernel instead of
 // following its last block: the few microseconds a batch-1 layer takes are otherwise half launch gap.

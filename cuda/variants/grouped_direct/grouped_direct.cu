@@ -603,7 +603,10 @@ const conv_config GD_CONFIGS[] = {
 };
 
 // Untuned choice: depthwise filters DWL_MIN_FILTER or longer on a side and DWL_MIN_TAPS taps or more
-// (without dilation) on planes of at most 64 positions with x NCHW from batch 32 to the plane-matrix kernel;
+// (without dilation) at a column stride of 1 with fp32 x NCHW on planes of DRT_MIN_OW output columns or more to
+// the row-taps kernels where they fit (13 taps wide, up to batch DRT_MAX_BATCH: taps13; wider rows of at most
+// DRT_MAX_ROWS_ANY filter rows at batch 1: taps); else on planes of at most 64 positions with x NCHW from batch 32
+// to the plane-matrix kernel;
 // on small planes (DWP_*_PLANE; at stride 2, only the smallest, or NHWC ones at batches 1-3) to the
 // small-plane kernel; at a column stride of 2 or more with fp32 x NCHW from batch 16, to the row-matrix kernel
 // where it fits (planes above 64 positions: the smallest were not timed against plane); larger planes to the
