@@ -266,14 +266,9 @@ int drt_run(const conv_problem* p, int any_width, const conv_tensors* t, cudaStr
     s.by_qw = ConvDivider::of((uint32_t)s.QW);
     const int threads = (int)std::min<int64_t>(DRT_THREADS, ((int64_t)s.CB * s.items + 31) / 32 * 32);
     const size_t smem = drt_bytes(s);
-    const float* x = static_cast<const float*>(t->x);
-    const float* w = static_cast<const float*>(t->w);
-    const void* bias = t->bias;
-    if (any_width)
-        CONV_LAUNCH_DEPENDENT_BY_WAVE("drt_kernel<0>", drt_kernel<0>, (unsigned)blocks, threads, smem, stream, s, x, w,
-                                      bias, t->y);
-    else
-        CONV_LAUNCH_DEPENDENT_BY_WAVE("drt_kernel<13>", drt_kernel<13>, (unsigned)blocks, threads, smem, stream, s, x,
-                                      w, bias, t->y);
+    const auto kernel = any_width ? drt_kernel<0> : drt_kernel<13>;
+    CONV_LAUNCH_DEPENDENT_BY_WAVE(any_width ? "drt_kernel<0>" : "drt_kernel<13>", kernel, (unsigned)blocks, threads,
+                                  smem, stream, s, static_cast<const float*>(t->x), static_cast<const float*>(t->w),
+                                  static_cast<const void*>(t->bias), t->y);
     return CONV_OK;
 }
