@@ -506,6 +506,9 @@ TT_SHAPES = {
     "27x27_plane14_s2x1": ConvCase(1, 3, 14, 15, 3, 27, 27, stride=(2, 1), padding=(13, 13), groups=3),
     "1x12_row": ConvCase(3, 5, 6, 40, 5, 1, 12, padding=(0, 3), groups=5),
     "11x11_plane17": ConvCase(1, 7, 17, 18, 7, 11, 11, padding=(5, 5), groups=7),
+    # the staging's walk of the window with no padding columns, and with a padding of 4
+    "13x13_valid_w32": ConvCase(2, 3, 20, 32, 3, 13, 13, groups=3),
+    "9x9_pad4_w24": ConvCase(1, 4, 16, 24, 4, 9, 9, padding=(4, 4), groups=4),
 }
 TT_ROWS = [pytest.param(shape, config, id=f"{shape}-{config}") for config in ("taps13", "taps") for shape in TT_SHAPES
            if config == "taps" or TT_SHAPES[shape].KW == 13]
@@ -629,10 +632,10 @@ def test_default_config_per_shape():
     mid13 = ConvCase(32, 384, 14, 14, 384, 13, 13, padding=(6, 6), groups=384)
     assert default_of(mid13) == "plane" and default_of(mid13.with_(**nhwc)) == "plane"
     s1 = ConvCase(32, 160, 28, 28, 160, 13, 13, padding=(6, 6), groups=160)
-    assert default_of(s1) == "plane" and default_of(s1.with_(B=17)) == "plane"
-    # ... but filters 13 taps wide at a column stride of 1, fp32 x NCHW, 28 or more output columns, batches 1-16:
+    assert default_of(s1.with_(B=64)) == "plane" and default_of(s1.with_(B=33)) == "plane"
+    # ... but filters 13 taps wide at a column stride of 1, fp32 x NCHW, 28 or more output columns, batches 1-32:
     # the row-taps kernel (the rest as before: lk_q8 at batch 1, plane from batch 4)
-    assert default_of(s1.with_(B=1)) == "taps13" and default_of(s1.with_(B=16)) == "taps13"
+    assert default_of(s1.with_(B=1)) == "taps13" and default_of(s1) == "taps13"
     assert default_of(s1.with_(B=2, H=56, W=40, KH=5, padding=(2, 6))) == "taps13"
     assert default_of(s1.with_(B=1, **nhwc)) == "lk_q8" and default_of(s1.with_(B=1, W=27)) == "lk_q8"
     assert default_of(s1.with_(B=1, x_dtype="f16", y_dtype="f16")) == "lk_q8"

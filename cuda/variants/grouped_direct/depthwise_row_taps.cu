@@ -1,6 +1,6 @@
 // depthwise_row_taps.cu — grouped_direct's "taps13" and "taps" configurations: depthwise layers whose filter rows
 // fit a thread's registers a row at a time, on planes of 28 or more columns at small batches (the defaults for fp32 x
-// NCHW: taps13 for filters 13 taps wide at batches 1-16, taps for wider rows at batch 1; grouped_direct.cu,
+// NCHW: taps13 for filters 13 taps wide at batches 1-32, taps for wider rows at batch 1; grouped_direct.cu,
 // DRT_MAX_BATCH). Exact fp32 FFMA on f32 x and w; y and bias in any dtype; NCHW or NHWC; bias + ReLU; any filter
 // height, row stride and padding; column stride 1; no dilation.
 //
@@ -49,7 +49,7 @@ struct DrtShape : ConvShape32 {
     int items;        // threads' runs a channel: BR * QW
     int x_nhwc, y_nhwc, y_dtype, relu;
     // blockIdx.x split into channel group, band and image; staged flat indices; a block's runs
-    ConvDivider by_cgroups, by_bands, by_ws, by_seg, by_cs, by_xr, by_items, by_qw;
+    ConvDivider by_cgroups, by_bands, by_ws, by_seg, by_cs, by_xr, by_items, by_qw, by_threads;
 };
 
 // acc[r] += sum over taps t < taps of w[t] * x[t + r]: one group of up to 4 taps against x0 (values 0-3) and x1
@@ -97,6 +97,66 @@ __device__ __forceinline__ void drt_row(float (&acc)[DRT_RUN], const float* xrow
     }
 }
 
+// Stages a block's filters (CB x WS values at dst) and windows (CB x CS after them) in one pass (batch 1: a grid of
+// less than a wave, every block staging at once): a thread loads GD_STAGE_LOADS values before it stores any, so
+// that their latencies overlap. The filters' few values split their index as gd_stage does; the windows' (nine in
+// ten of the values on UniRepLKNet's 28x28 planes) walk it: a thread's next value is blockDim.x further on, so its
+// column, row and channel advance by constants, with a carry, and the channel's base pointer moves only when the
+// channel does. (gd_stage's split index and 64-bit offsets, ~60 instructions a value, were a third of the kernel's
+// instructions at batch 32: ncu, 13x13 on 28x28.) Channels past C are zeros, never stored. Returns whether this
+// thread staged a weight that is not finite.
+__device__ __forceinline__ bool drt_stage(const DrtShape& s, const float* __restrict__ x, const float* __restrict__ w,
+                                          float* dst, int b, int c0, int nc, int in_r0) {
+    const int nw = s.CB * s.WS, n = nw + s.CB * s.CS, step = blockDim.x, t = threadIdx.x;
+    // The window walker, at this thread's first value of the windows: channel cl, row r, column col of it (the
+    // launch's dividers: a division by a run-time value is ~20 instructions).
+    const int first = t >= nw ? t : t + (int)s.by_threads.div(nw - t + step - 1) * step;
+    uint32_t rest, c_u, dc_u;
+    int cl = (int)s.by_cs.divmod(first - nw, &rest), r = (int)s.by_xr.divmod(rest, &c_u), col = (int)c_u;
+    const int drow = (int)s.by_xr.divmod(step, &dc_u), dcol = (int)dc_u;
+    const long long hw = (long long)s.H * s.W, cstep = s.x_nhwc ? 1 : hw, pstep = s.x_nhwc ? s.C : 1;
+    const float* ximg = x + (long long)b * s.C * hw;
+    const float* xc = ximg + (c0 + cl) * cstep;  // channel c0 + cl of image b
+    float check = 0.0f;  // + 0 x each weight: NaN once a weight is Inf or NaN (cheaper than a flag a value)
+    for (int i0 = t; i0 < n; i0 += GD_STAGE_LOADS * step) {
+        float v[GD_STAGE_LOADS];
+#pragma unroll
+        for (int u = 0; u < GD_STAGE_LOADS; ++u) {
+            const int i = i0 + u * step;
+            v[u] = 0.0f;
+            if (i < nw) {
+                uint32_t rest, kw;
+                const int fl = (int)s.by_ws.divmod(i, &rest), kh = (int)s.by_seg.divmod(rest, &kw);
+                if (fl < nc && (int)kw < s.KW) v[u] = w[((long long)(c0 + fl) * s.KH + kh) * s.KW + kw];
+            } else if (i < n) {
+                const int ih = in_r0 + r, iw = col - s.pad_w;
+                if (cl < nc && ih >= 0 && ih < s.H && iw >= 0 && iw < s.W) v[u] = xc[(long long)(ih * s.W + iw) * pstep];
+                col += dcol;
+                r += drow;
+                if (col >= s.XR) {
+                    col -= s.XR;
+                    ++r;
+                }
+                if (r >= s.SR) {
+                    do {
+                        r -= s.SR;
+                        ++cl;
+                    } while (r >= s.SR);
+                    xc = ximg + (c0 + cl) * cstep;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < GD_STAGE_LOADS; ++u) {
+            const int i = i0 + u * step;
+            if (i >= n) break;
+            if (i < nw) check = fmaf(v[u], 0.0f, check);
+            dst[i] = v[u];
+        }
+    }
+    return check != check;
+}
+
 template <int KW>
 __global__ void __launch_bounds__(DRT_THREADS) drt_kernel(DrtShape s, const float* __restrict__ x,
                                                           const float* __restrict__ w, const void* __restrict__ bias,
@@ -109,31 +169,10 @@ __global__ void __launch_bounds__(DRT_THREADS) drt_kernel(DrtShape s, const floa
     const int c0 = (int)cg * s.CB, band = (int)band_u, nc = min(s.CB, s.C - c0);
     const int oh0 = band * s.BR, in_r0 = oh0 * s.stride_h - s.pad_h;  // x's row at the window's row 0
     grid_wait_prior();  // launched as a dependent of the stream's previous kernel (grid_dependency.cuh)
-    // The filters and the window in one pass (batch 1: a grid of less than a wave, every block staging at once).
-    // Channels past C are zeros, never stored.
-    bool w_bad = false, x_bad = false;
-    auto load_w = [&](int i, int& at) {
-        uint32_t rest, kw;
-        const int cl = (int)s.by_ws.divmod(i, &rest), kh = (int)s.by_seg.divmod(rest, &kw);
-        at = i;
-        return cl < nc && (int)kw < s.KW ? w[((long long)(c0 + cl) * s.KH + kh) * s.KW + kw] : 0.0f;
-    };
-    const long long hw = (long long)s.H * s.W;
-    auto load_x = [&](int i, int& at) {
-        uint32_t rest, j;
-        const int cl = (int)s.by_cs.divmod(i, &rest), ih = in_r0 + (int)s.by_xr.divmod(rest, &j);
-        const int iw = (int)j - s.pad_w, c = c0 + cl;
-        at = s.CB * s.WS + i;
-        if (cl >= nc || ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) return 0.0f;
-        const long long q = (long long)ih * s.W + iw;
-        return x[s.x_nhwc ? ((long long)b * hw + q) * s.C + c : ((long long)b * s.C + c) * hw + q];
-    };
-    // (Rows a warp each, four rows' loads at once, with no index split a value, were slower: fewer loads in
-    // flight. 13x13 on 28x28 at batch 1 7.5-7.9 -> 8.6 us, H200.)
-    gd_stage<float>(s.CB * s.WS, s.CB * s.CS, ws, w_bad, x_bad, load_w, load_x);
+    const bool w_bad = drt_stage(s, x, w, ws, b, c0, nc, in_r0);
     // With finite weights a filter row over padding rows only adds zeros: skipped. With an Inf or NaN weight every
     // row runs, so that it meets the padding's zeros (NaN), as in PyTorch.
-    const bool skip = !__syncthreads_or(w_bad);
+    const bool skip = !__syncthreads_or(w_bad);  // (its barrier also orders the staging before the reads)
     grid_launch_dependents();  // inputs read: the next kernel may launch while this one sums and stores
     for (int i = threadIdx.x; i < s.CB * s.items; i += blockDim.x) {
         uint32_t it, q;
@@ -265,6 +304,7 @@ int drt_run(const conv_problem* p, int any_width, const conv_tensors* t, cudaStr
     s.by_items = ConvDivider::of((uint32_t)s.items);
     s.by_qw = ConvDivider::of((uint32_t)s.QW);
     const int threads = (int)std::min<int64_t>(DRT_THREADS, ((int64_t)s.CB * s.items + 31) / 32 * 32);
+    s.by_threads = ConvDivider::of((uint32_t)threads);
     const size_t smem = drt_bytes(s);
     const auto kernel = any_width ? drt_kernel<0> : drt_kernel<13>;
     CONV_LAUNCH_DEPENDENT_BY_WAVE(any_width ? "drt_kernel<0>" : "drt_kernel<13>", kernel, (unsigned)blocks, threads,

@@ -80,14 +80,16 @@ constexpr int64_t DWR_MIN_BATCH = 16;
 // DRT_MIN_OW output columns or more, where they fit. Filters 13 taps wide (UniRepLKNet's 13x13) up to batch
 // DRT_MAX_BATCH: taps13. H200, 13x13 on 28x28 to 56x56 (bench/results/nvidia-h200/row-taps.md): batch 1 7.7-8.5 us
 // against lk_q8's 8.4-11.7, batch 4 9.9-22.3 against 11.5-27.0 (the best of lk_q8, lk_q16, plane), batch 8
-// 15.1-41.9 against 17.8-42.4 (but 42x42: 37.5 against plane's 37.3), batch 16 25.8-80.2 against 30.0-77.2 (56x56:
-// 80.2 against lk_q16's 77.2); at batch 1 on 28x28 with 96 channels 6.83 against lk_q8's 6.31. On 14x14 and 7x7
-// planes it lost at batches 1, 4 and 32 (batch 1: 7.0-8.4 against lk_q16's 5.5 and plane's 3.8). Wider rows of at
-// most DRT_MAX_ROWS_ANY rows at batch 1: taps (any width). SLaK's 5x51 on 56x56 14.4 against lk_q8's 15.2, 5x49 on
-// 28x28 9.3 against 9.8; it lost the 27x27-31x31 filters (26.0 against lk_q16's 16.2 on the 29x29), and from batch 4
-// the bands to plane (5x49: 25.6 against 14.8). (taps on 13x13 at batch 1: 7.7 against taps13's 7.9, within the
-// spread of runs on different GPUs; at batch 4 16.0 against 13.4.)
-constexpr int64_t DRT_MAX_BATCH = 16, DRT_MIN_OW = 28, DRT_MAX_ROWS_ANY = 13;
+// 15.1-41.9 against 17.8-42.4; with the staging walked instead of split (row-taps-staging.md) batch 16 23.6-69.5
+// against plane / lk_q16's 30.1-77.4 and batch 32 45.0-133.6 against 52.0-148.9 (UniRepLKNet-T's 28x28: 71.4 against
+// plane's 77.2; -S's: 85.6 against 88.3); at batch 64 plane took 3 of 6 (UniRepLKNet-T's 136.5 against 140.4). At
+// batch 1 on 28x28 with 96 channels 6.83 against lk_q8's 6.31. On 14x14 and 7x7 planes it lost at batches 1, 4 and
+// 32 (batch 1: 7.0-8.4 against lk_q16's 5.5 and plane's 3.8). Wider rows of at most DRT_MAX_ROWS_ANY rows at batch
+// 1: taps (any width). SLaK's 5x51 on 56x56 14.4 against lk_q8's 15.2, 5x49 on 28x28 9.3 against 9.8; it lost the
+// 27x27-31x31 filters (26.0 against lk_q16's 16.2 on the 29x29), and from batch 4 the bands to plane (5x49: 25.6
+// against 14.8). (taps on 13x13 at batch 1: 7.7 against taps13's 7.9, within the spread of runs on different GPUs;
+// at batch 4 16.0 against 13.4.)
+constexpr int64_t DRT_MAX_BATCH = 32, DRT_MIN_OW = 28, DRT_MAX_ROWS_ANY = 13;
 // Loads a thread issues together when it stages x (NHWC: window rows a warp takes).
 constexpr int GD_STAGE_ROWS = 4;
 
