@@ -50,6 +50,8 @@ CHAIN_CASES = {
     "winograd": [  # the filter transform (a dependent) into the workspace, then the GEMM that reads it
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), bias=True),
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=8, bias=True, **NHWC),
+        ConvCase(2, 16, 20, 20, 16, 7, 7, padding=(3, 3), bias=True),  # the F(2, 7) rows
+        ConvCase(2, 16, 20, 20, 16, 7, 7, padding=(3, 3), groups=2, bias=True, **NHWC),
     ],
     "grouped_direct": [
         ConvCase(2, 64, 20, 20, 64, 3, 3, padding=(1, 1), groups=64, bias=True),

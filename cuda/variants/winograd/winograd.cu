@@ -25,6 +25,7 @@
 #include "launch_util.cuh"
 #include "mma_sync.cuh"
 #include "tensor_io.cuh"
+#include "winograd_rows.h"
 #include "winograd_transforms.cuh"
 
 #include <type_traits>
@@ -333,13 +334,11 @@ int winograd_run(const conv_problem* p, const conv_tensors* t, void* workspace, 
 // The configurations' largest map tile: the workspace holds U padded to it.
 constexpr int MAX_BM = 32;
 
-int winograd_supports(const conv_problem* p) {
+// The F(2x2, 3x3) configurations' limits.
+int winograd_f2x2_supports(const conv_problem* p) {
     if (p->KH != 3 || p->KW != 3)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "winograd computes 3x3 filters only (F(2x2, 3x3)), got %lldx%lld",
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "winograd's F(2x2, 3x3) tiles take 3x3 filters only, got %lldx%lld",
                               (long long)p->KH, (long long)p->KW);
-    if (p->stride_h != 1 || p->stride_w != 1)
-        return conv_set_error(CONV_ERR_UNSUPPORTED, "winograd takes stride 1 only, got (%lld, %lld)",
-                              (long long)p->stride_h, (long long)p->stride_w);
     const int64_t blocks_y = p->groups * (padded_maps<MAX_BM>(p) / MAX_BM);
     if (blocks_y > 65535)
         return conv_set_error(CONV_ERR_UNSUPPORTED,
@@ -352,16 +351,35 @@ int winograd_supports(const conv_problem* p) {
     return conv_check_coords("winograd", p, 1, 1);
 }
 
+bool is_3x3(const conv_problem* p) { return p->KH == 3 && p->KW == 3; }
+
+// 3x3 filters by F(2x2, 3x3) tiles, 7x7 ones by F(2, 7) along rows; stride 1.
+int winograd_supports(const conv_problem* p) {
+    if (!is_3x3(p) && (p->KH != 7 || p->KW != 7))
+        return conv_set_error(CONV_ERR_UNSUPPORTED,
+                              "winograd computes 3x3 filters (F(2x2, 3x3)) and 7x7 ones (F(2, 7) along rows), "
+                              "got %lldx%lld", (long long)p->KH, (long long)p->KW);
+    if (p->stride_h != 1 || p->stride_w != 1)
+        return conv_set_error(CONV_ERR_UNSUPPORTED, "winograd takes stride 1 only, got (%lld, %lld)",
+                              (long long)p->stride_h, (long long)p->stride_w);
+    return is_3x3(p) ? winograd_f2x2_supports(p) : winograd_rows_supports(p);
+}
+
 int winograd_workspace_size(const conv_problem* p, size_t* bytes) {
-    *bytes = filter_bytes<MAX_BM>(p);
+    *bytes = is_3x3(p) ? filter_bytes<MAX_BM>(p) : winograd_rows_workspace_bytes(p);
     return CONV_OK;
 }
 
 const conv_config WINOGRAD_CONFIGS[] = {
-    {"f2x2_32x32", winograd_run<32, 32>, NULL},
-    {"f2x2_32x64", winograd_run<32, 64>, NULL},
+    {"f2x2_32x32", winograd_run<32, 32>, winograd_f2x2_supports},
+    {"f2x2_32x64", winograd_run<32, 64>, winograd_f2x2_supports},
+    {"f2x7_rows_m8_p12", winograd_rows_run, winograd_rows_supports},
 };
+
+const char* winograd_default_config(const conv_problem* p) { return is_3x3(p) ? "f2x2_32x32" : "f2x7_rows_m8_p12"; }
 
 }  // namespace
 
-extern "C" const conv_impl conv_impl_winograd = {winograd_supports, winograd_workspace_size, WINOGRAD_CONFIGS, 2, NULL};
+extern "C" const conv_impl conv_impl_winograd = {winograd_supports, winograd_workspace_size, WINOGRAD_CONFIGS,
+                                                 (int)(sizeof WINOGRAD_CONFIGS / sizeof WINOGRAD_CONFIGS[0]),
+                                                 winograd_default_config};
