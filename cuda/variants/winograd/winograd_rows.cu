@@ -9,7 +9,7 @@
 //      laid out [group][map group of 8][channel][filter row][map quad][position][4]: the 8 x 8 values one
 //      (channel, filter row) gives a map group, zeros past the group's maps. Weights change between calls
 //      (a plan does not own them), so this runs on every call (M*C*7*7 reads).
-//   2. winograd_rows_kernel<PT>: a block computes 16 tiles (2 output columns x PT output rows of one
+//   2. winograd_rows_kernel: a block computes 16 tiles (2 output columns x PT output rows of one
 //      image: flattened (image, strip, tile) items, so that rows of few tiles waste no lanes) for one
 //      group of 8 maps. Thread = (tile, position j of the 8): it accumulates M_j = U_j * V_j for the 8 maps
 //      x PT rows, summed over channels and filter rows. For each fill of channels the block copies x's
@@ -44,15 +44,15 @@ constexpr int RW_THREADS = RW_TILES * RW_J;  // thread = tile * 8 + position
 constexpr int RW_UNIT = RW_MT * RW_J;        // U floats of one (channel, filter row): [quad][position][4]
 // Output rows a thread (LeNet C3's 34 rows are three strips).
 constexpr int RW_PT = 12;
-// Channels a fill take at least this much shared memory when the output exchange needs less.
-constexpr int RW_STAGE_FLOATS = 12288;
+// The filter height the kernel is built for (LeNet's 7x7; the strip's input rows are registers).
+constexpr int RW_KH = 7;
 
 struct RowsParams {
     const void* x;
     const float* u;  // the transformed filters (workspace)
     const void* bias;
     void* y;
-    int C, H, W, M, KH, OH, OW;
+    int C, H, W, M, OH, OW;
     int Cg, Mg, mgroups;  // channels and maps per group, map groups of RW_MT per group
     int pad_h, pad_w;
     int TW, strips, items;  // tiles a row (ceil(OW / 2)), strips of PT rows a column, B * strips * TW
@@ -63,9 +63,8 @@ struct RowsParams {
 // The exchange of products in the epilogue: per warp, lane L's PT x 8 products at L * S + m * MS + p. MS odd
 // and S = 8 MS + 1: the writes (one (m, p) across the lanes) and the reads (lane (t, j) reading map j of lane
 // (t, j')) fall in 32 different banks.
-template <int PT>
 struct RowsExchange {
-    static constexpr int MS = PT % 2 ? PT : PT + 1;
+    static constexpr int MS = RW_PT % 2 ? RW_PT : RW_PT + 1;
     static constexpr int S = RW_MT * MS + 1;
     static constexpr int FLOATS = (RW_THREADS / 32) * 32 * S;
 };
@@ -79,9 +78,9 @@ __global__ void winograd_rows_filter_kernel(RowsParams k, const TX* __restrict__
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
          i += (long long)gridDim.x * blockDim.x) {
         const int mm = (int)(i % RW_MT);
-        const long long tap_row = i / RW_MT;  // (gm * Cg + c) * KH + r
-        const int r = (int)(tap_row % k.KH);
-        const long long gc = tap_row / k.KH;
+        const long long tap_row = i / RW_MT;  // (gm * Cg + c) * RW_KH + r
+        const int r = (int)(tap_row % RW_KH);
+        const long long gc = tap_row / RW_KH;
         const int c = (int)(gc % k.Cg);
         const long long gm = gc / k.Cg;
         const int mg = (int)(gm % k.mgroups), g = (int)(gm / k.mgroups), m = mg * RW_MT + mm;
@@ -89,7 +88,7 @@ __global__ void winograd_rows_filter_kernel(RowsParams k, const TX* __restrict__
         float taps[7];
 #pragma unroll
         for (int s = 0; s < 7; ++s) {
-            const long long at = k.w_mkkc ? ((filter * k.KH + r) * 7 + s) * k.Cg + c : ((filter * k.Cg + c) * k.KH + r) * 7 + s;
+            const long long at = k.w_mkkc ? ((filter * RW_KH + r) * 7 + s) * k.Cg + c : ((filter * k.Cg + c) * RW_KH + r) * 7 + s;
             taps[s] = m < k.Mg ? conv_load<TX>(w, at) : 0.0f;
         }
         float v[RW_J];
@@ -134,11 +133,11 @@ __device__ __forceinline__ void rows_decode(const RowsParams& k, int item, int& 
     b = rest / k.strips;
 }
 
-template <int PT, int KH, class TX, class TY>
+template <class TX, class TY>
 // 3 blocks an SM: 153 registers (8 x 12 accumulators, the channel's 18 values of V), 54 KB of shared memory.
 __global__ void __launch_bounds__(RW_THREADS, 3) winograd_rows_kernel(RowsParams k) {
-    using Exchange = RowsExchange<PT>;
-    constexpr int ROWS = PT + KH - 1;  // input rows of a strip
+    using Exchange = RowsExchange;
+    constexpr int PT = RW_PT, KH = RW_KH, ROWS = PT + KH - 1;  // ROWS: input rows of a strip
     extern __shared__ float4 smem4[];
     float* smem = reinterpret_cast<float*>(smem4);
     const int tid = threadIdx.x, j = tid % RW_J, lane = tid % 32;
@@ -269,14 +268,12 @@ __global__ void __launch_bounds__(RW_THREADS, 3) winograd_rows_kernel(RowsParams
 
 int map_groups(const conv_problem* p) { return (int)((p->M / p->groups + RW_MT - 1) / RW_MT); }
 
-// The filter height the kernel is built for (LeNet's 7x7; the strip's input rows are registers).
-constexpr int RW_KH = 7;
+// Floats of shared memory a channel of a fill takes (V's rows and U's filter rows), and the channels a fill takes:
+// as many as fit in the shared memory the output exchange needs anyway.
+constexpr int RW_CHANNEL_FLOATS = (RW_PT + RW_KH - 1) * RW_THREADS + RW_KH * RW_UNIT;
+constexpr int RW_FILL_CHANNELS = RowsExchange::FLOATS / RW_CHANNEL_FLOATS;
+static_assert(RW_FILL_CHANNELS >= 1, "a fill holds at least one channel");
 
-// Floats of shared memory a channel of a fill takes (V's rows and U's filter rows).
-template <int PT>
-constexpr long long RW_CHANNEL_FLOATS = (long long)(PT + RW_KH - 1) * RW_THREADS + RW_KH * RW_UNIT;
-
-template <int PT>
 struct RowsLaunch {
     template <class TX, class TY>
     static int run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
@@ -291,27 +288,24 @@ struct RowsLaunch {
         k.u = static_cast<const float*>(workspace);
         k.bias = p->bias ? t->bias : NULL;
         k.y = t->y;
-        k.C = (int)p->C; k.H = (int)p->H; k.W = (int)p->W; k.M = (int)p->M; k.KH = (int)p->KH;
+        k.C = (int)p->C; k.H = (int)p->H; k.W = (int)p->W; k.M = (int)p->M;
         k.OH = (int)conv_out_h(p); k.OW = (int)conv_out_w(p);
         k.Cg = (int)(p->C / p->groups); k.Mg = (int)(p->M / p->groups); k.mgroups = map_groups(p);
         k.pad_h = (int)p->pad_h; k.pad_w = (int)p->pad_w;
         k.TW = (k.OW + 1) / 2;
-        k.strips = (k.OH + PT - 1) / PT;
+        k.strips = (k.OH + RW_PT - 1) / RW_PT;
         k.items = (int)(p->B * k.strips * k.TW);
-        const long long per_channel = RW_CHANNEL_FLOATS<PT>;
-        const long long stage = RowsExchange<PT>::FLOATS > RW_STAGE_FLOATS ? RowsExchange<PT>::FLOATS : RW_STAGE_FLOATS;
-        k.chunk = (int)(stage / per_channel < 1 ? 1 : stage / per_channel < k.Cg ? stage / per_channel : k.Cg);
+        k.chunk = k.Cg < RW_FILL_CHANNELS ? k.Cg : RW_FILL_CHANNELS;
         k.x_nhwc = p->x_layout == CONV_NHWC; k.y_nhwc = p->y_layout == CONV_NHWC;
         k.w_mkkc = p->w_layout == CONV_MKKC;
         k.relu = p->epilogue == CONV_EPILOGUE_RELU;
 
-        const long long filters = (long long)p->groups * k.mgroups * k.Cg * k.KH * RW_MT;
+        const long long filters = (long long)p->groups * k.mgroups * k.Cg * RW_KH * RW_MT;
         CONV_LAUNCH_DEPENDENT("winograd_rows_filter_kernel", winograd_rows_filter_kernel<TX>,
                               dim3(conv_grid_for(filters, 256)), dim3(256), 0, stream, k,
                               static_cast<const TX*>(t->w), static_cast<float*>(workspace), filters);
-        const auto kernel = winograd_rows_kernel<PT, RW_KH, TX, TY>;
-        const long long fill = k.chunk * per_channel;
-        const size_t smem = (size_t)(fill > RowsExchange<PT>::FLOATS ? fill : RowsExchange<PT>::FLOATS) * sizeof(float);
+        const auto kernel = winograd_rows_kernel<TX, TY>;
+        const size_t smem = RowsExchange::FLOATS * sizeof(float);  // a fill takes at most as much
         const int opt_in = conv_allow_smem(kernel, smem, "winograd (F(2, 7) rows): a fill of V and U");
         if (opt_in != CONV_OK) return opt_in;
         const dim3 grid((unsigned)((k.items + RW_TILES - 1) / RW_TILES), (unsigned)(p->groups * k.mgroups));
@@ -350,5 +344,5 @@ int winograd_rows_supports(const conv_problem* p) {
 
 int winograd_rows_run(const conv_problem* p, const conv_tensors* t, void* workspace, size_t workspace_bytes,
                       void* stream) {
-    return conv_dispatch_dtypes<RowsLaunch<RW_PT>>(p, p, t, workspace, workspace_bytes, conv_stream(stream));
+    return conv_dispatch_dtypes<RowsLaunch>(p, p, t, workspace, workspace_bytes, conv_stream(stream));
 }

@@ -5,7 +5,7 @@
 
 #include "conv_internal.h"
 
-// The configuration's limits beyond the variant's (7-wide filters; grid, shared memory and index ranges).
+// The configuration's limits beyond the variant's (7x7 filters; grid, workspace and index ranges).
 int winograd_rows_supports(const conv_problem* p);
 // Bytes of workspace the transformed filters take.
 size_t winograd_rows_workspace_bytes(const conv_problem* p);
